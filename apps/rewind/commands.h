@@ -1,0 +1,21 @@
+// The `rewind` command line: each subcommand lives in its own cmd_<name>.cpp and registers
+// itself on the CLI11 app. A subcommand returns the process exit code.
+#pragma once
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace rewind::cli {
+
+// Registers the subcommand on `app`; sets `run` to the function main() calls when it is chosen.
+using Runner = std::function<int()>;
+void register_inspect(CLI::App& app, Runner& run);
+void register_tokenize(CLI::App& app, Runner& run);
+void register_generate(CLI::App& app, Runner& run);
+void register_bench(CLI::App& app, Runner& run);
+
+// The model bundled with the repository (used when -m is not given).
+std::string default_model_path();
+
+} // namespace rewind::cli

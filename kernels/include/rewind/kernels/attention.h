@@ -1,0 +1,35 @@
+// Causal grouped-query attention of n new tokens over a position-indexed KV cache that already
+// holds them. Token t (absolute position pos0 + t) attends to cache positions 0 .. pos0 + t.
+// The value for a token never depends on how many tokens share the call or on thread count.
+#pragma once
+#include <cstdint>
+
+#include "rewind/kernels/dtype.h"
+#include "rewind/kernels/thread_pool.h"
+
+namespace rewind {
+
+struct AttentionShape {
+    int64_t n_tokens = 0;   // new tokens in this call
+    int64_t pos0 = 0;       // absolute position of the first new token
+    int64_t n_head = 0;
+    int64_t n_head_kv = 0;  // n_head % n_head_kv == 0
+    int64_t head_dim = 0;
+};
+
+// Scratch floats needed: one score row per thread of the pool.
+int64_t attention_scratch_floats(const AttentionShape& s, int n_threads);
+
+// q:   [n_tokens, n_head, head_dim] float
+// k,v: [>= pos0 + n_tokens, n_head_kv, head_dim] of kv_type (F32 or F16)
+// out: [n_tokens, n_head, head_dim] float
+// softmax(q·kᵀ / sqrt(head_dim)) · v with a fixed order over positions. Throws rewind::Error on
+// bad shapes or an unsupported kv_type.
+void attention(const AttentionShape& s, const float* q, const void* k, const void* v, DType kv_type,
+               float* out, float* scratch, ThreadPool* pool);
+
+// Plain reference (double accumulation) for tests.
+void attention_reference(const AttentionShape& s, const float* q, const void* k, const void* v,
+                         DType kv_type, float* out);
+
+} // namespace rewind

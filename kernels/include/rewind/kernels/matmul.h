@@ -1,0 +1,40 @@
+// Matrix products y = x · Wᵀ for the forward pass, with a fixed reduction order: the result for
+// (token t, output r) is bit-identical whatever the number of tokens in the call and whatever
+// the thread count. SIMD paths (AVX-512, AVX2) are picked at run time; a scalar path remains.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "rewind/kernels/dtype.h"
+#include "rewind/kernels/thread_pool.h"
+
+namespace rewind {
+
+// A row-major weight matrix: `rows` outputs, each a row of `cols` inputs stored as `type`.
+struct MatrixView {
+    DType type = DType::F32;
+    const void* data = nullptr;
+    int64_t rows = 0;
+    int64_t cols = 0;
+};
+
+enum class SimdLevel { Scalar, Avx2, Avx512 };
+SimdLevel detect_simd();          // what this CPU supports
+const char* simd_name(SimdLevel l);
+
+// Scratch bytes matmul needs for n_tokens activations of width cols (Q8_0 quantizes x).
+size_t matmul_scratch_bytes(DType type, int64_t n_tokens, int64_t cols);
+
+// y[t*rows + r] = sum_k W[r,k] * x[t*cols + k] for t < n_tokens, r < w.rows.
+// x: [n_tokens, cols] float; y: [n_tokens, rows] float. For Q8_0 weights x is first quantized
+// to Q8_0 per token (as ggml does), into `scratch`. Throws rewind::Error on null pointers,
+// non-positive sizes, cols not matching, or scratch too small.
+void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
+            std::span<std::byte> scratch, ThreadPool* pool, SimdLevel level = detect_simd());
+
+// Straightforward reference (dequantize then Eigen float product). Agrees with matmul within
+// rounding, not bit for bit.
+void matmul_reference(const MatrixView& w, const float* x, int64_t n_tokens, float* y);
+
+} // namespace rewind

@@ -1,0 +1,72 @@
+// Tokenizers built from GGUF metadata: SentencePiece-style BPE ("llama": scores, byte fallback)
+// and GPT-2 byte-level BPE ("gpt2": merges, pre-tokenizer split). Encode, decode, special ids.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rewind {
+
+class GgufFile;
+
+using TokenId = int32_t;
+
+// Token attribute as stored in tokenizer.ggml.token_type.
+enum class TokenKind : int32_t { Undefined = 0, Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6 };
+
+enum class TokenizerModel { Spm, Bpe };
+
+// Whether text that spells a special token (e.g. "<s>") is matched as that token.
+enum class SpecialTokens { AsText, Parse };
+enum class AddBos { Default, Yes, No }; // Default: the file's tokenizer.ggml.add_bos_token
+
+class Tokenizer {
+public:
+    // Reads tokenizer.ggml.* from `gguf`. Throws rewind::Error naming the key when a required
+    // array is missing, lengths disagree, or the model kind is unsupported.
+    static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& gguf);
+    virtual ~Tokenizer() = default;
+
+    virtual TokenizerModel model() const = 0;
+    virtual std::vector<TokenId> encode(std::string_view text, AddBos add_bos = AddBos::Default,
+                                        SpecialTokens special = SpecialTokens::AsText) const = 0;
+    // The bytes of one token's piece as it appears in text (byte pieces give their byte;
+    // control tokens give "" unless `render_special`).
+    virtual std::string token_to_piece(TokenId id, bool render_special = false) const = 0;
+    // Concatenated pieces, with SPM's leading-space rule applied at the start of text.
+    std::string decode(const std::vector<TokenId>& ids, bool render_special = false) const;
+
+    int64_t n_vocab() const { return static_cast<int64_t>(pieces_.size()); }
+    const std::string& piece(TokenId id) const { return pieces_.at(static_cast<size_t>(id)); } // raw vocab string
+    TokenKind kind(TokenId id) const { return kinds_.at(static_cast<size_t>(id)); }
+    TokenId bos() const { return bos_; }
+    TokenId eos() const { return eos_; }
+    bool add_bos() const { return add_bos_; }
+    bool is_eog(TokenId id) const { return id == eos_ || id == eot_; }
+    bool valid(TokenId id) const { return id >= 0 && id < n_vocab(); }
+
+protected:
+    std::vector<std::string> pieces_;
+    std::vector<TokenKind> kinds_;
+    TokenId bos_ = -1, eos_ = -1, eot_ = -1, unk_ = -1, pad_ = -1;
+    bool add_bos_ = false;
+};
+
+// Turns a stream of tokens into valid UTF-8 text: bytes of an incomplete multi-byte sequence are
+// held back until the sequence completes (or flushed as U+FFFD at flush()).
+class Utf8StreamDecoder {
+public:
+    explicit Utf8StreamDecoder(const Tokenizer& tok) : tok_(tok) {}
+    // Returns the text that became complete with this token (possibly empty).
+    std::string push(TokenId id);
+    std::string flush();
+
+private:
+    const Tokenizer& tok_;
+    std::string pending_;
+    bool first_ = true;
+};
+
+} // namespace rewind

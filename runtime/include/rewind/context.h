@@ -1,0 +1,54 @@
+// A context runs a model: preallocated run buffers and a thread pool, and forward(), which
+// appends any number of new tokens to a KV cache in one pass and returns their logits.
+// The prefix already in the cache is never recomputed and never dropped.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "rewind/kernels/thread_pool.h"
+#include "rewind/kv_cache.h"
+#include "rewind/model.h"
+
+namespace rewind {
+
+struct ContextOptions {
+    int n_threads = 1;
+    int64_t max_batch = 256; // tokens per internal pass; longer inputs run in chunks
+};
+
+enum class Logits { All, Last };
+
+class Context {
+public:
+    // Sizes every run buffer once; forward() allocates nothing.
+    Context(std::shared_ptr<const Model> model, ContextOptions opts = {});
+    ~Context();
+
+    const Model& model() const { return *model_; }
+    std::shared_ptr<const Model> model_ptr() const { return model_; }
+    const ContextOptions& options() const { return opts_; }
+
+    // Runs tokens at positions cache.size() .. cache.size()+n-1 with causal attention over the
+    // cached prefix and themselves, appends their K/V, and returns logits: [n, n_vocab] for
+    // Logits::All, [1, n_vocab] (the last token) for Logits::Last. The span stays valid until
+    // the next call. Throws rewind::Error, the cache unchanged, if tokens is empty, an id is
+    // outside the vocabulary, the cache would overflow its capacity, the cache belongs to
+    // another model, or Logits::All is asked for more than max_batch tokens.
+    std::span<const float> forward(KvCache& cache, std::span<const TokenId> tokens,
+                                   Logits which = Logits::All);
+
+    // Tokens run through forward() so far (tests use it to prove a prefix was reused).
+    uint64_t tokens_processed() const { return tokens_processed_; }
+
+private:
+    struct Buffers;
+    std::shared_ptr<const Model> model_;
+    ContextOptions opts_;
+    std::unique_ptr<ThreadPool> pool_;
+    std::unique_ptr<Buffers> buf_;
+    uint64_t tokens_processed_ = 0;
+};
+
+} // namespace rewind

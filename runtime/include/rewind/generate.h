@@ -1,0 +1,62 @@
+// Plain (non-speculative) generation and the stop rules every decoder shares: max tokens,
+// end-of-generation tokens, stop strings, and a full context.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "rewind/context.h"
+#include "rewind/kv_cache.h"
+#include "rewind/sampler.h"
+
+namespace rewind {
+
+enum class StopReason { MaxTokens, EndOfGeneration, StopString, ContextFull, Callback };
+const char* stop_reason_name(StopReason r);
+
+struct GenerateOptions {
+    int64_t max_tokens = 128;
+    SamplerOptions sampler;
+    std::vector<std::string> stop_strings; // generation ends after the token that completes one
+    bool stop_at_eog = true;               // end on EOS/EOT (the token is kept in the output)
+};
+
+// Called with each token as it is decided; return false to stop (StopReason::Callback).
+using TokenCallback = std::function<bool(TokenId)>;
+
+struct GenerateResult {
+    std::vector<TokenId> tokens; // generated ids (prompt excluded)
+    StopReason stop = StopReason::MaxTokens;
+    double prompt_seconds = 0, generate_seconds = 0;
+    int64_t prompt_tokens = 0;   // tokens run for the prompt (excludes a reused prefix)
+};
+
+// Tracks the stop rules as tokens arrive; shared by plain and speculative decoding so they stop
+// at exactly the same token.
+class StopChecker {
+public:
+    StopChecker(const GenerateOptions& opts, const Tokenizer& tok, int64_t capacity);
+    // Feed the next generated token at absolute position `pos`; returns true if generation
+    // must end after this token, with the reason in reason().
+    bool push(TokenId id, int64_t pos);
+    StopReason reason() const { return reason_; }
+
+private:
+    const GenerateOptions& opts_;
+    const Tokenizer& tok_;
+    int64_t capacity_;
+    int64_t count_ = 0;
+    std::string tail_; // recent text, long enough to hold the longest stop string
+    StopReason reason_ = StopReason::MaxTokens;
+};
+
+// Runs the prompt tokens that the cache does not hold yet, then decodes one token per pass.
+// The cache must hold exactly prompt[0..cache.size()) (the caller's responsibility) with
+// cache.size() < prompt.size(): at least the last prompt token is run here, since its logits
+// give the first generated token. Throws rewind::Error, the cache unchanged, on an empty
+// prompt, cache.size() >= prompt.size(), or a prompt that does not fit in the cache.
+GenerateResult generate_plain(Context& ctx, KvCache& cache, const std::vector<TokenId>& prompt,
+                              const GenerateOptions& opts, const TokenCallback& on_token = {});
+
+} // namespace rewind

@@ -1,0 +1,89 @@
+// A flat, position-indexed KV cache for one sequence: per layer K and V as
+// [capacity, n_head_kv, head_dim], plus a length cursor. Rollback is truncate(n), O(1).
+// Every failing call throws rewind::Error and leaves the cache exactly as it was.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rewind/kernels/dtype.h"
+
+namespace rewind {
+
+class Model;
+
+enum class KvType { F32, F16 };
+
+struct KvCacheOptions {
+    int64_t capacity = 0;     // positions; 0 means the model's training context length
+    KvType type = KvType::F32;
+};
+
+// What a cache belongs to: a cache only ever runs with the model it was built for.
+struct KvIdentity {
+    std::string architecture;
+    int64_t n_layer = 0, n_head_kv = 0, head_dim = 0, n_vocab = 0;
+    uint64_t model_fingerprint = 0;
+    bool operator==(const KvIdentity&) const = default;
+};
+
+class KvCache {
+public:
+    // Allocates capacity positions for every layer. Throws if capacity exceeds the model's
+    // context length or is negative.
+    explicit KvCache(const Model& model, KvCacheOptions opts = {});
+
+    KvCache(KvCache&&) noexcept = default;
+    KvCache& operator=(KvCache&&) noexcept = default;
+    KvCache(const KvCache&) = delete;            // copies are explicit: fork()
+    KvCache& operator=(const KvCache&) = delete;
+
+    int64_t size() const { return size_; }
+    int64_t capacity() const { return capacity_; }
+    KvType type() const { return type_; }
+    DType dtype() const { return type_ == KvType::F32 ? DType::F32 : DType::F16; }
+    const KvIdentity& identity() const { return id_; }
+    bool belongs_to(const Model& model) const;
+
+    // Keeps the first n positions. Throws if n < 0 or n > size().
+    void truncate(int64_t n);
+    // An independent cache with the same contents (positions < size()) and capacity.
+    KvCache fork() const;
+
+    // Versioned binary file: header (magic, version, identity, type, size), then K and V of
+    // positions < size(). load() throws if the file is malformed or written for another model.
+    void save(const std::string& path) const;
+    static KvCache load(const std::string& path, const Model& model, KvCacheOptions opts = {});
+
+    // The past_key_values case: k and v are [n_layer, n_tokens, n_head_kv, head_dim] floats
+    // (K already rotated, as the model stores it). Throws on any size mismatch.
+    static KvCache import(const Model& model, int64_t n_tokens, std::span<const float> k,
+                          std::span<const float> v, KvCacheOptions opts = {});
+    // The inverse of import: positions < size() as floats in the same layout.
+    void export_kv(std::vector<float>& k, std::vector<float>& v) const;
+
+    // Raw layer storage [capacity, n_head_kv, head_dim] of dtype(); for the forward pass.
+    void* k_layer(int64_t il) { return k_[static_cast<size_t>(il)].data(); }
+    void* v_layer(int64_t il) { return v_[static_cast<size_t>(il)].data(); }
+    const void* k_layer(int64_t il) const { return k_[static_cast<size_t>(il)].data(); }
+    const void* v_layer(int64_t il) const { return v_[static_cast<size_t>(il)].data(); }
+    size_t bytes_per_position() const; // one layer's K (or V) for one position
+
+    // Bit-for-bit equality of identity, type, size and every stored byte below size().
+    bool contents_equal(const KvCache& other) const;
+
+    // For the forward pass only: marks positions [size, n) as written. Throws if n > capacity.
+    void commit(int64_t n);
+
+private:
+    KvCache() = default;
+    KvIdentity id_;
+    KvType type_ = KvType::F32;
+    int64_t capacity_ = 0;
+    int64_t size_ = 0;
+    std::vector<std::vector<std::byte>> k_, v_; // per layer, [capacity, n_head_kv, head_dim]
+};
+
+} // namespace rewind

@@ -1,0 +1,44 @@
+// A model ready to run: the GGUF file, its hyperparameters, tokenizer and weights as kernel
+// matrix views. Immutable after load, shared (read-only) by any number of contexts.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rewind/kernels/matmul.h"
+#include "rewind/llama_model.h"
+#include "rewind/tokenizer.h"
+
+namespace rewind {
+
+class Model {
+public:
+    struct Layer {
+        const float* attn_norm; // [n_embd]
+        MatrixView wq, wk, wv, wo, ffn_gate, ffn_down, ffn_up;
+        const float* ffn_norm;  // [n_embd]
+    };
+
+    // Loads a llama-family GGUF file. Throws rewind::Error naming the file and tensor when a
+    // weight has a type the kernels cannot compute with (F32, F16, BF16, Q8_0 are supported).
+    static std::shared_ptr<const Model> load(const std::string& path);
+
+    const std::string& path() const;
+    const LlamaHparams& hparams() const { return file_->hparams(); }
+    const Tokenizer& tokenizer() const { return file_->tokenizer(); }
+    const LlamaModelFile& file() const { return *file_; }
+    uint64_t fingerprint() const { return file_->fingerprint(); }
+    int64_t n_vocab() const { return hparams().n_vocab; }
+
+    MatrixView tok_embd;       // [n_vocab, n_embd]
+    const float* output_norm;  // [n_embd]
+    MatrixView output;         // [n_vocab, n_embd]
+    std::vector<Layer> layers;
+
+private:
+    std::unique_ptr<LlamaModelFile> file_;
+    std::vector<std::vector<float>> owned_; // norms converted to F32 when stored otherwise
+};
+
+} // namespace rewind
