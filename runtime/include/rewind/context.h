@@ -14,11 +14,14 @@
 namespace rewind {
 
 struct ContextOptions {
-    int n_threads = 1;
-    int64_t max_batch = 256; // tokens per internal pass; longer inputs run in chunks
+    int n_threads = 1;       // >= 1; the calling thread is one of them
+    int64_t max_batch = 256; // tokens per internal pass (>= 1); longer inputs run in chunks.
+                             // Clamped to the model's context length (no pass can be longer).
 };
 
-enum class Logits { All, Last };
+// Which rows get logits: every new token (verification), the last one (prompt, decode), or none
+// (pure prefill: the cache is filled, no output head is run and an empty span is returned).
+enum class Logits { All, Last, None };
 
 class Context {
 public:
@@ -32,10 +35,12 @@ public:
 
     // Runs tokens at positions cache.size() .. cache.size()+n-1 with causal attention over the
     // cached prefix and themselves, appends their K/V, and returns logits: [n, n_vocab] for
-    // Logits::All, [1, n_vocab] (the last token) for Logits::Last. The span stays valid until
-    // the next call. Throws rewind::Error, the cache unchanged, if tokens is empty, an id is
-    // outside the vocabulary, the cache would overflow its capacity, the cache belongs to
-    // another model, or Logits::All is asked for more than max_batch tokens.
+    // Logits::All, [1, n_vocab] (the last token) for Logits::Last, empty for Logits::None. The
+    // span stays valid until the next call. Throws rewind::Error, the cache unchanged, if tokens
+    // is empty, an id is outside the vocabulary, the cache would overflow its capacity, the
+    // cache belongs to another model, or Logits::All is asked for more than max_batch tokens.
+    // Row i's logits are bit-identical however the tokens were split across calls and whatever
+    // the thread count (the kernels' fixed reduction order).
     std::span<const float> forward(KvCache& cache, std::span<const TokenId> tokens,
                                    Logits which = Logits::All);
 

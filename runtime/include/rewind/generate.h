@@ -16,7 +16,7 @@ enum class StopReason { MaxTokens, EndOfGeneration, StopString, ContextFull, Cal
 const char* stop_reason_name(StopReason r);
 
 struct GenerateOptions {
-    int64_t max_tokens = 128;
+    int64_t max_tokens = 128;              // >= 0; 0 generates nothing
     SamplerOptions sampler;
     std::vector<std::string> stop_strings; // generation ends after the token that completes one
     bool stop_at_eog = true;               // end on EOS/EOT (the token is kept in the output)
@@ -33,7 +33,14 @@ struct GenerateResult {
 };
 
 // Tracks the stop rules as tokens arrive; shared by plain and speculative decoding so they stop
-// at exactly the same token.
+// at exactly the same token. After each token, in this order of precedence:
+//   EndOfGeneration  the token is EOS/EOT and stop_at_eog;
+//   StopString       the generated text (token pieces, the prompt excluded) now contains a stop
+//                    string that ends inside this token's piece;
+//   MaxTokens        max_tokens tokens have been generated;
+//   ContextFull      the sequence now fills the cache (pos + 1 >= capacity): the token just
+//                    decided occupies the last position, so no further token can be run.
+// Keeps its own copy of the options it needs.
 class StopChecker {
 public:
     StopChecker(const GenerateOptions& opts, const Tokenizer& tok, int64_t capacity);
@@ -41,11 +48,15 @@ public:
     // must end after this token, with the reason in reason().
     bool push(TokenId id, int64_t pos);
     StopReason reason() const { return reason_; }
+    int64_t count() const { return count_; } // tokens pushed so far
 
 private:
-    const GenerateOptions& opts_;
+    int64_t max_tokens_;
+    std::vector<std::string> stop_strings_;
+    bool stop_at_eog_;
     const Tokenizer& tok_;
     int64_t capacity_;
+    size_t max_stop_len_ = 0;
     int64_t count_ = 0;
     std::string tail_; // recent text, long enough to hold the longest stop string
     StopReason reason_ = StopReason::MaxTokens;
@@ -54,8 +65,13 @@ private:
 // Runs the prompt tokens that the cache does not hold yet, then decodes one token per pass.
 // The cache must hold exactly prompt[0..cache.size()) (the caller's responsibility) with
 // cache.size() < prompt.size(): at least the last prompt token is run here, since its logits
-// give the first generated token. Throws rewind::Error, the cache unchanged, on an empty
-// prompt, cache.size() >= prompt.size(), or a prompt that does not fit in the cache.
+// give the first generated token. On return the cache holds the whole sequence (prompt, then
+// tokens) except its last token, which is held back: its logits are where a later call would
+// start (Session relies on this). When nothing can be generated (max_tokens == 0, or a prompt
+// that fills the cache: StopReason::ContextFull) the prompt but its last token is run, without
+// logits. Throws rewind::Error, the cache unchanged, on an empty prompt, cache.size() >=
+// prompt.size(), a prompt that does not fit in the cache, an id outside the vocabulary, bad
+// sampler options or negative max_tokens.
 GenerateResult generate_plain(Context& ctx, KvCache& cache, const std::vector<TokenId>& prompt,
                               const GenerateOptions& opts, const TokenCallback& on_token = {});
 

@@ -45,6 +45,8 @@ public:
     KvType type() const { return type_; }
     DType dtype() const { return type_ == KvType::F32 ? DType::F32 : DType::F16; }
     const KvIdentity& identity() const { return id_; }
+    // The identity a cache built for `model` carries.
+    static KvIdentity identity_of(const Model& model);
     bool belongs_to(const Model& model) const;
 
     // Keeps the first n positions. Throws if n < 0 or n > size().
@@ -52,13 +54,19 @@ public:
     // An independent cache with the same contents (positions < size()) and capacity.
     KvCache fork() const;
 
-    // Versioned binary file: header (magic, version, identity, type, size), then K and V of
-    // positions < size(). load() throws if the file is malformed or written for another model.
+    // Versioned binary file (little-endian): header (magic "RWNDKVC\0", version, identity, type,
+    // size), then per layer K and V of positions < size(), then an FNV-1a checksum of all that.
+    // save() writes a temporary file and renames it over `path`, so a failure leaves any old
+    // file intact. load() throws if the file is malformed, truncated, corrupted (checksum) or
+    // written for another model. The loaded cache has opts.capacity (0: the model's context)
+    // and opts.type: an F16 file loads into an F32 cache exactly; an F32 file into an F16 cache
+    // is rounded to half precision.
     void save(const std::string& path) const;
     static KvCache load(const std::string& path, const Model& model, KvCacheOptions opts = {});
 
     // The past_key_values case: k and v are [n_layer, n_tokens, n_head_kv, head_dim] floats
-    // (K already rotated, as the model stores it). Throws on any size mismatch.
+    // (K already rotated, as the model stores it). Throws on any size mismatch, n_tokens < 0 or
+    // above the capacity, or a non-finite value. An F16 cache stores the values rounded to half.
     static KvCache import(const Model& model, int64_t n_tokens, std::span<const float> k,
                           std::span<const float> v, KvCacheOptions opts = {});
     // The inverse of import: positions < size() as floats in the same layout.
@@ -74,7 +82,8 @@ public:
     // Bit-for-bit equality of identity, type, size and every stored byte below size().
     bool contents_equal(const KvCache& other) const;
 
-    // For the forward pass only: marks positions [size, n) as written. Throws if n > capacity.
+    // For the forward pass only: marks positions [size, n) as written. Throws if n > capacity
+    // or n < size.
     void commit(int64_t n);
 
 private:

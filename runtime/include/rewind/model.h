@@ -15,13 +15,15 @@ namespace rewind {
 class Model {
 public:
     struct Layer {
-        const float* attn_norm; // [n_embd]
-        MatrixView wq, wk, wv, wo, ffn_gate, ffn_down, ffn_up;
-        const float* ffn_norm;  // [n_embd]
+        const float* attn_norm = nullptr; // [n_embd]
+        MatrixView wq, wk, wv, wo;         // wq, wo: [n_embd, n_embd]; wk, wv: [n_embd_kv, n_embd]
+        MatrixView ffn_gate, ffn_down, ffn_up; // gate, up: [n_ff, n_embd]; down: [n_embd, n_ff]
+        const float* ffn_norm = nullptr;  // [n_embd]
     };
 
     // Loads a llama-family GGUF file. Throws rewind::Error naming the file and tensor when a
-    // weight has a type the kernels cannot compute with (F32, F16, BF16, Q8_0 are supported).
+    // weight has a type the kernels cannot compute with (F32, F16, BF16, Q8_0 are supported),
+    // or when a shape or hyperparameter makes the model impossible to run.
     static std::shared_ptr<const Model> load(const std::string& path);
 
     const std::string& path() const;
@@ -32,7 +34,7 @@ public:
     int64_t n_vocab() const { return hparams().n_vocab; }
 
     MatrixView tok_embd;       // [n_vocab, n_embd]
-    const float* output_norm;  // [n_embd]
+    const float* output_norm = nullptr; // [n_embd]
     MatrixView output;         // [n_vocab, n_embd]
     std::vector<Layer> layers;
 

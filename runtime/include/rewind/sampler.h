@@ -1,6 +1,17 @@
 // Token sampling: greedy, temperature, top-k, top-p, min-p, repetition penalty. Randomness comes
 // from a counter-based generator keyed by (seed, absolute position), so a position samples the
 // same token however the forward passes were batched; speculative decoding relies on it.
+//
+// The filters always run in this fixed order (llama.cpp's common order):
+//   1. repetition penalty over the last repeat_last_n history tokens (each distinct id once);
+//   2. greedy stops here: argmax of the penalised logits, lowest id on ties;
+//   3. top-k: keep the k largest logits (ties broken by lower id);
+//   4. top-p: softmax of the kept logits at temperature 1, keep the smallest prefix (largest
+//      first, ties by lower id) whose mass reaches top_p (always at least one token);
+//   5. min-p: keep tokens whose probability is >= min_p times the largest (at temperature 1);
+//   6. temperature: divide the kept logits by it, softmax (in double) -> distribution();
+//   7. draw: u = counter_uniform(seed, pos, stream 0); the first id, in id order, at which the
+//      cumulative probability exceeds u. So sample() == sample_from(distribution(), pos, 0).
 #pragma once
 #include <cstdint>
 #include <span>
@@ -31,23 +42,37 @@ public:
 
     const SamplerOptions& options() const { return opts_; }
 
+    // Stream 0 is sample()'s; speculative decoding uses others for its accept/reject draws.
+    static constexpr uint64_t kSampleStream = 0;
+
     // The token for absolute position `pos` (the position the token will occupy), given the
-    // logits computed there and the tokens before it (for the repetition penalty).
-    // Deterministic in (options, pos, logits, history). Reuses internal buffers.
+    // logits [n_vocab] computed there and the tokens before it (for the repetition penalty).
+    // Deterministic in (options, pos, logits, history). Reuses internal buffers. Throws
+    // rewind::Error on a history id outside the vocabulary.
     TokenId sample(const float* logits, int64_t pos, std::span<const TokenId> history);
 
     // The distribution sample() draws from, over the whole vocabulary (zeros outside the
     // kept set). For greedy, one-hot on the argmax.
     void distribution(const float* logits, std::span<const TokenId> history, std::vector<float>& probs);
 
-    // Draws from an explicit distribution with the randomness of (pos, stream).
+    // Draws from an explicit distribution [n_vocab] (non-negative, any positive total: it is
+    // normalised) with the randomness of (seed, pos, stream): the first id, in id order, at which
+    // the cumulative mass exceeds u * total. Throws rewind::Error on a wrong size, a negative or
+    // non-finite entry, or a zero total.
     TokenId sample_from(std::span<const float> probs, int64_t pos, uint64_t stream) const;
 
 private:
+    // Steps 1-6 above into probs_ (zeros outside the kept set).
+    void compute(const float* logits, std::span<const TokenId> history);
+    TokenId greedy_pick(const float* logits, std::span<const TokenId> history);
+    void penalise(std::span<const TokenId> history); // step 1 on work_
+
     SamplerOptions opts_;
     int64_t n_vocab_;
-    std::vector<float> work_;
-    std::vector<int32_t> idx_;
+    std::vector<float> work_;   // [n_vocab] penalised logits
+    std::vector<float> probs_;  // [n_vocab] final distribution
+    std::vector<int32_t> idx_;  // [n_vocab] candidate ids
+    std::vector<uint8_t> seen_; // [n_vocab] penalty bookkeeping
 };
 
 } // namespace rewind

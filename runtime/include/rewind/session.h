@@ -24,10 +24,14 @@ public:
     Session(std::shared_ptr<const Model> model, SessionOptions opts = {});
 
     // Tokenizes `text` (BOS only if the session is empty and the model adds one) and runs it.
-    // Throws rewind::Error, nothing changed, if it would not fit in the cache.
+    // The text is tokenized on its own: a token boundary always falls where it joins the
+    // earlier text. Throws rewind::Error, nothing changed, if it would not fit in the cache.
     void append_text(std::string_view text);
+    // Runs the held-back token and all of `tokens` but the last (held back in its turn).
+    // Throws rewind::Error, nothing changed, on an id outside the vocabulary or overflow.
     void append_tokens(const std::vector<TokenId>& tokens);
-    // Generates from the current state; generated tokens become part of the session.
+    // Generates from the current state (generate_plain over tokens()); generated tokens become
+    // part of the session. Throws rewind::Error if the session is empty.
     GenerateResult generate(const GenerateOptions& opts, const TokenCallback& on_token = {});
 
     const std::vector<TokenId>& tokens() const { return tokens_; }

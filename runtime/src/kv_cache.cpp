@@ -1,0 +1,317 @@
+// KvCache: per-layer K and V storage [capacity, n_head_kv, head_dim] (F32 or F16) with a length
+// cursor; truncate/fork, a versioned checksummed file format, and float import/export. Every
+// failing call throws before it changes anything.
+#include "rewind/kv_cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <utility>
+
+#include "rewind/error.h"
+#include "rewind/model.h"
+
+namespace rewind {
+namespace {
+
+constexpr char kMagic[8] = {'R', 'W', 'N', 'D', 'K', 'V', 'C', '\0'};
+constexpr uint32_t kVersion = 1;
+
+size_t elem_bytes(KvType t) { return t == KvType::F32 ? 4 : 2; }
+
+uint64_t fnv1a(const std::byte* p, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
+    for (size_t i = 0; i < n; ++i) {
+        h ^= static_cast<uint64_t>(p[i]);
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+// Converts n values stored as `from` into `to` (same type: a copy).
+void convert(KvType from, const std::byte* src, KvType to, std::byte* dst, size_t n) {
+    if (from == to) {
+        std::memcpy(dst, src, n * elem_bytes(from));
+    } else if (from == KvType::F16) {
+        for (size_t i = 0; i < n; ++i) {
+            uint16_t h;
+            std::memcpy(&h, src + 2 * i, 2);
+            const float f = fp16_to_fp32(h);
+            std::memcpy(dst + 4 * i, &f, 4);
+        }
+    } else {
+        for (size_t i = 0; i < n; ++i) {
+            float f;
+            std::memcpy(&f, src + 4 * i, 4);
+            const uint16_t h = fp32_to_fp16(f);
+            std::memcpy(dst + 2 * i, &h, 2);
+        }
+    }
+}
+
+std::string describe(const KvIdentity& id) {
+    char fp[32];
+    std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(id.model_fingerprint));
+    return id.architecture + " n_layer=" + std::to_string(id.n_layer) + " n_head_kv=" + std::to_string(id.n_head_kv) +
+           " head_dim=" + std::to_string(id.head_dim) + " n_vocab=" + std::to_string(id.n_vocab) + " weights " + fp;
+}
+
+int64_t resolve_capacity(const Model& model, int64_t capacity) {
+    const int64_t n_ctx = model.hparams().n_ctx_train;
+    if (capacity < 0) throw Error("KV cache: capacity " + std::to_string(capacity) + " is negative");
+    if (capacity == 0) capacity = n_ctx;
+    if (capacity > n_ctx)
+        throw Error("KV cache: capacity " + std::to_string(capacity) + " exceeds the model's context length " +
+                    std::to_string(n_ctx));
+    return capacity;
+}
+
+// Bounds-checked little reader over a whole file held in memory.
+struct Reader {
+    const std::string& path;
+    const std::vector<std::byte>& buf;
+    size_t pos = 0;
+    void need(size_t n, const char* what) {
+        if (buf.size() - pos < n)
+            throw Error(path + ": truncated KV cache file (ends inside " + what + ")");
+    }
+    template <class T> T get(const char* what) {
+        need(sizeof(T), what);
+        T v;
+        std::memcpy(&v, buf.data() + pos, sizeof(T));
+        pos += sizeof(T);
+        return v;
+    }
+};
+
+} // namespace
+
+KvIdentity KvCache::identity_of(const Model& model) {
+    const LlamaHparams& hp = model.hparams();
+    return KvIdentity{hp.architecture, hp.n_layer, hp.n_head_kv, hp.head_dim(), model.n_vocab(), model.fingerprint()};
+}
+
+KvCache::KvCache(const Model& model, KvCacheOptions opts) {
+    capacity_ = resolve_capacity(model, opts.capacity);
+    if (opts.type != KvType::F32 && opts.type != KvType::F16) throw Error("KV cache: unknown KvType");
+    id_ = identity_of(model);
+    type_ = opts.type;
+    const size_t layer_bytes = static_cast<size_t>(capacity_) * bytes_per_position();
+    k_.assign(static_cast<size_t>(id_.n_layer), std::vector<std::byte>(layer_bytes));
+    v_.assign(static_cast<size_t>(id_.n_layer), std::vector<std::byte>(layer_bytes));
+}
+
+size_t KvCache::bytes_per_position() const {
+    return static_cast<size_t>(id_.n_head_kv * id_.head_dim) * elem_bytes(type_);
+}
+
+// Field by field (no temporary identity): the forward pass calls this and must not allocate.
+bool KvCache::belongs_to(const Model& model) const {
+    const LlamaHparams& hp = model.hparams();
+    return id_.model_fingerprint == model.fingerprint() && id_.n_layer == hp.n_layer &&
+           id_.n_head_kv == hp.n_head_kv && id_.head_dim == hp.head_dim() && id_.n_vocab == model.n_vocab() &&
+           id_.architecture == hp.architecture;
+}
+
+void KvCache::truncate(int64_t n) {
+    if (n < 0 || n > size_)
+        throw Error("KV cache: cannot truncate to " + std::to_string(n) + " positions (it holds " +
+                    std::to_string(size_) + ")");
+    size_ = n;
+}
+
+void KvCache::commit(int64_t n) {
+    if (n < size_ || n > capacity_)
+        throw Error("KV cache: cannot commit length " + std::to_string(n) + " (size " + std::to_string(size_) +
+                    ", capacity " + std::to_string(capacity_) + ")");
+    size_ = n;
+}
+
+KvCache KvCache::fork() const {
+    KvCache c;
+    c.id_ = id_;
+    c.type_ = type_;
+    c.capacity_ = capacity_;
+    c.size_ = size_;
+    const size_t layer_bytes = static_cast<size_t>(capacity_) * bytes_per_position();
+    const size_t used = static_cast<size_t>(size_) * bytes_per_position();
+    c.k_.resize(k_.size());
+    c.v_.resize(v_.size());
+    for (size_t il = 0; il < k_.size(); ++il) {
+        c.k_[il].resize(layer_bytes);
+        c.v_[il].resize(layer_bytes);
+        std::memcpy(c.k_[il].data(), k_[il].data(), used);
+        std::memcpy(c.v_[il].data(), v_[il].data(), used);
+    }
+    return c;
+}
+
+bool KvCache::contents_equal(const KvCache& other) const {
+    if (!(id_ == other.id_) || type_ != other.type_ || size_ != other.size_) return false;
+    const size_t used = static_cast<size_t>(size_) * bytes_per_position();
+    for (size_t il = 0; il < k_.size(); ++il) {
+        if (std::memcmp(k_[il].data(), other.k_[il].data(), used) != 0) return false;
+        if (std::memcmp(v_[il].data(), other.v_[il].data(), used) != 0) return false;
+    }
+    return true;
+}
+
+void KvCache::save(const std::string& path) const {
+    std::vector<std::byte> out;
+    auto put = [&](const void* p, size_t n) {
+        const auto* b = static_cast<const std::byte*>(p);
+        out.insert(out.end(), b, b + n);
+    };
+    auto put_u32 = [&](uint32_t v) { put(&v, 4); };
+    auto put_i64 = [&](int64_t v) { put(&v, 8); };
+    const size_t used = static_cast<size_t>(size_) * bytes_per_position();
+    out.reserve(64 + id_.architecture.size() + 2 * k_.size() * used);
+    put(kMagic, sizeof kMagic);
+    put_u32(kVersion);
+    put_u32(static_cast<uint32_t>(id_.architecture.size()));
+    put(id_.architecture.data(), id_.architecture.size());
+    put_i64(id_.n_layer);
+    put_i64(id_.n_head_kv);
+    put_i64(id_.head_dim);
+    put_i64(id_.n_vocab);
+    put(&id_.model_fingerprint, 8);
+    put_u32(type_ == KvType::F32 ? 0u : 1u);
+    put_i64(size_);
+    for (size_t il = 0; il < k_.size(); ++il) {
+        put(k_[il].data(), used);
+        put(v_[il].data(), used);
+    }
+    const uint64_t sum = fnv1a(out.data(), out.size());
+    put(&sum, 8);
+
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+        if (!f) throw Error(tmp + ": cannot open for writing");
+        f.write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size()));
+        f.flush();
+        if (!f) {
+            std::remove(tmp.c_str());
+            throw Error(tmp + ": write failed");
+        }
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        throw Error(path + ": cannot rename the written KV cache into place");
+    }
+}
+
+KvCache KvCache::load(const std::string& path, const Model& model, KvCacheOptions opts) {
+    std::vector<std::byte> buf;
+    {
+        std::ifstream f(path, std::ios::binary);
+        if (!f) throw Error(path + ": cannot open KV cache file");
+        f.seekg(0, std::ios::end);
+        const std::streamoff n = f.tellg();
+        if (n < 0) throw Error(path + ": cannot read KV cache file");
+        f.seekg(0);
+        buf.resize(static_cast<size_t>(n));
+        f.read(reinterpret_cast<char*>(buf.data()), n);
+        if (!f) throw Error(path + ": cannot read KV cache file");
+    }
+    Reader r{path, buf};
+    r.need(sizeof kMagic, "the magic");
+    if (std::memcmp(buf.data(), kMagic, sizeof kMagic) != 0) throw Error(path + ": not a rewind KV cache file (bad magic)");
+    r.pos = sizeof kMagic;
+    const uint32_t version = r.get<uint32_t>("the version");
+    if (version != kVersion)
+        throw Error(path + ": KV cache file version " + std::to_string(version) + " is not supported (expected " +
+                    std::to_string(kVersion) + ")");
+    // The checksum covers everything before it: check it before trusting any count.
+    if (buf.size() < r.pos + 8) throw Error(path + ": truncated KV cache file (no checksum)");
+    uint64_t stored_sum;
+    std::memcpy(&stored_sum, buf.data() + buf.size() - 8, 8);
+    const std::vector<std::byte> body(buf.begin(), buf.end() - 8);
+    Reader b{path, body, r.pos};
+
+    KvIdentity id;
+    const uint32_t arch_len = b.get<uint32_t>("the architecture length");
+    b.need(arch_len, "the architecture name");
+    id.architecture.assign(reinterpret_cast<const char*>(body.data() + b.pos), arch_len);
+    b.pos += arch_len;
+    id.n_layer = b.get<int64_t>("the identity");
+    id.n_head_kv = b.get<int64_t>("the identity");
+    id.head_dim = b.get<int64_t>("the identity");
+    id.n_vocab = b.get<int64_t>("the identity");
+    id.model_fingerprint = b.get<uint64_t>("the identity");
+    const uint32_t type_code = b.get<uint32_t>("the header");
+    const int64_t size = b.get<int64_t>("the header");
+    if (fnv1a(body.data(), body.size()) != stored_sum)
+        throw Error(path + ": KV cache file is corrupted or truncated (checksum mismatch)");
+
+    const KvIdentity want = identity_of(model);
+    if (!(id == want))
+        throw Error(path + ": KV cache was written for another model (" + describe(id) + "), not " + model.path() +
+                    " (" + describe(want) + ")");
+    if (type_code > 1) throw Error(path + ": unknown KV type code " + std::to_string(type_code));
+    const KvType file_type = type_code == 0 ? KvType::F32 : KvType::F16;
+
+    KvCache c(model, opts);
+    if (size < 0 || size > c.capacity_)
+        throw Error(path + ": holds " + std::to_string(size) + " positions, the cache capacity is " +
+                    std::to_string(c.capacity_));
+    const size_t n_vals = static_cast<size_t>(size * id.n_head_kv * id.head_dim);
+    const size_t file_bytes = n_vals * elem_bytes(file_type);
+    if ((body.size() - b.pos) != 2 * static_cast<size_t>(id.n_layer) * file_bytes)
+        throw Error(path + ": KV data is " + std::to_string(body.size() - b.pos) + " bytes, the header implies " +
+                    std::to_string(2 * static_cast<size_t>(id.n_layer) * file_bytes));
+    for (size_t il = 0; il < c.k_.size(); ++il) {
+        convert(file_type, body.data() + b.pos, c.type_, c.k_[il].data(), n_vals);
+        b.pos += file_bytes;
+        convert(file_type, body.data() + b.pos, c.type_, c.v_[il].data(), n_vals);
+        b.pos += file_bytes;
+    }
+    c.size_ = size;
+    return c;
+}
+
+KvCache KvCache::import(const Model& model, int64_t n_tokens, std::span<const float> k, std::span<const float> v,
+                        KvCacheOptions opts) {
+    KvCache c(model, opts);
+    if (n_tokens < 0 || n_tokens > c.capacity_)
+        throw Error("KV import: " + std::to_string(n_tokens) + " tokens do not fit a cache of capacity " +
+                    std::to_string(c.capacity_));
+    const size_t per_layer = static_cast<size_t>(n_tokens * c.id_.n_head_kv * c.id_.head_dim);
+    const size_t want = per_layer * static_cast<size_t>(c.id_.n_layer);
+    for (const auto& [name, got] : {std::pair{"K", k.size()}, std::pair{"V", v.size()}}) {
+        if (got == want) continue;
+        std::string msg = "KV import: ";
+        msg.append(name).append(" has ").append(std::to_string(got)).append(" floats, expected [");
+        const int64_t dims[4] = {c.id_.n_layer, n_tokens, c.id_.n_head_kv, c.id_.head_dim};
+        for (int i = 0; i < 4; ++i) msg.append(std::to_string(dims[i])).append(i == 3 ? "] = " : ", ");
+        throw Error(msg.append(std::to_string(want)));
+    }
+    for (size_t i = 0; i < want; ++i) {
+        if (!std::isfinite(k[i]) || !std::isfinite(v[i]))
+            throw Error("KV import: non-finite value in " + std::string(std::isfinite(k[i]) ? "V" : "K") +
+                        " at layer " + std::to_string(i / std::max<size_t>(per_layer, 1)) + ", flat index " +
+                        std::to_string(i));
+    }
+    for (size_t il = 0; il < c.k_.size(); ++il) {
+        convert(KvType::F32, reinterpret_cast<const std::byte*>(k.data() + il * per_layer), c.type_, c.k_[il].data(),
+                per_layer);
+        convert(KvType::F32, reinterpret_cast<const std::byte*>(v.data() + il * per_layer), c.type_, c.v_[il].data(),
+                per_layer);
+    }
+    c.size_ = n_tokens;
+    return c;
+}
+
+void KvCache::export_kv(std::vector<float>& k, std::vector<float>& v) const {
+    const size_t per_layer = static_cast<size_t>(size_ * id_.n_head_kv * id_.head_dim);
+    std::vector<float> ko(per_layer * k_.size()), vo(per_layer * v_.size());
+    for (size_t il = 0; il < k_.size(); ++il) {
+        convert(type_, k_[il].data(), KvType::F32, reinterpret_cast<std::byte*>(ko.data() + il * per_layer), per_layer);
+        convert(type_, v_[il].data(), KvType::F32, reinterpret_cast<std::byte*>(vo.data() + il * per_layer), per_layer);
+    }
+    k = std::move(ko);
+    v = std::move(vo);
+}
+
+} // namespace rewind

@@ -1,0 +1,187 @@
+// Sampler: the fixed filter chain (penalty -> top-k -> top-p -> min-p -> temperature -> draw,
+// see sampler.h) over preallocated buffers, and counter-based randomness so that a position's
+// draw depends only on (seed, position, stream).
+#include "rewind/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+
+#include "rewind/error.h"
+
+namespace rewind {
+namespace {
+
+// SplitMix64's finaliser: a bijective 64-bit mix with full avalanche.
+uint64_t mix64(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+} // namespace
+
+double counter_uniform(uint64_t seed, uint64_t position, uint64_t stream) {
+    uint64_t h = mix64(seed);
+    h = mix64(h ^ position);
+    h = mix64(h ^ (stream * 0xd1b54a32d192ed03ull));
+    return static_cast<double>(h >> 11) * 0x1.0p-53; // 53 random bits -> [0, 1)
+}
+
+Sampler::Sampler(SamplerOptions opts, int64_t n_vocab) : opts_(opts), n_vocab_(n_vocab) {
+    if (n_vocab <= 0) throw Error("sampler: vocabulary size must be positive, got " + std::to_string(n_vocab));
+    if (std::isnan(opts.temperature) || std::isinf(opts.temperature))
+        throw Error("sampler: temperature must be a finite number");
+    if (opts.top_k < 0) throw Error("sampler: top_k must be >= 0 (0 = off), got " + std::to_string(opts.top_k));
+    if (!(opts.top_p > 0.0f && opts.top_p <= 1.0f))
+        throw Error("sampler: top_p must be in (0, 1] (1 = off), got " + std::to_string(opts.top_p));
+    if (!(opts.min_p >= 0.0f && opts.min_p <= 1.0f))
+        throw Error("sampler: min_p must be in [0, 1] (0 = off), got " + std::to_string(opts.min_p));
+    if (!(opts.repeat_penalty > 0.0f) || std::isinf(opts.repeat_penalty))
+        throw Error("sampler: repeat_penalty must be positive and finite (1 = off), got " +
+                    std::to_string(opts.repeat_penalty));
+    if (opts.repeat_last_n < 0)
+        throw Error("sampler: repeat_last_n must be >= 0, got " + std::to_string(opts.repeat_last_n));
+    const auto n = static_cast<size_t>(n_vocab);
+    work_.resize(n);
+    probs_.resize(n);
+    idx_.resize(n);
+    seen_.assign(n, 0);
+}
+
+void Sampler::penalise(std::span<const TokenId> history) {
+    if (opts_.repeat_penalty == 1.0f || opts_.repeat_last_n == 0 || history.empty()) return;
+    const size_t n = std::min(history.size(), static_cast<size_t>(opts_.repeat_last_n));
+    const auto recent = history.subspan(history.size() - n);
+    for (TokenId id : recent) {
+        if (id < 0 || id >= n_vocab_)
+            throw Error("sampler: history token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                        std::to_string(n_vocab_) + ")");
+    }
+    // llama.cpp's rule, once per distinct id: shrink positive logits, push negative ones down.
+    for (TokenId id : recent) {
+        auto& s = seen_[static_cast<size_t>(id)];
+        if (s) continue;
+        s = 1;
+        float& l = work_[static_cast<size_t>(id)];
+        l = l > 0.0f ? l / opts_.repeat_penalty : l * opts_.repeat_penalty;
+    }
+    for (TokenId id : recent) seen_[static_cast<size_t>(id)] = 0;
+}
+
+TokenId Sampler::greedy_pick(const float* logits, std::span<const TokenId> history) {
+    const float* l = logits;
+    if (opts_.repeat_penalty != 1.0f) {
+        std::copy(logits, logits + n_vocab_, work_.begin());
+        penalise(history);
+        l = work_.data();
+    }
+    TokenId best = 0;
+    for (int64_t i = 1; i < n_vocab_; ++i) {
+        if (l[i] > l[best]) best = static_cast<TokenId>(i); // strict: the lowest id wins ties
+    }
+    return best;
+}
+
+void Sampler::compute(const float* logits, std::span<const TokenId> history) {
+    const auto n = static_cast<size_t>(n_vocab_);
+    for (size_t i = 0; i < n; ++i) {
+        if (std::isnan(logits[i]) || logits[i] == std::numeric_limits<float>::infinity())
+            throw Error("sampler: logit of token " + std::to_string(i) + " is NaN or +inf");
+    }
+    std::copy(logits, logits + n, work_.begin());
+    penalise(history);
+
+    const float* w = work_.data();
+    auto before = [w](int32_t a, int32_t b) { return w[a] > w[b] || (w[a] == w[b] && a < b); };
+    std::iota(idx_.begin(), idx_.end(), 0);
+    size_t count = n;
+    bool sorted = false;
+
+    if (opts_.top_k > 0 && static_cast<size_t>(opts_.top_k) < n) { // 3. top-k
+        count = static_cast<size_t>(opts_.top_k);
+        std::partial_sort(idx_.begin(), idx_.begin() + static_cast<std::ptrdiff_t>(count), idx_.end(), before);
+        sorted = true;
+    }
+    if (opts_.top_p < 1.0f) { // 4. top-p at temperature 1
+        if (!sorted) std::sort(idx_.begin(), idx_.begin() + static_cast<std::ptrdiff_t>(count), before);
+        sorted = true;
+        const double mx = w[idx_[0]];
+        double total = 0;
+        for (size_t i = 0; i < count; ++i) total += std::exp(static_cast<double>(w[idx_[i]]) - mx);
+        const double target = static_cast<double>(opts_.top_p) * total;
+        double cum = 0;
+        size_t keep = count;
+        for (size_t i = 0; i < count; ++i) {
+            cum += std::exp(static_cast<double>(w[idx_[i]]) - mx);
+            if (cum >= target) {
+                keep = i + 1;
+                break;
+            }
+        }
+        count = keep;
+    }
+    double mx = -std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < count; ++i) mx = std::max(mx, static_cast<double>(w[idx_[i]]));
+    if (!std::isfinite(mx)) throw Error("sampler: every candidate logit is -inf");
+    if (opts_.min_p > 0.0f) { // 5. min-p at temperature 1: p_i / p_max = exp(l_i - l_max)
+        const double floor = std::log(static_cast<double>(opts_.min_p));
+        size_t kept = 0;
+        for (size_t i = 0; i < count; ++i) {
+            if (static_cast<double>(w[idx_[i]]) - mx >= floor) idx_[kept++] = idx_[i];
+        }
+        count = kept; // the maximum always survives
+    }
+    // 6. temperature and softmax over the kept set, in double.
+    std::fill(probs_.begin(), probs_.end(), 0.0f);
+    const double inv_t = 1.0 / static_cast<double>(opts_.temperature);
+    double total = 0;
+    for (size_t i = 0; i < count; ++i) total += std::exp((static_cast<double>(w[idx_[i]]) - mx) * inv_t);
+    for (size_t i = 0; i < count; ++i)
+        probs_[static_cast<size_t>(idx_[i])] =
+            static_cast<float>(std::exp((static_cast<double>(w[idx_[i]]) - mx) * inv_t) / total);
+}
+
+TokenId Sampler::sample(const float* logits, int64_t pos, std::span<const TokenId> history) {
+    if (opts_.greedy()) return greedy_pick(logits, history);
+    compute(logits, history);
+    return sample_from(probs_, pos, kSampleStream);
+}
+
+void Sampler::distribution(const float* logits, std::span<const TokenId> history, std::vector<float>& probs) {
+    probs.assign(static_cast<size_t>(n_vocab_), 0.0f);
+    if (opts_.greedy()) {
+        probs[static_cast<size_t>(greedy_pick(logits, history))] = 1.0f;
+        return;
+    }
+    compute(logits, history);
+    std::copy(probs_.begin(), probs_.end(), probs.begin());
+}
+
+TokenId Sampler::sample_from(std::span<const float> probs, int64_t pos, uint64_t stream) const {
+    if (static_cast<int64_t>(probs.size()) != n_vocab_)
+        throw Error("sampler: distribution has " + std::to_string(probs.size()) + " entries, the vocabulary " +
+                    std::to_string(n_vocab_));
+    double total = 0;
+    for (size_t i = 0; i < probs.size(); ++i) {
+        if (!(probs[i] >= 0.0f) || std::isinf(probs[i]))
+            throw Error("sampler: probability of token " + std::to_string(i) + " is negative or not finite");
+        total += probs[i];
+    }
+    if (!(total > 0)) throw Error("sampler: the distribution has no mass");
+    const double target = counter_uniform(opts_.seed, static_cast<uint64_t>(pos), stream) * total;
+    double cum = 0;
+    TokenId last = -1;
+    for (size_t i = 0; i < probs.size(); ++i) {
+        if (probs[i] <= 0.0f) continue;
+        cum += probs[i];
+        last = static_cast<TokenId>(i);
+        if (cum > target) return last;
+    }
+    return last; // rounding left target at the very top: the last token with mass
+}
+
+} // namespace rewind
