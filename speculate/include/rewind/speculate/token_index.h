@@ -1,0 +1,86 @@
+// An incremental n-gram index over token sequences: for each n-gram (n in [n_min, n_max]) the
+// latest position that followed it. Shared by prompt-lookup and reference-copy guessing.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "rewind/tokenizer.h"
+
+namespace rewind::speculate {
+
+// Which suffix lengths are matched. Longer matches are tried first.
+struct NgramRange {
+    int n_min = 2;
+    int n_max = 8;
+    static constexpr int kLimit = 32; // the largest n_max accepted
+};
+// Throws rewind::Error unless 1 <= n_min <= n_max <= NgramRange::kLimit.
+void validate(const NgramRange& range);
+
+// Where a context's suffix was found: tokens()[pos - n, pos) equal the context's last n tokens,
+// and tokens()[pos] (same document) is the first token that followed them.
+struct IndexMatch {
+    int64_t pos = -1;
+    int n = 0;
+    bool found() const { return pos >= 0; }
+};
+
+// What a continuation does when it reaches the end of the document it was copied from.
+enum class RunOff {
+    Stop,      // copy only tokens that exist (references: the document ended)
+    Overlap,   // keep copying from the copy itself, LZ77-style: the document is the live text,
+               // so a match that runs into the present extends a repeating pattern
+};
+
+// Tokens are stored in documents; no n-gram and no continuation crosses a document boundary.
+// Each push() indexes at most n_max - n_min + 1 n-grams (the ones ending just before the new
+// token, which now have a continuation): O(n_max) per token, amortised, allocation only when the
+// table grows. Lookups hash the context's suffix once (O(n_max)) and probe the table, never
+// scanning the stored tokens. Among several occurrences of an n-gram the latest one wins: in
+// live text the recent past predicts best, and in references the later document is the one the
+// caller listed last.
+class TokenIndex {
+public:
+    explicit TokenIndex(NgramRange range = {});
+
+    const NgramRange& range() const { return range_; }
+    void clear();
+    void reserve(int64_t n_tokens);
+
+    // Appends to the current document. Throws rewind::Error past 2^31 - 2 stored tokens.
+    void push(TokenId token);
+    void push(std::span<const TokenId> tokens);
+    // Closes the current document: later tokens start a new one.
+    void end_document();
+
+    int64_t size() const { return static_cast<int64_t>(tokens_.size()); }    // stored tokens, separators included
+    int64_t document_size() const { return size() - doc_start_; }           // tokens in the open document
+    std::span<const TokenId> tokens() const { return tokens_; }              // kSeparator between documents
+    int64_t n_entries() const { return n_entries_; }                         // distinct indexed n-grams
+
+    static constexpr TokenId kSeparator = -1;
+
+    // The longest suffix of `context` (n from n_max down to n_min) that occurs in the index with
+    // at least one token after it; the latest such occurrence.
+    IndexMatch find(std::span<const TokenId> context) const;
+
+    // Appends to `out` up to k tokens that follow `match` in its document (see RunOff); returns
+    // how many were appended.
+    int copy(const IndexMatch& match, int k, RunOff run_off, std::vector<TokenId>& out) const;
+
+private:
+    void insert(uint64_t key, int32_t value);
+    int32_t lookup(uint64_t key) const; // -1 when absent
+    void grow();
+
+    NgramRange range_;
+    std::vector<TokenId> tokens_;
+    int64_t doc_start_ = 0;
+    // Open addressing, linear probing, power-of-two size; key 0 marks an empty slot.
+    std::vector<uint64_t> keys_;
+    std::vector<int32_t> values_;
+    int64_t n_entries_ = 0;
+};
+
+} // namespace rewind::speculate
