@@ -1,0 +1,62 @@
+// A smaller model with the target's vocabulary guesses by decoding k tokens ahead on its own KV
+// cache, which is rolled back with the target's to the accepted text.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "rewind/context.h"
+#include "rewind/kv_cache.h"
+#include "rewind/model.h"
+#include "rewind/speculate/guess_source.h"
+
+namespace rewind::speculate {
+
+struct DraftSourceOptions {
+    ContextOptions context; // threads of the draft's own context
+    KvType cache_type = KvType::F32;
+};
+
+class DraftSource final : public GuessSource {
+public:
+    // `target_capacity` is the target cache's capacity: the draft must reach every position the
+    // target can. Throws rewind::Error, naming both files, unless the draft's vocabulary is the
+    // target's (size, every token string and kind, BOS/EOS ids) and its training context holds
+    // target_capacity positions.
+    DraftSource(std::shared_ptr<const Model> draft, const Model& target, int64_t target_capacity,
+                DraftSourceOptions opts = {});
+
+    std::string_view name() const override { return "draft"; }
+    void reset(const GenerationStart& start) override;
+    // Decodes up to k tokens one pass at a time. Exact verification: each pick is the one the
+    // target's sampler would make from the draft's logits (same options, same position-keyed
+    // randomness), so sampled drafts are coupled to the target's draws. Rejection verification:
+    // draws from the draft's distribution q with a stream of its own and reports q.
+    void propose(std::span<const TokenId> context, int k, Proposal& out) override;
+    // Cuts the draft's cache back to its longest prefix that agrees with `context`; the rest is
+    // fed at the next proposal.
+    void accept(std::span<const TokenId> context) override;
+
+    const KvCache& cache() const { return cache_; }
+    const Model& model() const { return ctx_.model(); }
+    uint64_t tokens_processed() const { return ctx_.tokens_processed(); }
+
+    // The randomness stream of rejection-mode draft draws (the decoder uses others).
+    static constexpr uint64_t kDrawStream = 0x6472616674ull; // "draft"
+
+private:
+    void rollback_to(std::span<const TokenId> context);
+
+    Context ctx_;
+    KvCache cache_;
+    Sampler sampler_;
+    VerifyMode verify_ = VerifyMode::Exact;
+    std::vector<TokenId> fed_;     // the tokens in cache_, in order
+    std::vector<TokenId> history_; // context + guesses, for the sampler's repetition penalty
+    std::vector<TokenId> pending_; // tokens to run in the next pass
+    std::vector<float> q_;
+};
+
+// Throws rewind::Error unless `draft` can guess for `target` (see DraftSource).
+void check_draft_compatible(const Model& draft, const Model& target, int64_t target_capacity);
+
+} // namespace rewind::speculate

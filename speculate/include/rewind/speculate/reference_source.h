@@ -1,0 +1,48 @@
+// Reference copy (LLMA): guesses copied from user-supplied documents (not necessarily in the
+// prompt) where the current suffix occurs in them. The documents are indexed once.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "rewind/speculate/guess_source.h"
+#include "rewind/speculate/token_index.h"
+
+namespace rewind::speculate {
+
+struct ReferenceSourceOptions {
+    NgramRange range{2, 8};
+    // Upper bound on the tokens of all references together. The index keeps up to
+    // (n_max - n_min + 1) entries of 12 bytes per token at a load factor of 1/4..1/2, so the
+    // default (2^20 tokens, about 4 MB of text) bounds it near 200 MB. Above it: rewind::Error.
+    int64_t max_tokens = int64_t{1} << 20;
+};
+
+class ReferenceSource final : public GuessSource {
+public:
+    // Throws rewind::Error if there is no reference, a reference is empty, contains an invalid
+    // (negative) id, or all together exceed opts.max_tokens.
+    explicit ReferenceSource(const std::vector<std::vector<TokenId>>& references,
+                             ReferenceSourceOptions opts = {});
+    // Tokenizes each text without BOS, then as above.
+    static ReferenceSource from_texts(const Tokenizer& tok, const std::vector<std::string>& texts,
+                                      ReferenceSourceOptions opts = {});
+
+    std::string_view name() const override { return "ref"; }
+    void reset(const GenerationStart&) override {} // the references do not change
+    // The longest suffix of the context found in a reference (latest occurrence), and the tokens
+    // after it up to the end of that reference.
+    void propose(std::span<const TokenId> context, int k, Proposal& out) override;
+    void accept(std::span<const TokenId>) override {}
+
+    const TokenIndex& index() const { return index_; }
+    int64_t n_references() const { return n_refs_; }
+
+private:
+    TokenIndex index_;
+    int64_t n_refs_ = 0;
+};
+
+// The whole file as text; throws rewind::Error naming the path if it cannot be read.
+std::string read_text_file(const std::string& path);
+
+} // namespace rewind::speculate

@@ -1,0 +1,108 @@
+// DraftSource: a second model decodes ahead on its own cache. Its cache holds a prefix of the
+// text (plus guesses); before each proposal it is cut back to what still agrees and fed the rest
+// in one pass, so a draft that sat out some passes (inside a composite) catches up cheaply.
+#include "rewind/speculate/draft_source.h"
+
+#include <algorithm>
+#include <string>
+
+#include "rewind/error.h"
+
+namespace rewind::speculate {
+
+void check_draft_compatible(const Model& draft, const Model& target, int64_t target_capacity) {
+    const std::string who = "draft model " + draft.path() + " for target " + target.path() + ": ";
+    const Tokenizer& dt = draft.tokenizer();
+    const Tokenizer& tt = target.tokenizer();
+    if (draft.n_vocab() != target.n_vocab() || dt.n_vocab() != tt.n_vocab())
+        throw Error(who + "vocabulary sizes differ (" + std::to_string(draft.n_vocab()) + " vs " +
+                    std::to_string(target.n_vocab()) + ")");
+    if (dt.model() != tt.model()) throw Error(who + "tokenizer kinds differ");
+    for (TokenId id = 0; id < static_cast<TokenId>(tt.n_vocab()); ++id) {
+        if (dt.piece(id) != tt.piece(id) || dt.kind(id) != tt.kind(id))
+            throw Error(who + "token " + std::to_string(id) + " differs ('" + dt.piece(id) + "' vs '" +
+                        tt.piece(id) + "')");
+    }
+    if (dt.bos() != tt.bos() || dt.eos() != tt.eos())
+        throw Error(who + "special token ids differ (BOS " + std::to_string(dt.bos()) + " vs " +
+                    std::to_string(tt.bos()) + ", EOS " + std::to_string(dt.eos()) + " vs " +
+                    std::to_string(tt.eos()) + ")");
+    for (TokenId id = 0; id < static_cast<TokenId>(tt.n_vocab()); ++id) {
+        if (dt.is_eog(id) != tt.is_eog(id))
+            throw Error(who + "end-of-generation tokens differ at id " + std::to_string(id));
+    }
+    if (draft.hparams().n_ctx_train < target_capacity)
+        throw Error(who + "its context length " + std::to_string(draft.hparams().n_ctx_train) +
+                    " is smaller than the target cache's capacity " + std::to_string(target_capacity));
+}
+
+namespace {
+// Validates before any member is built, so a mismatched draft never allocates a cache.
+std::shared_ptr<const Model> checked(std::shared_ptr<const Model> draft, const Model& target, int64_t capacity) {
+    if (!draft) throw Error("draft source: no draft model");
+    check_draft_compatible(*draft, target, capacity);
+    return draft;
+}
+} // namespace
+
+DraftSource::DraftSource(std::shared_ptr<const Model> draft, const Model& target, int64_t target_capacity,
+                         DraftSourceOptions opts)
+    : ctx_(checked(std::move(draft), target, target_capacity), opts.context),
+      cache_(ctx_.model(), KvCacheOptions{target_capacity, opts.cache_type}),
+      sampler_(SamplerOptions{}, ctx_.model().n_vocab()) {
+    fed_.reserve(static_cast<size_t>(target_capacity));
+    history_.reserve(static_cast<size_t>(target_capacity));
+}
+
+void DraftSource::reset(const GenerationStart& start) {
+    verify_ = start.verify;
+    sampler_ = Sampler(start.sampler, ctx_.model().n_vocab());
+    // Keep whatever prefix of the cache the new prompt shares (a rerun of the same prompt
+    // costs nothing).
+    rollback_to(start.prompt);
+}
+
+void DraftSource::rollback_to(std::span<const TokenId> context) {
+    const size_t n = std::min(fed_.size(), context.size());
+    size_t common = static_cast<size_t>(std::mismatch(fed_.begin(), fed_.begin() + static_cast<std::ptrdiff_t>(n),
+                                                      context.begin()).first - fed_.begin());
+    // The last context token must be run again to give the logits of the next one.
+    if (common == context.size() && common > 0) --common;
+    cache_.truncate(static_cast<int64_t>(common));
+    fed_.resize(common);
+}
+
+void DraftSource::propose(std::span<const TokenId> context, int k, Proposal& out) {
+    check_k(name(), k);
+    if (context.empty() || static_cast<int64_t>(context.size()) > cache_.capacity()) return;
+    rollback_to(context);
+    // Guess i (0-based) sits at position context.size() + i; every guess but the last is run.
+    const int64_t room = cache_.capacity() - static_cast<int64_t>(context.size()) + 1;
+    const int n = static_cast<int>(std::min<int64_t>(k, room));
+    pending_.assign(context.begin() + static_cast<std::ptrdiff_t>(fed_.size()), context.end());
+    history_.assign(context.begin(), context.end());
+    std::span<const float> logits = ctx_.forward(cache_, pending_, Logits::Last);
+    fed_.insert(fed_.end(), pending_.begin(), pending_.end());
+    const auto n_vocab = static_cast<size_t>(ctx_.model().n_vocab());
+    for (int i = 0; i < n; ++i) {
+        const auto pos = static_cast<int64_t>(history_.size());
+        TokenId t;
+        if (verify_ == VerifyMode::Rejection) {
+            sampler_.distribution(logits.data(), history_, q_);
+            t = sampler_.sample_from(q_, pos, kDrawStream);
+            out.probs.insert(out.probs.end(), q_.begin(), q_.begin() + static_cast<std::ptrdiff_t>(n_vocab));
+        } else {
+            t = sampler_.sample(logits.data(), pos, history_);
+        }
+        out.tokens.push_back(t);
+        history_.push_back(t);
+        if (i + 1 < n) {
+            logits = ctx_.forward(cache_, std::span<const TokenId>(&t, 1), Logits::Last);
+            fed_.push_back(t);
+        }
+    }
+}
+
+void DraftSource::accept(std::span<const TokenId> context) { rollback_to(context); }
+
+} // namespace rewind::speculate

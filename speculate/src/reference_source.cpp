@@ -1,0 +1,58 @@
+// ReferenceSource: every reference is a closed document of one TokenIndex, built once.
+#include "rewind/speculate/reference_source.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "rewind/error.h"
+
+namespace rewind::speculate {
+
+ReferenceSource::ReferenceSource(const std::vector<std::vector<TokenId>>& references,
+                                 ReferenceSourceOptions opts)
+    : index_(opts.range) {
+    if (references.empty()) throw Error("reference source: no reference documents");
+    int64_t total = 0;
+    for (size_t i = 0; i < references.size(); ++i) {
+        if (references[i].empty())
+            throw Error("reference source: reference " + std::to_string(i) + " is empty");
+        total += static_cast<int64_t>(references[i].size());
+    }
+    if (total > opts.max_tokens)
+        throw Error("reference source: references hold " + std::to_string(total) +
+                    " tokens, above the limit of " + std::to_string(opts.max_tokens));
+    index_.reserve(total + static_cast<int64_t>(references.size()));
+    for (const auto& ref : references) {
+        index_.push(ref);
+        index_.end_document();
+    }
+    n_refs_ = static_cast<int64_t>(references.size());
+}
+
+ReferenceSource ReferenceSource::from_texts(const Tokenizer& tok, const std::vector<std::string>& texts,
+                                            ReferenceSourceOptions opts) {
+    std::vector<std::vector<TokenId>> refs;
+    refs.reserve(texts.size());
+    for (size_t i = 0; i < texts.size(); ++i) {
+        refs.push_back(tok.encode(texts[i], AddBos::No));
+        if (refs.back().empty())
+            throw Error("reference source: reference " + std::to_string(i) + " is empty");
+    }
+    return ReferenceSource(refs, opts);
+}
+
+void ReferenceSource::propose(std::span<const TokenId> context, int k, Proposal& out) {
+    check_k(name(), k);
+    index_.copy(index_.find(context), k, RunOff::Stop, out.tokens);
+}
+
+std::string read_text_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(path + ": cannot open reference file");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) throw Error(path + ": read error");
+    return ss.str();
+}
+
+} // namespace rewind::speculate

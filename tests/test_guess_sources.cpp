@@ -1,0 +1,242 @@
+// Guess sources on synthetic token sequences (prompt lookup, reference copy, composite fallback)
+// and the draft model's compatibility checks and rollback on the real pycode pair.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rewind/error.h"
+#include "rewind/generate.h"
+#include "rewind/model.h"
+#include "rewind/speculate/composite_source.h"
+#include "rewind/speculate/draft_source.h"
+#include "rewind/speculate/ngram_source.h"
+#include "rewind/speculate/reference_source.h"
+
+using rewind::TokenId;
+using namespace rewind::speculate;
+
+namespace {
+
+const std::string kModels = std::string(REWIND_SHARED_DIR) + "/models/";
+
+std::vector<TokenId> propose(GuessSource& s, const std::vector<TokenId>& ctx, int k) {
+    Proposal p;
+    s.propose(ctx, k, p);
+    return p.tokens;
+}
+
+GenerationStart start_of(const std::vector<TokenId>& prompt) {
+    GenerationStart g;
+    g.prompt = prompt;
+    return g;
+}
+
+// A source that always proposes the same tokens, counting calls.
+class Fixed final : public GuessSource {
+public:
+    explicit Fixed(std::vector<TokenId> t) : t_(std::move(t)) {}
+    std::string_view name() const override { return "fixed"; }
+    void reset(const GenerationStart&) override { ++resets; }
+    void propose(std::span<const TokenId>, int k, Proposal& out) override {
+        ++proposals;
+        for (int i = 0; i < k && i < static_cast<int>(t_.size()); ++i) out.tokens.push_back(t_[static_cast<size_t>(i)]);
+    }
+    void accept(std::span<const TokenId> ctx) override { last_accept = ctx.size(); }
+    int resets = 0, proposals = 0;
+    size_t last_accept = 0;
+
+private:
+    std::vector<TokenId> t_;
+};
+
+} // namespace
+
+TEST(NgramSource, CopiesFromThePromptAndFollowsAcceptedTokens) {
+    NgramSource src(NgramSourceOptions{{2, 4}});
+    std::vector<TokenId> ctx{10, 11, 12, 13, 14, 20, 21, 11, 12};
+    src.reset(start_of(ctx));
+    EXPECT_EQ(propose(src, ctx, 3), (std::vector<TokenId>{13, 14, 20}));
+    EXPECT_EQ(propose(src, ctx, 1), (std::vector<TokenId>{13}));
+    // The generation went elsewhere: 11 12 30 31; now "30 31" is new and unknown...
+    ctx.insert(ctx.end(), {30, 31});
+    src.accept(ctx);
+    EXPECT_TRUE(propose(src, ctx, 4).empty());
+    // ...until it has been seen once with a follower.
+    ctx.insert(ctx.end(), {32, 30, 31});
+    src.accept(ctx);
+    EXPECT_EQ(propose(src, ctx, 2), (std::vector<TokenId>{32, 30}));
+    EXPECT_EQ(src.index().size(), static_cast<int64_t>(ctx.size()));
+}
+
+TEST(NgramSource, ProposeAloneKeepsTheIndexInStep) {
+    // accept() is optional: propose() indexes whatever is new in the context.
+    NgramSource src;
+    std::vector<TokenId> ctx{1, 2, 3};
+    src.reset(start_of(ctx));
+    ctx.insert(ctx.end(), {4, 1, 2});
+    EXPECT_EQ(propose(src, ctx, 2), (std::vector<TokenId>{3, 4}));
+    // A context that rewrote history rebuilds the index instead of using stale positions.
+    std::vector<TokenId> other{7, 8, 9, 7, 8};
+    EXPECT_EQ(propose(src, other, 2), (std::vector<TokenId>{9, 7}));
+    EXPECT_EQ(src.index().size(), 5);
+}
+
+TEST(NgramSource, ExtendsALoopPastTheEndOfTheText) {
+    NgramSource src;
+    const std::vector<TokenId> ctx{5, 1, 2, 1, 2, 1, 2};
+    src.reset(start_of(ctx));
+    EXPECT_EQ(propose(src, ctx, 6), (std::vector<TokenId>{1, 2, 1, 2, 1, 2}));
+}
+
+TEST(NgramSource, ResetForgetsThePreviousGeneration) {
+    NgramSource src;
+    std::vector<TokenId> a{1, 2, 3, 4};
+    src.reset(start_of(a));
+    std::vector<TokenId> b{9, 1, 2};
+    src.reset(start_of(b));
+    EXPECT_TRUE(propose(src, b, 4).empty());
+}
+
+TEST(NgramSource, RejectsBadK) {
+    NgramSource src;
+    std::vector<TokenId> ctx{1, 2, 1};
+    src.reset(start_of(ctx));
+    Proposal p;
+    EXPECT_THROW(src.propose(ctx, 0, p), rewind::Error);
+    EXPECT_THROW(src.propose(ctx, -3, p), rewind::Error);
+    EXPECT_THROW(NgramSource(NgramSourceOptions{{0, 3}}), rewind::Error);
+}
+
+TEST(ReferenceSource, CopiesFromTheReferenceThatHoldsTheLongestMatch) {
+    ReferenceSource src({{1, 2, 3, 4, 5, 6}, {7, 8, 3, 4, 9, 9}}, ReferenceSourceOptions{{2, 4}});
+    EXPECT_EQ(src.n_references(), 2);
+    // "2 3 4" only occurs in the first reference: the longer match wins over the later "3 4".
+    EXPECT_EQ(propose(src, {0, 2, 3, 4}, 8), (std::vector<TokenId>{5, 6}));
+    // Only "3 4": both references have it, the later one is used.
+    EXPECT_EQ(propose(src, {0, 0, 3, 4}, 8), (std::vector<TokenId>{9, 9}));
+    EXPECT_EQ(propose(src, {0, 0, 3, 4}, 1), (std::vector<TokenId>{9}));
+    // No match, and nothing after the end of a reference.
+    EXPECT_TRUE(propose(src, {4, 3}, 4).empty());
+    EXPECT_TRUE(propose(src, {5, 6}, 4).empty());
+    // The references do not change across generations.
+    std::vector<TokenId> prompt{0};
+    src.reset(start_of(prompt));
+    EXPECT_EQ(propose(src, {1, 2}, 2), (std::vector<TokenId>{3, 4}));
+}
+
+TEST(ReferenceSource, RejectsBadReferences) {
+    EXPECT_THROW(ReferenceSource({}), rewind::Error);
+    EXPECT_THROW(ReferenceSource({{1, 2}, {}}), rewind::Error);
+    EXPECT_THROW(ReferenceSource({{1, -2, 3}}), rewind::Error);
+    ReferenceSourceOptions small;
+    small.max_tokens = 5;
+    EXPECT_THROW(ReferenceSource({{1, 2, 3}, {4, 5, 6}}, small), rewind::Error);
+    EXPECT_NO_THROW(ReferenceSource({{1, 2, 3}, {4, 5}}, small));
+    ReferenceSource ok({{1, 2, 3}});
+    Proposal p;
+    EXPECT_THROW(ok.propose(std::vector<TokenId>{1, 2}, 0, p), rewind::Error);
+    EXPECT_THROW(read_text_file("/nonexistent/reference.txt"), rewind::Error);
+}
+
+TEST(ReferenceSource, TokenizesTexts) {
+    const auto model = rewind::Model::load(kModels + "pycode-4m.gguf");
+    const auto& tok = model->tokenizer();
+    auto src = ReferenceSource::from_texts(tok, {"def add(a, b):\n    return a + b\n"});
+    const auto ctx = tok.encode("def add(a, b):\n", rewind::AddBos::Yes);
+    const auto want = tok.encode("def add(a, b):\n    return a + b\n", rewind::AddBos::No);
+    const auto got = propose(src, ctx, 64);
+    ASSERT_FALSE(got.empty());
+    // Whatever was guessed is the reference's own continuation.
+    const auto it = std::search(want.begin(), want.end(), got.begin(), got.end());
+    EXPECT_NE(it, want.end());
+    EXPECT_THROW(ReferenceSource::from_texts(tok, {"x", ""}), rewind::Error);
+}
+
+TEST(CompositeSource, FallsBackInOrderAndKeepsEveryMemberInStep) {
+    auto ref = std::make_unique<ReferenceSource>(std::vector<std::vector<TokenId>>{{1, 2, 3, 4}});
+    auto fixed = std::make_unique<Fixed>(std::vector<TokenId>{42, 43});
+    Fixed* fixed_raw = fixed.get();
+    std::vector<std::unique_ptr<GuessSource>> members;
+    members.push_back(std::move(ref));
+    members.push_back(std::move(fixed));
+    CompositeSource comp(std::move(members));
+    EXPECT_EQ(comp.name(), "ref+fixed");
+    std::vector<TokenId> ctx{9, 1, 2};
+    comp.reset(start_of(ctx));
+    EXPECT_EQ(fixed_raw->resets, 1);
+    EXPECT_EQ(propose(comp, ctx, 4), (std::vector<TokenId>{3, 4})); // the reference answers
+    EXPECT_EQ(fixed_raw->proposals, 0);
+    ctx.push_back(7);
+    comp.accept(ctx);
+    EXPECT_EQ(fixed_raw->last_accept, ctx.size()); // told even though it did not answer
+    EXPECT_EQ(propose(comp, ctx, 4), (std::vector<TokenId>{42, 43})); // fallback
+    EXPECT_EQ(comp.answered(), (std::vector<int64_t>{1, 1}));
+    Proposal p;
+    EXPECT_THROW(comp.propose(ctx, 0, p), rewind::Error);
+    EXPECT_THROW(CompositeSource({}), rewind::Error);
+    std::vector<std::unique_ptr<GuessSource>> with_null;
+    with_null.push_back(nullptr);
+    EXPECT_THROW(CompositeSource(std::move(with_null)), rewind::Error);
+}
+
+TEST(DraftSource, RefusesAModelWithAnotherVocabulary) {
+    const auto target = rewind::Model::load(kModels + "pycode-4m.gguf");
+    const auto other = rewind::Model::load(kModels + "aidreams260K.gguf");
+    try {
+        DraftSource d(other, *target, 512);
+        FAIL() << "a mismatched draft was accepted";
+    } catch (const rewind::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("vocabulary"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(DraftSource(nullptr, *target, 512), rewind::Error);
+}
+
+TEST(DraftSource, RefusesAContextShorterThanTheTargetCache) {
+    const auto target = rewind::Model::load(kModels + "pycode-4m.gguf");
+    const auto draft = rewind::Model::load(kModels + "pycode-600k.gguf");
+    EXPECT_THROW(DraftSource(draft, *target, draft->hparams().n_ctx_train + 1), rewind::Error);
+    EXPECT_NO_THROW(DraftSource(draft, *target, draft->hparams().n_ctx_train));
+}
+
+TEST(DraftSource, DraftsGreedilyAndRollsBackToTheAcceptedText) {
+    const auto target = rewind::Model::load(kModels + "pycode-4m.gguf");
+    const auto draft = rewind::Model::load(kModels + "pycode-600k.gguf");
+    DraftSource src(draft, *target, 256);
+    const auto& tok = target->tokenizer();
+    std::vector<TokenId> ctx = tok.encode("import os\nimport sys\n\ndef main(", rewind::AddBos::Yes);
+    src.reset(start_of(ctx));
+    const auto g = propose(src, ctx, 5);
+    ASSERT_EQ(g.size(), 5u);
+    // The draft ran the context and 4 of its 5 guesses.
+    EXPECT_EQ(src.cache().size(), static_cast<int64_t>(ctx.size() + 4));
+
+    // Greedy drafting is plain greedy decoding of the draft model.
+    rewind::Context dctx(draft);
+    rewind::KvCache dcache(*draft, {256});
+    rewind::GenerateOptions go;
+    go.max_tokens = 5;
+    go.stop_at_eog = false;
+    EXPECT_EQ(rewind::generate_plain(dctx, dcache, ctx, go).tokens, g);
+
+    // The target accepted two guesses and chose its own third token.
+    ctx.insert(ctx.end(), g.begin(), g.begin() + 2);
+    ctx.push_back(g[2] == 1 ? 2 : 1);
+    src.accept(ctx);
+    EXPECT_EQ(src.cache().size(), static_cast<int64_t>(ctx.size() - 1)); // the new token is not run yet
+    const auto before = src.tokens_processed();
+    const auto g2 = propose(src, ctx, 3);
+    EXPECT_EQ(g2.size(), 3u);
+    EXPECT_EQ(src.tokens_processed() - before, 1u + 2u); // the target's token, then 2 guesses
+
+    // Replaying from scratch gives the same guesses: the rolled-back cache is exact.
+    DraftSource fresh(draft, *target, 256);
+    fresh.reset(start_of(ctx));
+    EXPECT_EQ(propose(fresh, ctx, 3), g2);
+    // k larger than the room left in the cache is clamped, never an overflow.
+    DraftSource tight(draft, *target, static_cast<int64_t>(ctx.size()) + 1);
+    tight.reset(start_of(ctx));
+    EXPECT_EQ(propose(tight, ctx, 8).size(), 2u);
+}
