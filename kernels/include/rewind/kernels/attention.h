@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "rewind/kernels/dtype.h"
+#include "rewind/kernels/simd.h"
 #include "rewind/kernels/thread_pool.h"
 
 namespace rewind {
@@ -17,7 +18,8 @@ struct AttentionShape {
     int64_t head_dim = 0;
 };
 
-// Scratch floats needed: one score row per thread of the pool.
+// Scratch floats needed: one score row per thread of the pool (pass pool->size(), or 1 without
+// a pool).
 int64_t attention_scratch_floats(const AttentionShape& s, int n_threads);
 
 // q:   [n_tokens, n_head, head_dim] float
@@ -27,6 +29,11 @@ int64_t attention_scratch_floats(const AttentionShape& s, int n_threads);
 // bad shapes or an unsupported kv_type.
 void attention(const AttentionShape& s, const float* q, const void* k, const void* v, DType kv_type,
                float* out, float* scratch, ThreadPool* pool);
+// The same at a forced SIMD level (the overload above uses detect_simd()); the result may differ
+// between levels but never between token counts or thread counts at one level. Avx512 runs the
+// AVX2 body. Throws rewind::Error for a level this CPU lacks.
+void attention(const AttentionShape& s, const float* q, const void* k, const void* v, DType kv_type,
+               float* out, float* scratch, ThreadPool* pool, SimdLevel level);
 
 // Plain reference (double accumulation) for tests.
 void attention_reference(const AttentionShape& s, const float* q, const void* k, const void* v,

@@ -7,6 +7,7 @@
 #include <span>
 
 #include "rewind/kernels/dtype.h"
+#include "rewind/kernels/simd.h"
 #include "rewind/kernels/thread_pool.h"
 
 namespace rewind {
@@ -19,9 +20,7 @@ struct MatrixView {
     int64_t cols = 0;
 };
 
-enum class SimdLevel { Scalar, Avx2, Avx512 };
-SimdLevel detect_simd();          // what this CPU supports
-const char* simd_name(SimdLevel l);
+// SimdLevel, detect_simd() and simd_name() live in simd.h.
 
 // Scratch bytes matmul needs for n_tokens activations of width cols (Q8_0 quantizes x).
 size_t matmul_scratch_bytes(DType type, int64_t n_tokens, int64_t cols);

@@ -1,0 +1,135 @@
+// Causal GQA attention front end: validates the shape, splits (token, head) pairs over the pool
+// (one score row of scratch per slot), and a double-precision reference. Each pair's result
+// depends only on its own query, its position and the cache, never on the split.
+#include "rewind/kernels/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "attention_impl.h"
+#include "rewind/error.h"
+#include "rewind/kernels/simd.h"
+
+namespace rewind {
+
+namespace {
+
+void check_shape(const AttentionShape& s, DType kv_type, const char* who) {
+    if (s.n_tokens <= 0 || s.pos0 < 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.head_dim <= 0)
+        throw Error(std::string(who) + ": bad shape (n_tokens " + std::to_string(s.n_tokens) + ", pos0 " +
+                    std::to_string(s.pos0) + ", n_head " + std::to_string(s.n_head) + ", n_head_kv " +
+                    std::to_string(s.n_head_kv) + ", head_dim " + std::to_string(s.head_dim) + ")");
+    if (s.n_head % s.n_head_kv != 0)
+        throw Error(std::string(who) + ": n_head " + std::to_string(s.n_head) + " is not a multiple of n_head_kv " +
+                    std::to_string(s.n_head_kv));
+    if (kv_type != DType::F32 && kv_type != DType::F16)
+        throw Error(std::string(who) + ": unsupported KV type " + dtype_name(kv_type));
+}
+
+// Score-row length per slot, rounded so slots start on 64-byte boundaries.
+int64_t row_floats(const AttentionShape& s) { return ((s.pos0 + s.n_tokens + 15) / 16) * 16; }
+
+// Below this much work (multiply-adds) the call stays on the calling thread.
+constexpr int64_t kMinMacsPerThread = 32 * 1024;
+
+size_t kv_elem_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+
+} // namespace
+
+int64_t attention_scratch_floats(const AttentionShape& s, int n_threads) {
+    if (n_threads < 1) throw Error("attention_scratch_floats: n_threads must be >= 1");
+    if (s.n_tokens <= 0 || s.pos0 < 0) throw Error("attention_scratch_floats: bad shape");
+    return int64_t(n_threads) * row_floats(s);
+}
+
+void attention(const AttentionShape& s, const float* q, const void* k, const void* v, DType kv_type, float* out,
+               float* scratch, ThreadPool* pool) {
+    attention(s, q, k, v, kv_type, out, scratch, pool, detect_simd());
+}
+
+void attention(const AttentionShape& s, const float* q, const void* k, const void* v, DType kv_type, float* out,
+               float* scratch, ThreadPool* pool, SimdLevel level) {
+    check_shape(s, kv_type, "attention");
+    if (!q || !k || !v || !out || !scratch) throw Error("attention: null pointer");
+    require_simd(level);
+    const auto body = level == SimdLevel::Scalar ? detail::attend_scalar : detail::attend_avx2;
+
+    const int64_t pairs = s.n_tokens * s.n_head;
+    const int64_t group = s.n_head / s.n_head_kv;
+    const int64_t kv_stride = s.n_head_kv * s.head_dim;
+    const size_t eb = kv_elem_bytes(kv_type);
+    const float scale = 1.0f / std::sqrt(float(s.head_dim));
+    const int64_t rowf = row_floats(s);
+
+    auto run_pair = [&](int64_t i, float* scores) {
+        const int64_t t = i / s.n_head, h = i % s.n_head;
+        const int64_t kvh = h / group;
+        detail::AttendRow a;
+        a.q = q + (t * s.n_head + h) * s.head_dim;
+        a.k = static_cast<const std::byte*>(k) + size_t(kvh * s.head_dim) * eb;
+        a.v = static_cast<const std::byte*>(v) + size_t(kvh * s.head_dim) * eb;
+        a.kv_stride = kv_stride;
+        a.kv_type = kv_type;
+        a.head_dim = s.head_dim;
+        a.n_pos = s.pos0 + t + 1;
+        a.scale = scale;
+        a.out = out + (t * s.n_head + h) * s.head_dim;
+        a.scores = scores;
+        body(a);
+    };
+
+    const int64_t macs = pairs * (s.pos0 + s.n_tokens) * s.head_dim * 2;
+    const int64_t slots = pool ? std::min<int64_t>({int64_t(pool->size()), pairs, std::max<int64_t>(1, macs / kMinMacsPerThread)}) : 1;
+    if (slots <= 1) {
+        for (int64_t i = 0; i < pairs; ++i) run_pair(i, scratch);
+        return;
+    }
+    // Slot j owns pairs [j*pairs/slots, (j+1)*pairs/slots) and score row j of the scratch.
+    pool->run(slots, [&](int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j)
+            for (int64_t i = j * pairs / slots; i < (j + 1) * pairs / slots; ++i) run_pair(i, scratch + j * rowf);
+    });
+}
+
+void attention_reference(const AttentionShape& s, const float* q, const void* k, const void* v, DType kv_type,
+                         float* out) {
+    check_shape(s, kv_type, "attention_reference");
+    if (!q || !k || !v || !out) throw Error("attention_reference: null pointer");
+    const int64_t group = s.n_head / s.n_head_kv;
+    const int64_t kv_stride = s.n_head_kv * s.head_dim;
+    auto load = [&](const void* base, int64_t idx) -> double {
+        if (kv_type == DType::F32) return static_cast<const float*>(base)[idx];
+        return fp16_to_fp32(static_cast<const uint16_t*>(base)[idx]);
+    };
+    const double scale = 1.0 / std::sqrt(double(s.head_dim));
+    std::vector<double> sc(size_t(s.pos0 + s.n_tokens));
+    std::vector<double> acc(size_t(s.head_dim));
+    for (int64_t t = 0; t < s.n_tokens; ++t) {
+        for (int64_t h = 0; h < s.n_head; ++h) {
+            const float* qh = q + (t * s.n_head + h) * s.head_dim;
+            const int64_t off = (h / group) * s.head_dim;
+            const int64_t n_pos = s.pos0 + t + 1;
+            double m = -INFINITY;
+            for (int64_t p = 0; p < n_pos; ++p) {
+                double d = 0.0;
+                for (int64_t i = 0; i < s.head_dim; ++i) d += double(qh[i]) * load(k, p * kv_stride + off + i);
+                sc[size_t(p)] = d * scale;
+                m = std::max(m, sc[size_t(p)]);
+            }
+            double sum = 0.0;
+            for (int64_t p = 0; p < n_pos; ++p) {
+                sc[size_t(p)] = std::exp(sc[size_t(p)] - m);
+                sum += sc[size_t(p)];
+            }
+            std::fill(acc.begin(), acc.end(), 0.0);
+            for (int64_t p = 0; p < n_pos; ++p)
+                for (int64_t i = 0; i < s.head_dim; ++i) acc[size_t(i)] += sc[size_t(p)] * load(v, p * kv_stride + off + i);
+            float* o = out + (t * s.n_head + h) * s.head_dim;
+            for (int64_t i = 0; i < s.head_dim; ++i) o[i] = float(acc[size_t(i)] / sum);
+        }
+    }
+}
+
+} // namespace rewind

@@ -1,0 +1,128 @@
+// matmul front end: validates shapes, quantizes activations for Q8_0, splits output rows over
+// the pool and hands each range to the body for the requested SIMD level. Also the Eigen reference.
+#include "rewind/kernels/matmul.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "matmul_impl.h"
+#include "rewind/error.h"
+
+namespace rewind {
+
+namespace {
+
+SimdLevel detect_simd_uncached() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        return SimdLevel::Avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        return SimdLevel::Avx2;
+#endif
+    return SimdLevel::Scalar;
+}
+
+// Below this many multiply-adds a call runs on the calling thread: waking workers would cost
+// more than it saves. Only who computes a row changes, never its value.
+constexpr int64_t kMinMacsPerThread = 48 * 1024;
+// Rows handed out together, so thread ranges line up with the bodies' row tiles.
+constexpr int64_t kRowGrain = 16;
+
+} // namespace
+
+SimdLevel detect_simd() {
+    static const SimdLevel level = detect_simd_uncached(); // immutable after first use
+    return level;
+}
+
+const char* simd_name(SimdLevel l) {
+    switch (l) {
+    case SimdLevel::Scalar: return "scalar";
+    case SimdLevel::Avx2: return "avx2";
+    case SimdLevel::Avx512: return "avx512";
+    }
+    return "unknown";
+}
+
+void require_simd(SimdLevel l) {
+    if (l != SimdLevel::Scalar && l != SimdLevel::Avx2 && l != SimdLevel::Avx512)
+        throw Error("unknown SIMD level " + std::to_string(int(l)));
+    if (int(l) > int(detect_simd()))
+        throw Error(std::string("SIMD level ") + simd_name(l) + " is not supported by this CPU (it has " +
+                    simd_name(detect_simd()) + ")");
+}
+
+size_t matmul_scratch_bytes(DType type, int64_t n_tokens, int64_t cols) {
+    if (type != DType::Q8_0) return 0;
+    if (n_tokens < 0) throw Error("matmul_scratch_bytes: negative token count");
+    return size_t(n_tokens) * dtype_row_bytes(DType::Q8_0, cols);
+}
+
+void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std::span<std::byte> scratch,
+            ThreadPool* pool, SimdLevel level) {
+    if (!w.data || !x || !y) throw Error("matmul: null pointer");
+    if (w.rows <= 0 || w.cols <= 0 || n_tokens <= 0)
+        throw Error("matmul: non-positive size (rows " + std::to_string(w.rows) + ", cols " +
+                    std::to_string(w.cols) + ", n_tokens " + std::to_string(n_tokens) + ")");
+    require_simd(level);
+    detail::MatmulJob job{};
+    job.type = w.type;
+    job.w = w.data;
+    job.cols = w.cols;
+    job.row_bytes = dtype_row_bytes(w.type, w.cols); // throws for bad Q8_0 widths / types
+    job.x = x;
+    job.n_tokens = n_tokens;
+    job.y = y;
+    job.rows = w.rows;
+
+    if (w.type == DType::Q8_0) {
+        const size_t need = matmul_scratch_bytes(w.type, n_tokens, w.cols);
+        if (!scratch.data() || scratch.size() < need)
+            throw Error("matmul: Q8_0 scratch of " + std::to_string(scratch.size()) + " bytes, need " +
+                        std::to_string(need));
+        auto* xq = reinterpret_cast<BlockQ8_0*>(scratch.data()); // BlockQ8_0 has alignment 2
+        if (reinterpret_cast<uintptr_t>(xq) % alignof(BlockQ8_0) != 0)
+            throw Error("matmul: Q8_0 scratch must be 2-byte aligned");
+        const int64_t nb = w.cols / kQ8Block;
+        for (int64_t t = 0; t < n_tokens; ++t) {
+            if (level == SimdLevel::Scalar) quantize_row_q8_0(x + t * w.cols, w.cols, xq + t * nb);
+            else detail::quantize_row_q8_0_avx2(x + t * w.cols, w.cols, xq + t * nb);
+        }
+        job.xq = xq;
+    }
+
+    auto body = detail::matmul_rows_scalar;
+    if (level == SimdLevel::Avx2) body = detail::matmul_rows_avx2;
+    else if (level == SimdLevel::Avx512) body = detail::matmul_rows_avx512;
+
+    const int64_t macs = w.rows * w.cols * n_tokens;
+    const int64_t threads = pool ? std::min<int64_t>(pool->size(), std::max<int64_t>(1, macs / kMinMacsPerThread)) : 1;
+    if (threads <= 1) {
+        body(job, 0, w.rows);
+        return;
+    }
+    // Split rows into `threads` ranges, each a multiple of kRowGrain (but the last).
+    const int64_t per = (w.rows + threads - 1) / threads;
+    const int64_t grain = ((per + kRowGrain - 1) / kRowGrain) * kRowGrain;
+    pool->run(w.rows, [&](int64_t r0, int64_t r1) { body(job, r0, r1); }, grain);
+}
+
+void matmul_reference(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
+    if (!w.data || !x || !y) throw Error("matmul_reference: null pointer");
+    if (w.rows <= 0 || w.cols <= 0 || n_tokens <= 0) throw Error("matmul_reference: non-positive size");
+    const size_t row_bytes = dtype_row_bytes(w.type, w.cols);
+    using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    RowMajor wf(w.rows, w.cols);
+    for (int64_t r = 0; r < w.rows; ++r)
+        dequantize_row(w.type, static_cast<const std::byte*>(w.data) + size_t(r) * row_bytes, w.cols, &wf(r, 0));
+    Eigen::Map<const RowMajor> xm(x, n_tokens, w.cols);
+    Eigen::Map<RowMajor> ym(y, n_tokens, w.rows);
+    ym.noalias() = xm * wf.transpose();
+}
+
+} // namespace rewind

@@ -1,0 +1,185 @@
+// The register-tiled matmul engine shared by the AVX2 and AVX-512 bodies, written once over a
+// vector-traits type V so both levels have the same structure. Included only by *_avx2.cpp and
+// *_avx512.cpp; everything is in an anonymous namespace so code built with one ISA's flags is never
+// merged by the linker into another (which could run AVX-512 code on an AVX2-only CPU).
+//
+// Order for one (token t, row r), float weights: one V-wide accumulator, k ascending in steps of
+// V::kLanes (lane j gets k = j mod kLanes), V::hsum, then the cols % kLanes tail in scalar order.
+// Q8_0: one accumulator, steps of V::kQ8Blocks blocks, acc = fma(d_w*d_x, block_dot, acc), V::hsum.
+// Tiles only decide which (t, r) pairs share a pass over the weights, never this order.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "matmul_impl.h"
+
+namespace rewind::detail {
+namespace {
+
+inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+
+// Scalar weight access for the column tail.
+inline float weight_at(DType type, const std::byte* row, int64_t k) {
+    if (type == DType::F32) {
+        float f;
+        std::memcpy(&f, row + 4 * k, 4);
+        return f;
+    }
+    uint16_t h;
+    std::memcpy(&h, row + 2 * k, 2);
+    return type == DType::F16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
+}
+
+// NT tokens x NR rows of float-type weights (F32/F16/BF16 via V::load<type>).
+// w: first of NR rows, row_bytes apart; x: [NT, cols]; y: y[t * y_stride + r].
+template <class V, DType T, int NT, int NR>
+inline void tile_float(const std::byte* w, size_t row_bytes, const float* x, int64_t cols, float* y, int64_t y_stride) {
+    using F = typename V::F;
+    F acc[NT][NR];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t)
+#pragma GCC unroll 16
+        for (int r = 0; r < NR; ++r) acc[t][r] = V::zero();
+    const int64_t kv = cols - cols % V::kLanes;
+    for (int64_t k = 0; k < kv; k += V::kLanes) {
+        F wv[NR];
+#pragma GCC unroll 16
+        for (int r = 0; r < NR; ++r) wv[r] = V::template load<T>(w + size_t(r) * row_bytes, k);
+#pragma GCC unroll 16
+        for (int t = 0; t < NT; ++t) {
+            const F xv = V::load_x(x + t * cols + k);
+#pragma GCC unroll 16
+            for (int r = 0; r < NR; ++r) acc[t][r] = V::fma(wv[r], xv, acc[t][r]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) {
+        for (int r = 0; r < NR; ++r) {
+            float s = V::hsum(acc[t][r]);
+            for (int64_t k = kv; k < cols; ++k) s += weight_at(T, w + size_t(r) * row_bytes, k) * x[t * cols + k];
+            y[t * y_stride + r] = s;
+        }
+    }
+}
+
+// NT tokens x NR rows of Q8_0 weights against Q8_0 activations xq: [NT, nb] blocks.
+template <class V, int NT, int NR>
+inline void tile_q8(const std::byte* w, size_t row_bytes, const BlockQ8_0* xq, int64_t nb, float* y, int64_t y_stride) {
+    using F = typename V::F;
+    using I = typename V::I;
+    F acc[NT][NR];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t)
+#pragma GCC unroll 16
+        for (int r = 0; r < NR; ++r) acc[t][r] = V::zero();
+    const BlockQ8_0* wrow[NR];
+#pragma GCC unroll 16
+    for (int r = 0; r < NR; ++r) wrow[r] = reinterpret_cast<const BlockQ8_0*>(w + size_t(r) * row_bytes);
+    int64_t b = 0;
+    for (; b + V::kQ8Blocks <= nb; b += V::kQ8Blocks) {
+        F dw[NR];
+#pragma GCC unroll 16
+        for (int r = 0; r < NR; ++r) dw[r] = V::q8_scale(wrow[r] + b);
+#pragma GCC unroll 16
+        for (int t = 0; t < NT; ++t) {
+            const BlockQ8_0* xb = xq + t * nb + b;
+            const I xv = V::q8_load(xb);
+            const F dx = V::q8_scale(xb);
+#pragma GCC unroll 16
+            for (int r = 0; r < NR; ++r)
+                acc[t][r] = V::fma(V::mul(dw[r], dx), V::q8_dot(V::q8_load(wrow[r] + b), xv), acc[t][r]);
+        }
+    }
+    if constexpr (V::kQ8Blocks > 1) {
+        // Fewer than kQ8Blocks blocks left (AVX-512: one): the same step on the low lanes only.
+        if (b < nb) {
+#pragma GCC unroll 16
+            for (int t = 0; t < NT; ++t) {
+                const BlockQ8_0* xb = xq + t * nb + b;
+                const I xv = V::q8_load_one(xb);
+                const F dx = V::q8_scale_one(xb);
+#pragma GCC unroll 16
+                for (int r = 0; r < NR; ++r)
+                    acc[t][r] = V::fma_low(V::mul(V::q8_scale_one(wrow[r] + b), dx),
+                                           V::q8_dot(V::q8_load_one(wrow[r] + b), xv), acc[t][r]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; ++t)
+        for (int r = 0; r < NR; ++r) y[t * y_stride + r] = V::hsum(acc[t][r]);
+}
+
+template <class V, DType T, int NT, int NR>
+void rows_float(const MatmulJob& job, const float* x, float* y, int64_t r0, int64_t r1) {
+    const auto* w = static_cast<const std::byte*>(job.w);
+    int64_t r = r0;
+    for (; r + NR <= r1; r += NR)
+        tile_float<V, T, NT, NR>(w + size_t(r) * job.row_bytes, job.row_bytes, x, job.cols, y + r, job.rows);
+    for (; r < r1; ++r) tile_float<V, T, NT, 1>(w + size_t(r) * job.row_bytes, job.row_bytes, x, job.cols, y + r, job.rows);
+}
+
+template <class V, int NT, int NR>
+void rows_q8(const MatmulJob& job, const BlockQ8_0* xq, float* y, int64_t r0, int64_t r1) {
+    const auto* w = static_cast<const std::byte*>(job.w);
+    const int64_t nb = job.cols / kQ8Block;
+    int64_t r = r0;
+    for (; r + NR <= r1; r += NR) tile_q8<V, NT, NR>(w + size_t(r) * job.row_bytes, job.row_bytes, xq, nb, y + r, job.rows);
+    for (; r < r1; ++r) tile_q8<V, NT, 1>(w + size_t(r) * job.row_bytes, job.row_bytes, xq, nb, y + r, job.rows);
+}
+
+// Token blocks of 4 (then the 1-3 left over) over rows [r0, r1). Tile heights come from V so
+// the accumulators fit its register file.
+template <class V, DType T>
+void panel_float(const MatmulJob& job, int64_t r0, int64_t r1) {
+    for (int64_t t0 = 0; t0 < job.n_tokens; t0 += 4) {
+        const float* x = job.x + t0 * job.cols;
+        float* y = job.y + t0 * job.rows;
+        switch (imin(4, job.n_tokens - t0)) {
+        case 4: rows_float<V, T, 4, V::kRowsFloat[3]>(job, x, y, r0, r1); break;
+        case 3: rows_float<V, T, 3, V::kRowsFloat[2]>(job, x, y, r0, r1); break;
+        case 2: rows_float<V, T, 2, V::kRowsFloat[1]>(job, x, y, r0, r1); break;
+        default: rows_float<V, T, 1, V::kRowsFloat[0]>(job, x, y, r0, r1); break;
+        }
+    }
+}
+
+template <class V>
+void panel_q8(const MatmulJob& job, int64_t r0, int64_t r1) {
+    const int64_t nb = job.cols / kQ8Block;
+    for (int64_t t0 = 0; t0 < job.n_tokens; t0 += 4) {
+        const BlockQ8_0* xq = job.xq + t0 * nb;
+        float* y = job.y + t0 * job.rows;
+        switch (imin(4, job.n_tokens - t0)) {
+        case 4: rows_q8<V, 4, V::kRowsQ8[3]>(job, xq, y, r0, r1); break;
+        case 3: rows_q8<V, 3, V::kRowsQ8[2]>(job, xq, y, r0, r1); break;
+        case 2: rows_q8<V, 2, V::kRowsQ8[1]>(job, xq, y, r0, r1); break;
+        default: rows_q8<V, 1, V::kRowsQ8[0]>(job, xq, y, r0, r1); break;
+        }
+    }
+}
+
+// Rows per panel: few enough that a panel of weights stays in L1 while every token block passes
+// over it, so a multi-token call reads each weight from memory once.
+inline int64_t panel_rows(size_t row_bytes) {
+    const int64_t fit = int64_t(16 * 1024) / imax(int64_t(row_bytes), 1);
+    return imax(24, (fit / 24) * 24);
+}
+
+template <class V>
+void matmul_rows(const MatmulJob& job, int64_t r0, int64_t r1) {
+    // With one token block there is nothing to reuse across panels: run the range in one go.
+    const int64_t step = job.n_tokens <= 4 ? imax(r1 - r0, 1) : panel_rows(job.row_bytes);
+    for (int64_t p = r0; p < r1; p += step) {
+        const int64_t p1 = imin(r1, p + step);
+        switch (job.type) {
+        case DType::F32: panel_float<V, DType::F32>(job, p, p1); break;
+        case DType::F16: panel_float<V, DType::F16>(job, p, p1); break;
+        case DType::BF16: panel_float<V, DType::BF16>(job, p, p1); break;
+        case DType::Q8_0: panel_q8<V>(job, p, p1); break;
+        }
+    }
+}
+
+} // namespace
+} // namespace rewind::detail

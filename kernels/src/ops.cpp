@@ -1,0 +1,79 @@
+// Per-token kernels of the llama block (RMSNorm, "norm" rope, SwiGLU, residual add), written to
+// follow ggml's arithmetic closely: RMSNorm sums squares in double, rope steps theta by repeated
+// multiplication with powf(base, -2/n_rot). Nothing here mixes tokens.
+#include "rewind/kernels/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "rewind/error.h"
+
+namespace rewind {
+
+void rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim, float eps, float* out) {
+    if (!x || !weight || !out) throw Error("rms_norm: null pointer");
+    if (n_tokens <= 0 || dim <= 0)
+        throw Error("rms_norm: non-positive size (n_tokens " + std::to_string(n_tokens) + ", dim " + std::to_string(dim) + ")");
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        const float* xt = x + t * dim;
+        float* ot = out + t * dim;
+        double sum = 0.0; // squares rounded to float, summed in double, as ggml does
+        for (int64_t i = 0; i < dim; ++i) sum += double(xt[i] * xt[i]);
+        const float mean = float(sum / double(dim));
+        const float scale = 1.0f / std::sqrt(mean + eps);
+        // ggml scales first, then multiplies by the weight as a separate op.
+        for (int64_t i = 0; i < dim; ++i) ot[i] = (xt[i] * scale) * weight[i];
+    }
+}
+
+void rope_norm(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+               float freq_base) {
+    if (!x || !positions) throw Error("rope_norm: null pointer");
+    if (n_tokens <= 0 || n_heads <= 0 || head_dim <= 0) throw Error("rope_norm: non-positive size");
+    if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > head_dim)
+        throw Error("rope_norm: n_rot " + std::to_string(n_rot) + " must be even, positive and <= head_dim " +
+                    std::to_string(head_dim));
+    if (!(freq_base > 0.0f)) throw Error("rope_norm: freq_base must be positive");
+    const float theta_scale = std::pow(freq_base, -2.0f / float(n_rot));
+    // Angles for a run of pairs are computed once per token and applied to every head.
+    constexpr int64_t kPairs = 64;
+    float cs[kPairs], sn[kPairs];
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        float theta = float(positions[t]);
+        float* xt = x + t * n_heads * head_dim;
+        for (int64_t i0 = 0; i0 < n_rot / 2; i0 += kPairs) {
+            const int64_t np = std::min<int64_t>(kPairs, n_rot / 2 - i0);
+            for (int64_t i = 0; i < np; ++i) {
+                cs[i] = std::cos(theta);
+                sn[i] = std::sin(theta);
+                theta *= theta_scale;
+            }
+            for (int64_t h = 0; h < n_heads; ++h) {
+                float* p = xt + h * head_dim + 2 * i0;
+                for (int64_t i = 0; i < np; ++i) {
+                    const float x0 = p[2 * i], x1 = p[2 * i + 1];
+                    p[2 * i] = x0 * cs[i] - x1 * sn[i];
+                    p[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
+                }
+            }
+        }
+    }
+}
+
+void swiglu(const float* gate, const float* up, int64_t n, float* out) {
+    if (!gate || !up || !out) throw Error("swiglu: null pointer");
+    if (n < 0) throw Error("swiglu: negative size");
+    for (int64_t i = 0; i < n; ++i) {
+        const float g = gate[i];
+        out[i] = (g / (1.0f + std::exp(-g))) * up[i];
+    }
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+    if (!y || !x) throw Error("add_inplace: null pointer");
+    if (n < 0) throw Error("add_inplace: negative size");
+    for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+} // namespace rewind

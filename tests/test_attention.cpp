@@ -1,0 +1,177 @@
+// attention: causal GQA against the double-precision reference with F32 and F16 caches, and the
+// product promise: token t of an n-token call equals a 1-token call at position pos0+t, bit for
+// bit, whatever the thread count.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "rewind/error.h"
+#include "rewind/kernels/attention.h"
+
+using namespace rewind;
+
+namespace {
+
+std::vector<SimdLevel> levels() {
+    std::vector<SimdLevel> v{SimdLevel::Scalar};
+    if (int(detect_simd()) >= int(SimdLevel::Avx2)) v.push_back(SimdLevel::Avx2);
+    if (detect_simd() == SimdLevel::Avx512) v.push_back(SimdLevel::Avx512);
+    return v;
+}
+
+// A filled cache of `len` positions in `type`, and queries for the new tokens.
+struct Case {
+    AttentionShape s;
+    DType type;
+    std::vector<float> q;
+    std::vector<std::byte> k, v;
+};
+
+Case make_case(AttentionShape s, DType type, uint32_t seed, float q_sd = 1.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    Case c{s, type, {}, {}, {}};
+    const int64_t len = s.pos0 + s.n_tokens;
+    const size_t eb = type == DType::F32 ? 4 : 2;
+    const size_t elems = size_t(len * s.n_head_kv * s.head_dim);
+    c.k.resize(elems * eb);
+    c.v.resize(elems * eb);
+    for (auto* buf : {&c.k, &c.v})
+        for (size_t i = 0; i < elems; ++i) {
+            const float x = nd(rng);
+            if (type == DType::F32) std::memcpy(buf->data() + 4 * i, &x, 4);
+            else {
+                const uint16_t h = fp32_to_fp16(x);
+                std::memcpy(buf->data() + 2 * i, &h, 2);
+            }
+        }
+    c.q.resize(size_t(s.n_tokens * s.n_head * s.head_dim));
+    for (auto& x : c.q) x = q_sd * nd(rng);
+    return c;
+}
+
+std::vector<float> run(const Case& c, const AttentionShape& s, const float* q, ThreadPool* pool, SimdLevel level) {
+    std::vector<float> out(size_t(s.n_tokens * s.n_head * s.head_dim), NAN);
+    std::vector<float> scratch(size_t(attention_scratch_floats(s, pool ? pool->size() : 1)));
+    attention(s, q, c.k.data(), c.v.data(), c.type, out.data(), scratch.data(), pool, level);
+    return out;
+}
+
+} // namespace
+
+TEST(Attention, MatchesReference) {
+    const AttentionShape shapes[] = {
+        {1, 0, 6, 2, 32},   // first token: attends to itself only
+        {9, 40, 6, 2, 32},  // pycode-4m shape, GQA
+        {5, 3, 3, 1, 32},   // MQA (pycode-600k)
+        {4, 20, 8, 8, 8},   // MHA, head_dim 8
+        {3, 17, 4, 2, 12},  // head_dim not a multiple of 8
+        {2, 300, 2, 1, 64}, // long context, head_dim 64
+        {17, 0, 2, 2, 4},   // prompt from scratch, tiny heads
+    };
+    for (SimdLevel level : levels()) {
+        for (DType type : {DType::F32, DType::F16}) {
+            for (const auto& s : shapes) {
+                const Case c = make_case(s, type, uint32_t(s.pos0 * 31 + s.head_dim), 2.0f);
+                const auto out = run(c, s, c.q.data(), nullptr, level);
+                std::vector<float> ref(out.size());
+                attention_reference(s, c.q.data(), c.k.data(), c.v.data(), type, ref.data());
+                for (size_t i = 0; i < out.size(); ++i)
+                    ASSERT_NEAR(out[i], ref[i], 2e-5) << simd_name(level) << " " << dtype_name(type) << " pos0 " << s.pos0 << " i " << i;
+            }
+        }
+    }
+}
+
+TEST(Attention, FirstTokenReturnsItsValue) {
+    const AttentionShape s{1, 0, 4, 2, 16};
+    const Case c = make_case(s, DType::F32, 3);
+    for (SimdLevel level : levels()) {
+        const auto out = run(c, s, c.q.data(), nullptr, level);
+        const float* v = reinterpret_cast<const float*>(c.v.data());
+        for (int64_t h = 0; h < 4; ++h)
+            for (int64_t d = 0; d < 16; ++d) EXPECT_EQ(out[size_t(h * 16 + d)], v[(h / 2) * 16 + d]);
+    }
+}
+
+TEST(Attention, TokenCountNeverChangesAResult) {
+    for (SimdLevel level : levels()) {
+        for (DType type : {DType::F32, DType::F16}) {
+            for (int64_t head_dim : {32, 12}) {
+                const AttentionShape s{17, 23, 6, 2, head_dim};
+                const Case c = make_case(s, type, uint32_t(head_dim), 2.0f);
+                const int64_t row = s.n_head * s.head_dim;
+                for (int64_t n = 1; n <= 17; ++n) {
+                    const AttentionShape sn{n, s.pos0, s.n_head, s.n_head_kv, s.head_dim};
+                    const auto all = run(c, sn, c.q.data(), nullptr, level);
+                    for (int64_t t = 0; t < n; ++t) {
+                        const AttentionShape s1{1, s.pos0 + t, s.n_head, s.n_head_kv, s.head_dim};
+                        const auto one = run(c, s1, c.q.data() + t * row, nullptr, level);
+                        ASSERT_EQ(std::memcmp(one.data(), all.data() + t * row, size_t(row) * 4), 0)
+                            << simd_name(level) << " " << dtype_name(type) << " n " << n << " t " << t;
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST(Attention, ThreadCountNeverChangesAResult) {
+    ThreadPool p2(2), p3(3);
+    for (SimdLevel level : levels()) {
+        for (DType type : {DType::F32, DType::F16}) {
+            for (const AttentionShape& s : {AttentionShape{9, 500, 6, 2, 32}, AttentionShape{1, 511, 6, 2, 32},
+                                            AttentionShape{17, 100, 3, 1, 32}}) {
+                const Case c = make_case(s, type, 77);
+                const auto y1 = run(c, s, c.q.data(), nullptr, level);
+                const auto y2 = run(c, s, c.q.data(), &p2, level);
+                const auto y3 = run(c, s, c.q.data(), &p3, level);
+                ASSERT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0);
+                ASSERT_EQ(std::memcmp(y1.data(), y3.data(), y1.size() * 4), 0);
+            }
+        }
+    }
+}
+
+TEST(Attention, ExtremeScoresStayFinite) {
+    // Large queries make softmax nearly one-hot; nothing may overflow or become NaN.
+    const AttentionShape s{3, 60, 2, 1, 32};
+    const Case c = make_case(s, DType::F32, 5, 40.0f);
+    for (SimdLevel level : levels()) {
+        const auto out = run(c, s, c.q.data(), nullptr, level);
+        std::vector<float> ref(out.size());
+        attention_reference(s, c.q.data(), c.k.data(), c.v.data(), DType::F32, ref.data());
+        for (size_t i = 0; i < out.size(); ++i) {
+            ASSERT_TRUE(std::isfinite(out[i]));
+            EXPECT_NEAR(out[i], ref[i], 1e-4);
+        }
+    }
+}
+
+TEST(Attention, RejectsBadArguments) {
+    const AttentionShape good{2, 3, 4, 2, 8};
+    const Case c = make_case(good, DType::F32, 1);
+    std::vector<float> out(64), scratch(64);
+    auto call = [&](AttentionShape s, DType t) {
+        attention(s, c.q.data(), c.k.data(), c.v.data(), t, out.data(), scratch.data(), nullptr);
+    };
+    EXPECT_NO_THROW(call(good, DType::F32));
+    EXPECT_THROW(call({2, 3, 4, 3, 8}, DType::F32), Error); // 4 heads over 3 KV heads
+    EXPECT_THROW(call({0, 3, 4, 2, 8}, DType::F32), Error);
+    EXPECT_THROW(call({2, -1, 4, 2, 8}, DType::F32), Error);
+    EXPECT_THROW(call({2, 3, 4, 2, 0}, DType::F32), Error);
+    EXPECT_THROW(call(good, DType::Q8_0), Error);
+    EXPECT_THROW(call(good, DType::BF16), Error);
+    EXPECT_THROW(attention(good, nullptr, c.k.data(), c.v.data(), DType::F32, out.data(), scratch.data(), nullptr), Error);
+    EXPECT_THROW(attention(good, c.q.data(), c.k.data(), c.v.data(), DType::F32, out.data(), nullptr, nullptr), Error);
+    EXPECT_THROW(attention_scratch_floats(good, 0), Error);
+    EXPECT_GE(attention_scratch_floats(good, 3), 3 * (good.pos0 + good.n_tokens));
+    if (detect_simd() != SimdLevel::Avx512) {
+        EXPECT_THROW(attention(good, c.q.data(), c.k.data(), c.v.data(), DType::F32, out.data(), scratch.data(), nullptr,
+                               SimdLevel::Avx512),
+                     Error);
+    }
+}

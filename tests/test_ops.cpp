@@ -1,0 +1,214 @@
+// ops: RMSNorm, "norm" rope, SwiGLU and add against double / Eigen references and against the
+// float recipe llama.cpp follows; rope at position 0 is the identity; batching never changes a value.
+#include <gtest/gtest.h>
+
+#include <Eigen/Core>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "rewind/error.h"
+#include "rewind/kernels/ops.h"
+
+using namespace rewind;
+
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float sd = 1.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.0f, sd);
+    std::vector<float> v(n);
+    for (auto& x : v) x = nd(rng);
+    return v;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+} // namespace
+
+TEST(RmsNorm, MatchesEigenReference) {
+    const int64_t n = 5, dim = 192;
+    const auto x = randn(size_t(n * dim), 1, 3.0f);
+    const auto w = randn(size_t(dim), 2);
+    std::vector<float> out(x.size());
+    rms_norm(x.data(), w.data(), n, dim, 1e-5f, out.data());
+    using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    const Mat xm = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(x.data(), n, dim).cast<double>();
+    const Eigen::RowVectorXd wv = Eigen::Map<const Eigen::RowVectorXf>(w.data(), dim).cast<double>();
+    for (int64_t t = 0; t < n; ++t) {
+        const double scale = 1.0 / std::sqrt(xm.row(t).squaredNorm() / double(dim) + 1e-5);
+        const Eigen::RowVectorXd ref = (xm.row(t) * scale).cwiseProduct(wv);
+        for (int64_t i = 0; i < dim; ++i) EXPECT_NEAR(out[size_t(t * dim + i)], ref(i), 1e-5 * std::fabs(ref(i)) + 1e-6);
+    }
+}
+
+TEST(RmsNorm, FollowsGgmlFloatRecipe) {
+    const int64_t dim = 96;
+    const auto x = randn(size_t(dim), 3);
+    const auto w = randn(size_t(dim), 4);
+    std::vector<float> out(x.size());
+    rms_norm(x.data(), w.data(), 1, dim, 1e-5f, out.data());
+    double sum = 0;
+    for (float v : x) sum += double(v * v);
+    const float mean = float(sum / dim);
+    const float scale = 1.0f / std::sqrt(mean + 1e-5f);
+    for (int64_t i = 0; i < dim; ++i) EXPECT_EQ(out[size_t(i)], (x[size_t(i)] * scale) * w[size_t(i)]);
+}
+
+TEST(RmsNorm, BatchingInvariantAndInPlace) {
+    const int64_t n = 9, dim = 64;
+    const auto x = randn(size_t(n * dim), 5);
+    const auto w = randn(size_t(dim), 6);
+    std::vector<float> all(x.size());
+    rms_norm(x.data(), w.data(), n, dim, 1e-6f, all.data());
+    for (int64_t t = 0; t < n; ++t) {
+        std::vector<float> one(static_cast<size_t>(dim));
+        rms_norm(x.data() + t * dim, w.data(), 1, dim, 1e-6f, one.data());
+        EXPECT_EQ(std::memcmp(one.data(), all.data() + t * dim, size_t(dim) * 4), 0);
+    }
+    std::vector<float> inplace = x;
+    rms_norm(inplace.data(), w.data(), n, dim, 1e-6f, inplace.data());
+    EXPECT_TRUE(same_bits(inplace, all));
+}
+
+TEST(RmsNorm, RejectsBadArguments) {
+    float a[4] = {}, w[4] = {};
+    EXPECT_THROW(rms_norm(nullptr, w, 1, 4, 1e-5f, a), Error);
+    EXPECT_THROW(rms_norm(a, w, 0, 4, 1e-5f, a), Error);
+    EXPECT_THROW(rms_norm(a, w, 1, 0, 1e-5f, a), Error);
+}
+
+namespace {
+
+// llama.cpp's float recipe for "norm" rope: theta_scale = powf(base, -2/n_rot), theta starts at
+// the position and is multiplied by theta_scale pair by pair; cosf/sinf.
+void rope_ggml_like(float* x, const int32_t* pos, int64_t n, int64_t heads, int64_t hd, int64_t n_rot, float base) {
+    const float theta_scale = std::pow(base, -2.0f / float(n_rot));
+    for (int64_t t = 0; t < n; ++t)
+        for (int64_t h = 0; h < heads; ++h) {
+            float theta = float(pos[t]);
+            float* p = x + (t * heads + h) * hd;
+            for (int64_t i = 0; i < n_rot; i += 2) {
+                const float c = std::cos(theta), s = std::sin(theta);
+                const float x0 = p[i], x1 = p[i + 1];
+                p[i] = x0 * c - x1 * s;
+                p[i + 1] = x0 * s + x1 * c;
+                theta *= theta_scale;
+            }
+        }
+}
+
+} // namespace
+
+TEST(Rope, MatchesGgmlRecipeExactlyAndExactMathClosely) {
+    const int64_t n = 4, heads = 3, hd = 32;
+    const int32_t pos[n] = {0, 1, 77, 511};
+    for (int64_t n_rot : {32, 16, 2}) {
+        const auto x0 = randn(size_t(n * heads * hd), 7);
+        auto x = x0, y = x0;
+        rope_norm(x.data(), pos, n, heads, hd, n_rot, 10000.0f);
+        rope_ggml_like(y.data(), pos, n, heads, hd, n_rot, 10000.0f);
+        EXPECT_TRUE(same_bits(x, y)) << "n_rot " << n_rot;
+        for (int64_t t = 0; t < n; ++t)
+            for (int64_t h = 0; h < heads; ++h)
+                for (int64_t i = 0; i < hd; i += 2) {
+                    const size_t o = size_t((t * heads + h) * hd + i);
+                    double a = x0[o], b = x0[o + 1];
+                    if (i < n_rot) {
+                        const double th = pos[t] * std::pow(10000.0, -double(i) / double(n_rot));
+                        const double ra = a * std::cos(th) - b * std::sin(th), rb = a * std::sin(th) + b * std::cos(th);
+                        a = ra;
+                        b = rb;
+                    }
+                    // float theta drifts by a few ulps of pos * base^-x over the pair index.
+                    const double tol = 1e-6 + 4e-7 * pos[t] * (std::fabs(x0[o]) + std::fabs(x0[o + 1]));
+                    EXPECT_NEAR(x[o], a, tol);
+                    EXPECT_NEAR(x[o + 1], b, tol);
+                    if (i >= n_rot) {
+                        EXPECT_EQ(x[o], x0[o]);
+                        EXPECT_EQ(x[o + 1], x0[o + 1]);
+                    }
+                }
+    }
+}
+
+TEST(Rope, PositionZeroIsIdentity) {
+    const auto x0 = randn(6 * 64, 8);
+    auto x = x0;
+    const int32_t pos[2] = {0, 0};
+    rope_norm(x.data(), pos, 2, 3, 64, 64, 10000.0f);
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(x[i], x0[i]);
+}
+
+TEST(Rope, BatchingInvariant) {
+    const int64_t n = 9, heads = 6, hd = 32;
+    const auto x0 = randn(size_t(n * heads * hd), 9);
+    std::vector<int32_t> pos(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t) pos[size_t(t)] = int32_t(100 + 3 * t);
+    auto all = x0;
+    rope_norm(all.data(), pos.data(), n, heads, hd, hd, 10000.0f);
+    for (int64_t t = 0; t < n; ++t) {
+        std::vector<float> one(x0.begin() + t * heads * hd, x0.begin() + (t + 1) * heads * hd);
+        rope_norm(one.data(), &pos[size_t(t)], 1, heads, hd, hd, 10000.0f);
+        EXPECT_EQ(std::memcmp(one.data(), all.data() + t * heads * hd, one.size() * 4), 0);
+    }
+}
+
+TEST(Rope, LongHeadsUseTheSameRecurrence) {
+    // More pairs than the kernel's per-token angle cache (64): the recurrence continues across.
+    const int64_t hd = 256;
+    const auto x0 = randn(size_t(2 * hd), 10);
+    auto x = x0, y = x0;
+    const int32_t pos[1] = {300};
+    rope_norm(x.data(), pos, 1, 2, hd, hd, 500000.0f);
+    rope_ggml_like(y.data(), pos, 1, 2, hd, hd, 500000.0f);
+    EXPECT_TRUE(same_bits(x, y));
+}
+
+TEST(Rope, RejectsBadArguments) {
+    float x[64] = {};
+    const int32_t pos[1] = {0};
+    EXPECT_THROW(rope_norm(x, pos, 1, 1, 32, 33, 10000.0f), Error);
+    EXPECT_THROW(rope_norm(x, pos, 1, 1, 32, 34, 10000.0f), Error);
+    EXPECT_THROW(rope_norm(x, pos, 1, 1, 32, 0, 10000.0f), Error);
+    EXPECT_THROW(rope_norm(x, nullptr, 1, 1, 32, 32, 10000.0f), Error);
+    EXPECT_THROW(rope_norm(x, pos, 0, 1, 32, 32, 10000.0f), Error);
+    EXPECT_THROW(rope_norm(x, pos, 1, 1, 32, 32, 0.0f), Error);
+}
+
+TEST(Swiglu, MatchesReference) {
+    const auto g = randn(1000, 11, 4.0f);
+    auto u = randn(1000, 12);
+    std::vector<float> out(1000);
+    swiglu(g.data(), u.data(), 1000, out.data());
+    for (size_t i = 0; i < g.size(); ++i) {
+        const double gd = g[i];
+        const double ref = gd / (1.0 + std::exp(-gd)) * u[i];
+        EXPECT_NEAR(out[i], ref, 1e-6 * std::fabs(ref) + 1e-7);
+    }
+    // Extremes: silu(-inf side) -> -0, silu(large) -> x.
+    const float ge[4] = {-200.0f, -50.0f, 50.0f, 0.0f}, ue[4] = {1.0f, 1.0f, 2.0f, 3.0f};
+    float oe[4];
+    swiglu(ge, ue, 4, oe);
+    EXPECT_EQ(oe[0], 0.0f);
+    EXPECT_NEAR(oe[1], -50.0 * std::exp(-50.0), 1e-6 * 50.0 * std::exp(-50.0));
+    EXPECT_EQ(oe[2], 100.0f);
+    EXPECT_EQ(oe[3], 0.0f);
+    // In place on the gate buffer.
+    auto g2 = g;
+    swiglu(g2.data(), u.data(), 1000, g2.data());
+    EXPECT_TRUE(same_bits(g2, out));
+    EXPECT_THROW(swiglu(nullptr, u.data(), 4, out.data()), Error);
+}
+
+TEST(AddInplace, Adds) {
+    auto y = randn(77, 13);
+    const auto x = randn(77, 14);
+    const auto y0 = y;
+    add_inplace(y.data(), x.data(), 77);
+    for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], y0[i] + x[i]);
+    EXPECT_THROW(add_inplace(nullptr, x.data(), 1), Error);
+}

@@ -1,0 +1,168 @@
+// ThreadPool: every index runs exactly once in contiguous grain-aligned chunks, exceptions reach
+// the caller, re-entrant and concurrent use cannot deadlock, and the pool survives long idles.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "rewind/error.h"
+#include "rewind/kernels/thread_pool.h"
+
+using namespace rewind;
+
+TEST(ThreadPool, RejectsBadSize) {
+    EXPECT_THROW(ThreadPool(0), Error);
+    EXPECT_THROW(ThreadPool(-3), Error);
+}
+
+TEST(ThreadPool, SizeCountsTheCaller) {
+    ThreadPool p1(1), p3(3);
+    EXPECT_EQ(p1.size(), 1);
+    EXPECT_EQ(p3.size(), 3);
+}
+
+TEST(ThreadPool, EachIndexOnceInGrainAlignedChunks) {
+    for (int threads : {1, 2, 3, 4}) {
+        ThreadPool pool(threads);
+        for (int64_t n : {0, 1, 2, 3, 5, 7, 16, 17, 100, 1001}) {
+            for (int64_t grain : {1, 2, 4, 16}) {
+                std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+                std::mutex mu;
+                std::vector<std::pair<int64_t, int64_t>> chunks;
+                pool.run(n, [&](int64_t b, int64_t e) {
+                    {
+                        std::lock_guard<std::mutex> lock(mu);
+                        chunks.emplace_back(b, e);
+                    }
+                    for (int64_t i = b; i < e; ++i) hits[size_t(i)]++;
+                }, grain);
+                for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << threads << " " << n << " " << grain;
+                EXPECT_LE(int64_t(chunks.size()), threads);
+                std::sort(chunks.begin(), chunks.end());
+                int64_t next = 0;
+                for (auto [b, e] : chunks) {
+                    EXPECT_EQ(b, next);
+                    EXPECT_LT(b, e);
+                    EXPECT_EQ(b % grain, 0);
+                    next = e;
+                }
+                EXPECT_EQ(next, n);
+            }
+        }
+    }
+}
+
+TEST(ThreadPool, ManyQuickDispatches) {
+    ThreadPool pool(3);
+    std::vector<int64_t> acc(64, 0);
+    for (int it = 0; it < 5000; ++it)
+        pool.run(64, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) acc[size_t(i)] += i;
+        });
+    for (int64_t i = 0; i < 64; ++i) EXPECT_EQ(acc[size_t(i)], i * 5000);
+}
+
+TEST(ThreadPool, UsesSeveralThreads) {
+    ThreadPool pool(2);
+    std::mutex mu;
+    std::vector<std::thread::id> ids;
+    pool.run(2, [&](int64_t, int64_t) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        std::lock_guard<std::mutex> lock(mu);
+        ids.push_back(std::this_thread::get_id());
+    });
+    ASSERT_EQ(ids.size(), 2u);
+    EXPECT_NE(ids[0], ids[1]);
+}
+
+TEST(ThreadPool, ExceptionInWorkerReachesCaller) {
+    ThreadPool pool(3);
+    const auto caller = std::this_thread::get_id();
+    EXPECT_THROW(pool.run(3, [&](int64_t b, int64_t) {
+        if (b == 2 && std::this_thread::get_id() != caller) throw std::out_of_range("worker failed");
+    }), std::out_of_range);
+    // Still usable afterwards, and the old error does not resurface.
+    std::atomic<int64_t> sum{0};
+    pool.run(100, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) sum += i;
+    });
+    EXPECT_EQ(sum.load(), 4950);
+}
+
+TEST(ThreadPool, ExceptionInCallerChunkWaitsForWorkers) {
+    ThreadPool pool(2);
+    std::atomic<int> done{0};
+    EXPECT_THROW(pool.run(2, [&](int64_t b, int64_t) {
+        if (b == 0) throw Error("caller chunk failed");
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        done++;
+    }), Error);
+    EXPECT_EQ(done.load(), 1); // the worker's chunk finished before the rethrow
+}
+
+TEST(ThreadPool, NestedCallRunsInline) {
+    ThreadPool pool(2);
+    std::atomic<int64_t> total{0};
+    pool.run(4, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i)
+            pool.run(10, [&](int64_t b2, int64_t e2) { total += e2 - b2; });
+    });
+    EXPECT_EQ(total.load(), 40);
+}
+
+TEST(ThreadPool, ConcurrentCallersShareAPool) {
+    ThreadPool pool(2);
+    std::atomic<int64_t> a{0}, b{0};
+    auto work = [&](std::atomic<int64_t>& out) {
+        for (int it = 0; it < 2000; ++it)
+            pool.run(8, [&](int64_t lo, int64_t hi) { out += hi - lo; });
+    };
+    std::thread other([&] { work(b); });
+    work(a);
+    other.join();
+    EXPECT_EQ(a.load(), 16000);
+    EXPECT_EQ(b.load(), 16000);
+}
+
+TEST(ThreadPool, WakesAfterSleeping) {
+    ThreadPool pool(3);
+    for (int round = 0; round < 3; ++round) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20)); // workers fall asleep
+        std::atomic<int> n{0};
+        pool.run(3, [&](int64_t b, int64_t e) { n += int(e - b); });
+        EXPECT_EQ(n.load(), 3);
+    }
+}
+
+TEST(ThreadPool, DestroyWhileIdle) {
+    for (int i = 0; i < 20; ++i) {
+        ThreadPool pool(4);
+        if (i % 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+}
+
+TEST(ThreadPool, ParallelRowsWithoutPool) {
+    int calls = 0;
+    int64_t seen_b = -1, seen_e = -1;
+    parallel_rows(nullptr, 10, [&](int64_t b, int64_t e) {
+        ++calls;
+        seen_b = b;
+        seen_e = e;
+    });
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(seen_b, 0);
+    EXPECT_EQ(seen_e, 10);
+    calls = 0;
+    parallel_rows(nullptr, 0, [&](int64_t, int64_t) { ++calls; });
+    EXPECT_EQ(calls, 0);
+    ThreadPool pool(2);
+    std::atomic<int64_t> covered{0};
+    parallel_rows(&pool, 10, [&](int64_t b, int64_t e) { covered += e - b; });
+    EXPECT_EQ(covered.load(), 10);
+}
