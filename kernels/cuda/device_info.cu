@@ -1,17 +1,13 @@
 // Device discovery for the CUDA backend: the one CUDA runtime call the CPU side needs so far.
+// Declared in rewind/kernels/cuda.h; kept free of `namespace rewind`, which CUDA's headers (they
+// declare C's stdio rewind()) do not allow here.
 #include <cuda_runtime.h>
 
-#include "rewind/kernels/cuda.h"
-
-namespace rewind {
-
-int cuda_device_count() noexcept {
+extern "C" int rewind_cuda_device_count(void) noexcept {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        cudaGetLastError(); // clear the sticky error so later calls start clean
+        cudaGetLastError(); // clear the error so later runtime calls start clean
         return 0;
     }
     return n;
 }
-
-} // namespace rewind

@@ -2,14 +2,22 @@
 // stand-ins that report no device, so callers need no #ifdefs and CPU builds need no nvcc.
 #pragma once
 
+#if defined(REWIND_HAVE_CUDA)
+// Defined in kernels/cuda/*.cu. A plain C symbol: CUDA translation units see C's stdio rewind()
+// through the CUDA headers, so they cannot open `namespace rewind` (see cmake/no_c_rewind.h).
+extern "C" int rewind_cuda_device_count(void) noexcept;
+#endif
+
 namespace rewind {
 
+// Number of CUDA devices visible to this process; 0 without CUDA support, and 0 when the driver
+// or runtime reports an error (no driver, no device).
+inline int cuda_device_count() noexcept {
 #if defined(REWIND_HAVE_CUDA)
-// Number of CUDA devices visible to this process; 0 when the driver or runtime reports an error
-// (no driver, no device).
-int cuda_device_count() noexcept;
+    return rewind_cuda_device_count();
 #else
-inline int cuda_device_count() noexcept { return 0; }
+    return 0;
 #endif
+}
 
 } // namespace rewind
