@@ -1,0 +1,110 @@
+// What one `rewind bench` run measured: the configurations, every raw timing per item and
+// repeat, the machine and settings needed to reproduce it, and the per-configuration summaries
+// that the Markdown, JSON and SVG reports are drawn from.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rewind/speculate/bench_stats.h"
+
+namespace rewind::bench {
+
+// Where guesses come from. Baseline is plain one-token-per-pass decoding (generate_plain).
+enum class Source { Baseline, Ngram, Ref, Draft, Auto };
+const char* source_name(Source s);
+// "ngram", "ref", "draft", "auto" (and "baseline"); throws rewind::Error naming the choices.
+Source parse_source(std::string_view name);
+
+struct Config {
+    Source source = Source::Baseline;
+    int k = 0;             // tokens guessed per pass (the cap when adaptive)
+    bool adaptive = false; // the decoder may shrink/grow k with the acceptance it sees
+    std::string label() const; // "baseline", "ngram k=4", "draft k<=8 adaptive"
+    bool operator==(const Config&) const = default;
+};
+
+// One timed request: prompt processing plus generation, each configuration paying for its own
+// set-up (draft prefill, reference indexing), since that is what a user waits for.
+struct RunSample {
+    double seconds = 0;        // wall clock of the whole request
+    double prompt_seconds = 0; // the part spent on the prompt, as the engine reports it
+    int64_t tokens = 0;        // generated tokens
+    int64_t passes = 0;        // target forward passes during generation (baseline: one per token)
+    int64_t proposed = 0;      // guessed tokens sent to verification
+    int64_t accepted = 0;      // guessed tokens the target agreed with
+    double propose_seconds = 0, verify_seconds = 0;
+};
+
+// One item under one configuration.
+struct Cell {
+    std::vector<RunSample> repeats;
+    // Lossless check against the baseline's first repeat of the same item: the first differing
+    // position and the repeat it happened in; -1 when every repeat matched.
+    int64_t first_difference = -1;
+    int64_t failed_repeat = -1;
+    std::vector<TokenId> output; // ids of the first repeat (kept for the failure message)
+    bool lossless() const { return first_difference < 0; }
+    double median_seconds() const;
+};
+
+struct ItemResult {
+    std::string id, kind, workload;
+    int64_t prompt_tokens = 0, max_tokens = 0;
+    std::vector<Cell> cells; // aligned with BenchResult::configs
+};
+
+struct MachineInfo {
+    std::string cpu_model; // /proc/cpuinfo "model name"
+    std::string simd;      // the kernels' level: scalar, avx2, avx512
+    int cores = 0;         // hardware threads the OS reports
+};
+
+struct SetupInfo {
+    std::string model_path, draft_path;  // draft_path empty when no draft model
+    std::vector<std::string> workloads;  // workload files, or "prompt" for -p
+    int threads = 1;
+    double temperature = 0;              // 0: greedy
+    uint64_t seed = 0;
+    int repeat = 1, warmup = 1;
+    int64_t items_per_workload = 0;      // 0: all
+    int64_t max_tokens = 0;              // 0: each item's own
+    std::string command_line;            // as typed, for reproduction
+};
+
+// Median cost of one target forward pass over n new tokens after `prefix` cached ones.
+struct CostPoint {
+    int64_t n = 0;
+    double seconds = 0;
+    std::vector<double> samples;
+};
+
+struct BenchResult {
+    SetupInfo setup;
+    MachineInfo machine;
+    std::vector<Config> configs; // configs[0] is the baseline
+    std::vector<ItemResult> items;
+    int64_t cost_prefix = 0;
+    std::vector<CostPoint> cost_curve; // empty when not measured
+    bool lossless() const;
+    std::vector<std::string> kinds() const; // distinct non-empty kinds, in first-seen order
+};
+
+// One row of the report.
+struct ConfigSummary {
+    Config config;
+    int64_t items = 0;
+    Summary tokens_per_s;       // per item: median over repeats of tokens / seconds
+    Summary speedup;            // per item: baseline median seconds / this median seconds
+    double acceptance = -1;     // accepted / proposed over all items and repeats; -1 if none proposed
+    double tokens_per_pass = 0; // generated tokens / target passes over all items and repeats
+    double propose_share = -1;  // propose time / (propose + verify); -1 if not reported
+    int64_t lossless_failures = 0;
+};
+
+// Summaries for every configuration over the items of `kind` ("" = all items). Throws
+// rewind::Error if an item has no baseline measurement.
+std::vector<ConfigSummary> summarize_configs(const BenchResult& r, std::string_view kind = {});
+
+} // namespace rewind::bench

@@ -1,0 +1,467 @@
+// Markdown, JSON and SVG writers for benchmark results, and the progress line. The SVG is written
+// by hand (no plotting library) so the harness has no extra dependency; it is sized in pixels and
+// uses only basic elements, so browsers and rsvg render it the same.
+#include "rewind/speculate/bench_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+namespace rewind::bench {
+namespace {
+
+using nlohmann::json;
+
+// printf into a std::string; the attribute lets the compiler check every format string.
+[[gnu::format(printf, 1, 2)]] std::string fmt(const char* f, ...) {
+    char buf[512];
+    va_list args;
+    va_start(args, f);
+    std::vsnprintf(buf, sizeof buf, f, args);
+    va_end(args);
+    return buf;
+}
+
+std::string basename(const std::string& path) {
+    return path.empty() ? path : std::filesystem::path(path).filename().string();
+}
+
+std::string workloads_text(const SetupInfo& s) {
+    std::string out;
+    for (const auto& w : s.workloads) out += (out.empty() ? "" : ", ") + basename(w);
+    return out.empty() ? "-" : out;
+}
+
+std::string sampling_text(const SetupInfo& s) {
+    if (s.temperature <= 0) return "greedy";
+    return fmt("sampled (temperature %.2f, seed %llu)", s.temperature, static_cast<unsigned long long>(s.seed));
+}
+
+std::string model_text(const SetupInfo& s) {
+    std::string m = basename(s.model_path);
+    if (!s.draft_path.empty()) m += " (draft " + basename(s.draft_path) + ")";
+    return m;
+}
+
+std::string machine_text(const MachineInfo& m) {
+    return (m.cpu_model.empty() ? std::string("unknown CPU") : m.cpu_model) + " (" +
+           (m.simd.empty() ? "?" : m.simd) + ", " + std::to_string(m.cores) + " cores)";
+}
+
+struct Failure {
+    std::string item, config;
+    int64_t position, repeat;
+};
+
+std::vector<Failure> failures(const BenchResult& r) {
+    std::vector<Failure> out;
+    for (const auto& item : r.items)
+        for (size_t ci = 0; ci < item.cells.size() && ci < r.configs.size(); ++ci)
+            if (!item.cells[ci].lossless())
+                out.push_back({item.id, r.configs[ci].label(), item.cells[ci].first_difference,
+                               item.cells[ci].failed_repeat});
+    return out;
+}
+
+void write_table(std::ostream& out, const std::vector<ConfigSummary>& rows) {
+    out << "| configuration | tokens/s | speedup | speedup p25-p75 | acceptance | tokens/pass | "
+           "time proposing | lossless |\n"
+        << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | :---: |\n";
+    for (const auto& s : rows) {
+        if (s.items == 0) { // e.g. "ref" on items without references: nothing was measured
+            out << "| " << s.config.label() << " | n/a | - | - | - | - | - | - |\n";
+            continue;
+        }
+        const bool base = s.config.source == Source::Baseline;
+        out << "| " << s.config.label() << " | " << fmt("%.0f", s.tokens_per_s.median) << " | "
+            << fmt("%.2fx", s.speedup.median) << " | "
+            << (base || s.speedup.n < 2 ? std::string("-") : fmt("%.2f-%.2fx", s.speedup.p25, s.speedup.p75))
+            << " | " << (s.acceptance < 0 ? std::string("-") : fmt("%.1f%%", 100.0 * s.acceptance)) << " | "
+            << fmt("%.2f", s.tokens_per_pass) << " | "
+            << (s.propose_share < 0 ? std::string("-") : fmt("%.0f%%", 100.0 * s.propose_share)) << " | "
+            << (s.lossless_failures == 0 ? "✓" : "✗ " + std::to_string(s.lossless_failures)) << " |\n";
+    }
+}
+
+json summary_json(const Summary& s) {
+    return {{"n", s.n}, {"median", s.median}, {"p25", s.p25}, {"p75", s.p75}, {"min", s.min}, {"max", s.max}};
+}
+
+json summaries_json(const std::vector<ConfigSummary>& rows) {
+    json a = json::array();
+    for (const auto& s : rows)
+        a.push_back({{"config", s.config.label()},
+                     {"items", s.items},
+                     {"tokens_per_s", summary_json(s.tokens_per_s)},
+                     {"speedup", summary_json(s.speedup)},
+                     {"acceptance", s.acceptance < 0 ? json(nullptr) : json(s.acceptance)},
+                     {"tokens_per_pass", s.tokens_per_pass},
+                     {"propose_share", s.propose_share < 0 ? json(nullptr) : json(s.propose_share)},
+                     {"lossless_failures", s.lossless_failures}});
+    return a;
+}
+
+std::string xml_escape(std::string_view s) {
+    std::string out;
+    for (char c : s) {
+        switch (c) {
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&quot;"; break;
+        default: out += c;
+        }
+    }
+    return out;
+}
+
+// A "nice" axis: 0 .. top in steps of 1, 2 or 5 times a power of ten, about `target` ticks.
+struct Axis {
+    double top = 1, step = 0.2;
+};
+Axis nice_axis(double max_value, int target = 5) {
+    if (!(max_value > 0)) max_value = 1;
+    const double raw = max_value / target;
+    const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+    double step = mag;
+    for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+        if (raw <= m * mag) { step = m * mag; break; }
+    return {std::ceil(max_value / step - 1e-9) * step, step};
+}
+
+std::string tick_label(double v, double step) {
+    if (step >= 1) return fmt("%.0f", v);
+    if (step >= 0.1) return fmt("%.1f", v);
+    return fmt("%.2f", v);
+}
+
+// A series: one guess source (fixed or adaptive k) over the k values measured.
+struct Series {
+    Source source;
+    bool adaptive;
+    std::map<int, ConfigSummary> by_k;
+};
+
+const char* source_color(Source s) {
+    switch (s) {
+    case Source::Ngram: return "#1f6fb2";
+    case Source::Ref: return "#d9730d";
+    case Source::Draft: return "#2e8b57";
+    case Source::Auto: return "#8a3ffc";
+    case Source::Baseline: break;
+    }
+    return "#555555";
+}
+
+std::vector<Series> make_series(const std::vector<ConfigSummary>& rows) {
+    std::vector<Series> out;
+    for (const auto& s : rows) {
+        if (s.config.source == Source::Baseline || s.items == 0) continue;
+        auto it = std::find_if(out.begin(), out.end(), [&](const Series& x) {
+            return x.source == s.config.source && x.adaptive == s.config.adaptive;
+        });
+        if (it == out.end()) it = out.insert(out.end(), Series{s.config.source, s.config.adaptive, {}});
+        it->by_k[s.config.k] = s;
+    }
+    return out;
+}
+
+enum class Metric { Speedup, TokensPerPass };
+
+struct Panel {
+    double x, y, w, h; // plot area
+};
+
+void draw_panel(std::ostream& o, const Panel& p, const std::vector<int>& ks, const std::vector<Series>& series,
+                Metric metric, const std::string& title) {
+    double max_v = metric == Metric::Speedup ? 1.2 : 2.0;
+    for (const auto& s : series)
+        for (const auto& [k, c] : s.by_k)
+            max_v = std::max(max_v, metric == Metric::Speedup ? std::max(c.speedup.p75, c.speedup.median)
+                                                               : c.tokens_per_pass);
+    const Axis ax = nice_axis(max_v * 1.05);
+    auto ypix = [&](double v) { return p.y + p.h - v / ax.top * p.h; };
+    auto xpix = [&](size_t i) {
+        return ks.size() == 1 ? p.x + p.w / 2 : p.x + p.w * (0.06 + 0.88 * static_cast<double>(i) / static_cast<double>(ks.size() - 1));
+    };
+
+    o << "<text x=\"" << p.x + p.w / 2 << "\" y=\"" << p.y - 12 << "\" text-anchor=\"middle\" class=\"ptitle\">"
+      << xml_escape(title) << "</text>\n";
+    // Grid and y ticks.
+    for (double v = 0; v <= ax.top + ax.step / 2; v += ax.step) {
+        const double y = ypix(v);
+        o << fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>\n", p.x, y, p.x + p.w, y);
+        o << fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" class=\"tick\">", p.x - 6, y + 4)
+          << tick_label(v, ax.step) << "</text>\n";
+    }
+    // Baseline reference: plain decoding is 1x and 1 token per pass.
+    o << fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"base\"/>\n", p.x, ypix(1), p.x + p.w, ypix(1));
+    o << fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" class=\"basel\">plain decoding</text>\n",
+             p.x + p.w - 4, ypix(1) - 5);
+    // Axes.
+    o << fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"axis\"/>\n", p.x, p.y, p.x, p.y + p.h);
+    o << fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"axis\"/>\n", p.x, p.y + p.h, p.x + p.w, p.y + p.h);
+    for (size_t i = 0; i < ks.size(); ++i) {
+        const double x = xpix(i);
+        o << fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"axis\"/>\n", x, p.y + p.h, x, p.y + p.h + 5);
+        o << fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" class=\"tick\">%d</text>\n", x, p.y + p.h + 19, ks[i]);
+    }
+    o << fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" class=\"label\">", p.x + p.w / 2, p.y + p.h + 38)
+      << "k (tokens guessed per pass)</text>\n";
+    const double ly = p.y + p.h / 2;
+    o << fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" class=\"label\" transform=\"rotate(-90 %.1f %.1f)\">",
+             p.x - 44, ly, p.x - 44, ly)
+      << (metric == Metric::Speedup ? "speedup over plain decoding (x)" : "tokens per target pass") << "</text>\n";
+
+    for (const auto& s : series) {
+        const char* color = source_color(s.source);
+        std::string points;
+        for (size_t i = 0; i < ks.size(); ++i) {
+            auto it = s.by_k.find(ks[i]);
+            if (it == s.by_k.end()) continue;
+            const double v = metric == Metric::Speedup ? it->second.speedup.median : it->second.tokens_per_pass;
+            points += fmt("%.1f,%.1f ", xpix(i), ypix(v));
+        }
+        o << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2.2\""
+          << (s.adaptive ? " stroke-dasharray=\"7 4\"" : "") << " points=\"" << points << "\"/>\n";
+        for (size_t i = 0; i < ks.size(); ++i) {
+            auto it = s.by_k.find(ks[i]);
+            if (it == s.by_k.end()) continue;
+            const ConfigSummary& c = it->second;
+            const double x = xpix(i);
+            if (metric == Metric::Speedup && c.speedup.n >= 2)
+                o << fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"1.2\" opacity=\"0.55\"/>\n",
+                         x, ypix(c.speedup.p25), x, ypix(c.speedup.p75), color);
+            const double v = metric == Metric::Speedup ? c.speedup.median : c.tokens_per_pass;
+            o << fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.6\" fill=\"%s\"/>\n", x, ypix(v),
+                     c.lossless_failures == 0 ? color : "#d00000");
+        }
+    }
+}
+
+} // namespace
+
+void write_markdown(std::ostream& out, const BenchResult& r) {
+    const SetupInfo& s = r.setup;
+    out << "## rewind bench: " << model_text(s) << " on " << workloads_text(s) << "\n\n";
+    out << sampling_text(s) << " · " << s.threads << (s.threads == 1 ? " thread" : " threads") << " · "
+        << r.items.size() << " items × " << s.repeat << (s.repeat == 1 ? " repeat" : " repeats")
+        << " (median), " << s.warmup << " warm-up · " << machine_text(r.machine) << "\n\n";
+
+    write_table(out, summarize_configs(r));
+    out << "\nspeedup: median over items of (baseline time / configuration time), both measured on "
+           "the same item in the same run; times cover the whole request (prompt and generation). "
+           "acceptance: accepted / proposed guesses; tokens/pass: generated tokens / target forward "
+           "passes.\n";
+
+    const auto kinds = r.kinds();
+    if (kinds.size() >= 2) {
+        for (const auto& k : kinds) {
+            const auto rows = summarize_configs(r, k);
+            const int64_t n = rows.empty() ? 0 : rows[0].items;
+            out << "\n### " << k << " (" << n << (n == 1 ? " item" : " items") << ")\n\n";
+            write_table(out, rows);
+        }
+    }
+
+    if (!r.cost_curve.empty()) {
+        out << "\n### Verification cost: one target forward pass over n new tokens (" << r.cost_prefix
+            << " tokens cached)\n\n| n | ms per pass | ÷ 1-token pass | ms per token |\n| ---: | ---: | ---: | ---: |\n";
+        const double one = r.cost_curve.front().seconds;
+        for (const auto& c : r.cost_curve)
+            out << "| " << c.n << " | " << fmt("%.3f", 1e3 * c.seconds) << " | "
+                << (one > 0 ? fmt("%.2fx", c.seconds / one) : std::string("-")) << " | "
+                << fmt("%.3f", 1e3 * c.seconds / static_cast<double>(c.n)) << " |\n";
+    }
+
+    const auto fails = failures(r);
+    if (fails.empty()) {
+        out << "\nLossless: ✓ every speculative output matched the baseline token for token.\n";
+    } else {
+        out << "\nLossless: ✗ " << fails.size() << " mismatch" << (fails.size() == 1 ? "" : "es") << "\n\n";
+        for (const auto& f : fails)
+            out << "- item " << f.item << ", " << f.config << ": first difference at generated token "
+                << f.position << " (repeat " << f.repeat << ")\n";
+    }
+}
+
+std::string to_json(const BenchResult& r, int indent) {
+    const SetupInfo& s = r.setup;
+    json j;
+    j["format"] = "rewind-bench/1";
+    j["setup"] = {{"model", s.model_path},
+                  {"model_file", basename(s.model_path)},
+                  {"draft", s.draft_path.empty() ? json(nullptr) : json(s.draft_path)},
+                  {"draft_file", s.draft_path.empty() ? json(nullptr) : json(basename(s.draft_path))},
+                  {"workloads", s.workloads},
+                  {"threads", s.threads},
+                  {"temperature", s.temperature},
+                  {"greedy", s.temperature <= 0},
+                  {"seed", s.seed},
+                  {"repeat", s.repeat},
+                  {"warmup", s.warmup},
+                  {"items_per_workload", s.items_per_workload},
+                  {"max_tokens_override", s.max_tokens},
+                  {"command_line", s.command_line}};
+    j["machine"] = {{"cpu_model", r.machine.cpu_model}, {"simd", r.machine.simd}, {"cores", r.machine.cores}};
+    json configs = json::array();
+    for (const auto& c : r.configs)
+        configs.push_back({{"label", c.label()}, {"source", source_name(c.source)}, {"k", c.k}, {"adaptive", c.adaptive}});
+    j["configs"] = configs;
+
+    json items = json::array();
+    for (const auto& item : r.items) {
+        json runs = json::array();
+        for (size_t ci = 0; ci < item.cells.size() && ci < r.configs.size(); ++ci) {
+            const Cell& cell = item.cells[ci];
+            json reps = json::array();
+            for (const auto& rep : cell.repeats)
+                reps.push_back({{"seconds", rep.seconds},
+                                {"prompt_seconds", rep.prompt_seconds},
+                                {"tokens", rep.tokens},
+                                {"passes", rep.passes},
+                                {"proposed", rep.proposed},
+                                {"accepted", rep.accepted},
+                                {"propose_seconds", rep.propose_seconds},
+                                {"verify_seconds", rep.verify_seconds}});
+            json run = {{"config", r.configs[ci].label()}, {"lossless", cell.lossless()}, {"repeats", reps}};
+            if (!cell.lossless()) {
+                run["first_difference"] = cell.first_difference;
+                run["failed_repeat"] = cell.failed_repeat;
+            }
+            runs.push_back(run);
+        }
+        items.push_back({{"id", item.id},
+                         {"kind", item.kind},
+                         {"workload", item.workload},
+                         {"prompt_tokens", item.prompt_tokens},
+                         {"max_tokens", item.max_tokens},
+                         {"runs", runs}});
+    }
+    j["items"] = items;
+
+    json summary = {{"all", summaries_json(summarize_configs(r))}};
+    json by_kind = json::object();
+    for (const auto& k : r.kinds()) by_kind[k] = summaries_json(summarize_configs(r, k));
+    summary["by_kind"] = by_kind;
+    j["summary"] = summary;
+
+    json cost = json::array();
+    for (const auto& c : r.cost_curve) cost.push_back({{"n", c.n}, {"seconds", c.seconds}, {"samples", c.samples}});
+    j["cost_curve"] = {{"prefix_tokens", r.cost_prefix}, {"points", cost}};
+
+    json fails = json::array();
+    for (const auto& f : failures(r))
+        fails.push_back({{"item", f.item}, {"config", f.config}, {"first_difference", f.position}, {"repeat", f.repeat}});
+    j["lossless"] = fails.empty();
+    j["lossless_failures"] = fails;
+    return j.dump(indent);
+}
+
+void write_svg(std::ostream& o, const BenchResult& r, const SvgOptions& opts) {
+    struct Row {
+        std::string name, kind;
+    };
+    std::vector<Row> rows{{"all items", ""}};
+    const auto kinds = r.kinds();
+    if (opts.per_kind && kinds.size() >= 2)
+        for (const auto& k : kinds) rows.push_back({"kind: " + k, k});
+
+    // Every k measured by any configuration, in order, shared by all panels.
+    std::vector<int> ks;
+    for (const auto& c : r.configs)
+        if (c.source != Source::Baseline && std::find(ks.begin(), ks.end(), c.k) == ks.end()) ks.push_back(c.k);
+    std::sort(ks.begin(), ks.end());
+
+    const double W = opts.width, top = 92, legend_h = 44;
+    const double H = top + opts.row_height * static_cast<double>(rows.size()) + legend_h;
+    o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      << fmt("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+             "font-family=\"Helvetica, Arial, sans-serif\">\n", W, H, W, H)
+      << "<style>\n"
+         ".title{font-size:19px;font-weight:bold;fill:#222}\n"
+         ".sub{font-size:12.5px;fill:#555}\n"
+         ".ptitle{font-size:14px;font-weight:bold;fill:#333}\n"
+         ".row{font-size:14px;font-weight:bold;fill:#666}\n"
+         ".tick{font-size:11.5px;fill:#444}\n"
+         ".label{font-size:12.5px;fill:#333}\n"
+         ".legend{font-size:12.5px;fill:#333}\n"
+         ".grid{stroke:#e3e3e3;stroke-width:1}\n"
+         ".axis{stroke:#333;stroke-width:1.2}\n"
+         ".base{stroke:#999;stroke-width:1.4;stroke-dasharray:4 4}\n"
+         ".basel{font-size:10.5px;fill:#888}\n"
+         "</style>\n"
+      << fmt("<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n", W, H);
+
+    const SetupInfo& s = r.setup;
+    o << fmt("<text x=\"%.1f\" y=\"30\" text-anchor=\"middle\" class=\"title\">", W / 2)
+      << xml_escape("rewind bench: " + model_text(s) + " on " + workloads_text(s)) << "</text>\n";
+    const std::string sub = sampling_text(s) + " · " + std::to_string(s.threads) +
+                            (s.threads == 1 ? " thread" : " threads") + " · " + std::to_string(r.items.size()) +
+                            " items × " + std::to_string(s.repeat) + " repeats · " + machine_text(r.machine) +
+                            " · lossless " + (r.lossless() ? "✓" : "✗");
+    o << fmt("<text x=\"%.1f\" y=\"52\" text-anchor=\"middle\" class=\"sub\">", W / 2) << xml_escape(sub) << "</text>\n";
+    o << fmt("<text x=\"%.1f\" y=\"70\" text-anchor=\"middle\" class=\"sub\">", W / 2)
+      << "points: median over items; bars: interquartile range of the per-item speedups</text>\n";
+
+    const double margin_l = 80, gap = 96, margin_r = 24;
+    const double pw = (W - margin_l - gap - margin_r) / 2;
+    for (size_t ri = 0; ri < rows.size(); ++ri) {
+        const double y0 = top + opts.row_height * static_cast<double>(ri);
+        const auto summaries = summarize_configs(r, rows[ri].kind);
+        const auto series = make_series(summaries);
+        const int64_t n_items = summaries.empty() ? 0 : summaries[0].items;
+        if (rows.size() > 1)
+            o << fmt("<text x=\"12\" y=\"%.1f\" class=\"row\">", y0 + 14) << xml_escape(rows[ri].name) << " ("
+              << n_items << (n_items == 1 ? " item" : " items") << ")</text>\n";
+        const double ph = opts.row_height - 110;
+        draw_panel(o, {margin_l, y0 + 48, pw, ph}, ks, series, Metric::Speedup, "Speedup over plain decoding");
+        draw_panel(o, {margin_l + pw + gap, y0 + 48, pw, ph}, ks, series, Metric::TokensPerPass,
+                   "Tokens per target forward pass");
+    }
+
+    // Legend: one entry per source, in the order measured.
+    const auto all_series = make_series(summarize_configs(r));
+    double lx = margin_l;
+    const double ly = H - legend_h / 2;
+    for (const auto& se : all_series) {
+        o << fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2.5\"%s/>\n", lx, ly,
+                 lx + 28, ly, source_color(se.source), se.adaptive ? " stroke-dasharray=\"7 4\"" : "");
+        o << fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.6\" fill=\"%s\"/>\n", lx + 14, ly, source_color(se.source));
+        const std::string name = std::string(source_name(se.source)) + (se.adaptive ? " (adaptive k)" : "");
+        o << fmt("<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">", lx + 34, ly + 4) << xml_escape(name) << "</text>\n";
+        lx += 44 + 8.0 * static_cast<double>(name.size()) + 18;
+    }
+    o << fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"base\"/>\n", lx, ly, lx + 28, ly);
+    o << fmt("<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">plain decoding (baseline)</text>\n", lx + 34, ly + 4);
+    o << "</svg>\n";
+}
+
+std::string format_duration(double seconds) {
+    if (!(seconds >= 0)) seconds = 0;
+    const auto total = static_cast<long long>(std::llround(seconds));
+    const long long h = total / 3600, m = (total / 60) % 60, sec = total % 60;
+    if (h > 0) return fmt("%lld:%02lld:%02lld", h, m, sec);
+    return fmt("%lld:%02lld", m, sec);
+}
+
+std::string format_progress(const Progress& p, int bar_width) {
+    const double frac = p.runs_total > 0 ? std::clamp(static_cast<double>(p.runs_done) / static_cast<double>(p.runs_total), 0.0, 1.0) : 0.0;
+    const int filled = static_cast<int>(std::lround(frac * bar_width));
+    std::string line = "[" + std::string(static_cast<size_t>(filled), '#') +
+                       std::string(static_cast<size_t>(std::max(0, bar_width - filled)), '-') + "] ";
+    line += std::to_string(p.items_done) + "/" + std::to_string(p.items_total) + " items  " +
+            format_duration(p.elapsed_seconds) + " elapsed";
+    if (p.runs_done > 0 && p.runs_done < p.runs_total)
+        line += "  ~" + format_duration(p.elapsed_seconds / static_cast<double>(p.runs_done) *
+                                        static_cast<double>(p.runs_total - p.runs_done)) + " left";
+    if (!p.current.empty()) line += "  " + p.current;
+    return line;
+}
+
+} // namespace rewind::bench
