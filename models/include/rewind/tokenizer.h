@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,15 +19,33 @@ enum class TokenKind : int32_t { Undefined = 0, Normal = 1, Unknown = 2, Control
 
 enum class TokenizerModel { Spm, Bpe };
 
-// Whether text that spells a special token (e.g. "<s>") is matched as that token.
+// Whether text that spells a control or unknown-kind token (e.g. "<s>") is matched as that token
+// (longest pieces first). User-defined tokens are matched either way, as llama.cpp and Hugging Face
+// tokenizers do.
 enum class SpecialTokens { AsText, Parse };
 enum class AddBos { Default, Yes, No }; // Default: the file's tokenizer.ggml.add_bos_token
+
+// The tokenizer.ggml.* metadata as plain data (what from_gguf reads), so a tokenizer can also be
+// built without a file. Absent optional values take llama.cpp's defaults for the model kind.
+struct TokenizerSpec {
+    std::string model;                // tokenizer.ggml.model: "llama" (SPM) or "gpt2" (BPE)
+    std::string pre;                  // tokenizer.ggml.pre; "" when absent
+    std::string name;                 // general.name (llama.cpp keys Phi-3's whitespace rule on it)
+    std::vector<std::string> tokens;  // required
+    std::vector<float> scores;        // empty: all 0
+    std::vector<int64_t> token_types; // empty: all Normal
+    std::vector<std::string> merges;  // "left right", required for "gpt2"
+    std::optional<int64_t> bos, eos, eot, unk, pad; // negative or 0xFFFFFFFF: none
+    std::optional<bool> add_bos, add_eos, add_space_prefix;
+};
 
 class Tokenizer {
 public:
     // Reads tokenizer.ggml.* from `gguf`. Throws rewind::Error naming the key when a required
     // array is missing, lengths disagree, or the model kind is unsupported.
     static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& gguf);
+    // Same checks and errors as from_gguf.
+    static std::unique_ptr<Tokenizer> from_spec(const TokenizerSpec& spec);
     virtual ~Tokenizer() = default;
 
     virtual TokenizerModel model() const = 0;
@@ -43,7 +62,12 @@ public:
     TokenKind kind(TokenId id) const { return kinds_.at(static_cast<size_t>(id)); }
     TokenId bos() const { return bos_; }
     TokenId eos() const { return eos_; }
+    TokenId eot() const { return eot_; }
+    TokenId unk() const { return unk_; }
+    TokenId pad() const { return pad_; }
     bool add_bos() const { return add_bos_; }
+    bool add_eos() const { return add_eos_; } // appended unless the caller passes AddBos::No
+    bool add_space_prefix() const { return add_space_prefix_; } // SPM only
     bool is_eog(TokenId id) const { return id == eos_ || id == eot_; }
     bool valid(TokenId id) const { return id >= 0 && id < n_vocab(); }
 
@@ -52,13 +76,18 @@ protected:
     std::vector<TokenKind> kinds_;
     TokenId bos_ = -1, eos_ = -1, eot_ = -1, unk_ = -1, pad_ = -1;
     bool add_bos_ = false;
+    bool add_eos_ = false;
+    bool add_space_prefix_ = false;
 };
 
 // Turns a stream of tokens into valid UTF-8 text: bytes of an incomplete multi-byte sequence are
 // held back until the sequence completes (or flushed as U+FFFD at flush()).
+// `at_text_start`: the first token begins the text, so SPM's leading-space rule applies to it; pass
+// false when streaming a continuation (e.g. generated tokens after a prompt).
 class Utf8StreamDecoder {
 public:
-    explicit Utf8StreamDecoder(const Tokenizer& tok) : tok_(tok) {}
+    explicit Utf8StreamDecoder(const Tokenizer& tok, bool at_text_start = true)
+        : tok_(tok), first_(at_text_start) {}
     // Returns the text that became complete with this token (possibly empty).
     std::string push(TokenId id);
     std::string flush();
@@ -66,7 +95,7 @@ public:
 private:
     const Tokenizer& tok_;
     std::string pending_;
-    bool first_ = true;
+    bool first_;
 };
 
 } // namespace rewind

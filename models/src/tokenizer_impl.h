@@ -1,0 +1,67 @@
+// Private: state and steps shared by both tokenizer kinds (vocabulary lookup by text, splitting
+// out special tokens, BOS/EOS), and the factories of the two concrete tokenizers.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "rewind/tokenizer.h"
+
+namespace rewind::detail {
+
+// Hash and equality that accept string_view, so lookups by a slice of the input don't allocate.
+struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+template <typename V>
+using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
+
+// Stores the checked vocabulary and implements everything but the text -> ids step of one
+// fragment of plain text, which each kind supplies.
+class VocabTokenizer : public Tokenizer {
+public:
+    std::vector<TokenId> encode(std::string_view text, AddBos add_bos = AddBos::Default,
+                                SpecialTokens special = SpecialTokens::AsText) const final;
+    std::string token_to_piece(TokenId id, bool render_special = false) const final;
+
+protected:
+    // Validates and copies the fields common to both kinds (special ids, flags, token kinds).
+    explicit VocabTokenizer(const TokenizerSpec& spec, TokenizerModel kind);
+    // Fills rendered_ (called by the concrete constructor, whose render_token must be in place).
+    void render_all();
+
+    // Appends the ids of one stretch of plain text. `after_special`: the stretch starts the text or
+    // follows a special token (SentencePiece then prefixes a space).
+    virtual void encode_text(std::string_view text, bool after_special, std::vector<TokenId>& out) const = 0;
+    // The text of a normal, byte or user-defined token (control/unknown/unused are handled here).
+    virtual std::string render_token(TokenId id) const = 0;
+
+    TokenId find(std::string_view text) const {
+        const auto it = by_text_.find(text);
+        return it == by_text_.end() ? -1 : it->second;
+    }
+
+    std::vector<float> scores_;
+
+private:
+    struct Fragment {
+        size_t begin = 0, end = 0; // raw text [begin, end) when token < 0
+        TokenId token = -1;
+    };
+    std::vector<Fragment> split_special(std::string_view text, SpecialTokens special) const;
+
+    StringMap<TokenId> by_text_;       // later duplicates win, as in llama.cpp
+    std::vector<std::string> rendered_; // token_to_piece(id, false) for non-special kinds
+    std::vector<TokenId> specials_;     // control, user-defined, unknown; longest piece first
+    std::vector<uint8_t> strip_;        // per token: 1 = eat whitespace before, 2 = after (Phi-3)
+};
+
+std::unique_ptr<Tokenizer> make_spm_tokenizer(const TokenizerSpec& spec);
+std::unique_ptr<Tokenizer> make_bpe_tokenizer(const TokenizerSpec& spec);
+
+} // namespace rewind::detail

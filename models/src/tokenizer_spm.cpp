@@ -1,0 +1,175 @@
+// SentencePiece-style BPE ("llama" vocabularies): spaces become U+2581, adjacent symbols merge by
+// vocabulary score, and whatever forms no piece falls back to <0xNN> byte tokens.
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <queue>
+#include <string>
+
+#include "rewind/error.h"
+#include "tokenizer_impl.h"
+#include "unicode.h"
+
+namespace rewind::detail {
+
+namespace {
+
+constexpr std::string_view kSpace = "\xE2\x96\x81"; // U+2581, SentencePiece's visible space
+
+int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+// The byte a piece like "<0x0A>" stands for, or -1.
+int parse_byte_piece(const std::string& p) {
+    if (p.size() != 6 || p[0] != '<' || p[1] != '0' || p[2] != 'x' || p[5] != '>') return -1;
+    const int hi = hex_digit(p[3]), lo = hex_digit(p[4]);
+    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+struct Symbol {
+    int prev, next;   // neighbours in the live chain, -1 at the ends
+    size_t off, n;    // bytes of the (escaped) text; n == 0 once merged into the left neighbour
+};
+
+struct Bigram {
+    float score;
+    int left, right;
+    size_t size; // bytes of the merged text when queued: a mismatch later means it is stale
+};
+
+// Highest score first; on ties the leftmost pair, as SentencePiece and llama.cpp do.
+struct BigramOrder {
+    bool operator()(const Bigram& a, const Bigram& b) const {
+        return a.score < b.score || (a.score == b.score && a.left > b.left);
+    }
+};
+
+class SpmTokenizer final : public VocabTokenizer {
+public:
+    explicit SpmTokenizer(const TokenizerSpec& spec) : VocabTokenizer(spec, TokenizerModel::Spm) {
+        byte_value_.assign(pieces_.size(), -1);
+        for (size_t i = 0; i < pieces_.size(); ++i) {
+            if (kinds_[i] != TokenKind::Byte) continue;
+            byte_value_[i] = parse_byte_piece(pieces_[i]);
+            if (byte_value_[i] < 0)
+                throw Error("tokenizer: tokenizer.ggml.tokens[" + std::to_string(i) + "] = '" + pieces_[i] +
+                            "' is a byte token in tokenizer.ggml.token_type but not of the form <0xNN>");
+        }
+        // Byte fallback prefers the <0xNN> piece and, like llama.cpp, accepts the bare byte.
+        for (int b = 0; b < 256; ++b) {
+            char name[8];
+            std::snprintf(name, sizeof name, "<0x%02X>", b);
+            TokenId id = find(name);
+            if (id < 0) id = find(std::string(1, static_cast<char>(b)));
+            byte_token_[static_cast<size_t>(b)] = id;
+        }
+        render_all();
+    }
+
+    TokenizerModel model() const override { return TokenizerModel::Spm; }
+
+private:
+    std::string render_token(TokenId id) const override {
+        const auto i = static_cast<size_t>(id);
+        if (kinds_[i] == TokenKind::Byte) return std::string(1, static_cast<char>(byte_value_[i]));
+        if (kinds_[i] == TokenKind::UserDefined) return pieces_[i]; // shown verbatim, as llama.cpp does
+        std::string out;
+        const std::string& p = pieces_[i];
+        for (size_t pos = 0; pos < p.size();) {
+            if (p.compare(pos, kSpace.size(), kSpace) == 0) {
+                out += ' ';
+                pos += kSpace.size();
+            } else {
+                out += p[pos++];
+            }
+        }
+        return out;
+    }
+
+    void encode_text(std::string_view text, bool after_special, std::vector<TokenId>& out) const override {
+        std::string s;
+        s.reserve(text.size() + 3 + text.size() / 4);
+        if (add_space_prefix_ && after_special) s += kSpace;
+        for (char c : text) {
+            if (c == ' ')
+                s += kSpace;
+            else
+                s += c;
+        }
+
+        // One symbol per UTF-8 character (by lead byte; malformed bytes stand alone).
+        std::vector<Symbol> sym;
+        sym.reserve(s.size());
+        for (size_t off = 0; off < s.size();) {
+            const size_t n = std::min(unicode::utf8_seq_len(static_cast<unsigned char>(s[off])), s.size() - off);
+            const int idx = static_cast<int>(sym.size());
+            off += n;
+            sym.push_back({idx - 1, off == s.size() ? -1 : idx + 1, off - n, n});
+        }
+        if (sym.empty()) return;
+
+        std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
+        const auto try_add = [&](int l, int r) {
+            if (l < 0 || r < 0) return;
+            const std::string_view t = std::string_view(s).substr(sym[static_cast<size_t>(l)].off,
+                                                                   sym[static_cast<size_t>(l)].n +
+                                                                       sym[static_cast<size_t>(r)].n);
+            const TokenId id = find(t);
+            if (id < 0) return;
+            queue.push({scores_[static_cast<size_t>(id)], l, r, t.size()});
+        };
+        for (int i = 1; i < static_cast<int>(sym.size()); ++i) try_add(i - 1, i);
+
+        while (!queue.empty()) {
+            const Bigram b = queue.top();
+            queue.pop();
+            Symbol& left = sym[static_cast<size_t>(b.left)];
+            Symbol& right = sym[static_cast<size_t>(b.right)];
+            // Symbols only grow, so an unchanged total size means neither side changed since.
+            if (left.n == 0 || right.n == 0 || left.n + right.n != b.size) continue;
+            left.n += right.n;
+            right.n = 0;
+            left.next = right.next;
+            if (right.next >= 0) sym[static_cast<size_t>(right.next)].prev = b.left;
+            try_add(left.prev, b.left);
+            try_add(b.left, left.next);
+        }
+
+        // Merges only ever produce vocabulary pieces, so a symbol that is no piece is a single
+        // character the vocabulary lacks: spell it in bytes.
+        for (int i = 0; i != -1; i = sym[static_cast<size_t>(i)].next) {
+            const Symbol& x = sym[static_cast<size_t>(i)];
+            const std::string_view t = std::string_view(s).substr(x.off, x.n);
+            if (const TokenId id = find(t); id >= 0) {
+                out.push_back(id);
+                continue;
+            }
+            for (char c : t) out.push_back(byte_token(static_cast<unsigned char>(c)));
+        }
+    }
+
+    TokenId byte_token(unsigned char b) const {
+        const TokenId id = byte_token_[b];
+        if (id >= 0) return id;
+        if (unk_ >= 0) return unk_;
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "0x%02X", b);
+        throw Error(std::string("tokenizer: cannot encode byte ") + hex +
+                    ": the vocabulary has no byte token for it and no unknown token");
+    }
+
+    std::vector<int> byte_value_;           // per token: the byte of a <0xNN> piece, else -1
+    std::array<TokenId, 256> byte_token_{}; // per byte: its fallback token, or -1
+};
+
+} // namespace
+
+std::unique_ptr<Tokenizer> make_spm_tokenizer(const TokenizerSpec& spec) {
+    return std::make_unique<SpmTokenizer>(spec);
+}
+
+} // namespace rewind::detail
