@@ -1,0 +1,445 @@
+// Tokenizer tests: llama.cpp's vocabulary test vectors and the reference prompts' ids (id for id),
+// decode round trips, streaming UTF-8, special-token parsing, and errors on bad metadata.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "rewind/error.h"
+#include "rewind/gguf.h"
+#include "rewind/tokenizer.h"
+
+namespace fs = std::filesystem;
+using namespace rewind;
+
+namespace {
+
+const std::string kShared = REWIND_SHARED_DIR;
+
+std::string read_all(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw std::runtime_error("cannot open " + path);
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+std::unique_ptr<Tokenizer> load(const std::string& path) {
+    const GgufFile gguf = GgufFile::open(path);
+    return Tokenizer::from_gguf(gguf);
+}
+std::unique_ptr<Tokenizer> load_vocab(const std::string& name) {
+    return load(kShared + "/vocab/ggml-vocab-" + name + ".gguf");
+}
+std::unique_ptr<Tokenizer> load_model(const std::string& name) { return load(kShared + "/models/" + name + ".gguf"); }
+
+struct Vector {
+    std::string text;
+    std::vector<TokenId> ids;
+};
+
+// NAME.gguf.inp: every string is followed by "\n__ggml_vocab_test__\n"; NAME.gguf.out: one line
+// of space-separated ids per string (an empty line for the empty string).
+std::vector<Vector> load_vectors(const std::string& name) {
+    const std::string base = kShared + "/vocab/ggml-vocab-" + name + ".gguf";
+    const std::string inp = read_all(base + ".inp");
+    const std::string sep = "\n__ggml_vocab_test__\n";
+    std::vector<Vector> v;
+    size_t pos = 0;
+    while (pos < inp.size()) {
+        const size_t next = inp.find(sep, pos);
+        if (next == std::string::npos) throw std::runtime_error(base + ".inp: text after the last separator");
+        v.push_back({inp.substr(pos, next - pos), {}});
+        pos = next + sep.size();
+    }
+    std::istringstream out(read_all(base + ".out"));
+    std::string line;
+    size_t i = 0;
+    while (std::getline(out, line)) {
+        if (i >= v.size()) throw std::runtime_error(base + ".out: more lines than strings");
+        std::istringstream ls(line);
+        TokenId id;
+        while (ls >> id) v[i].ids.push_back(id);
+        ++i;
+    }
+    if (i != v.size()) throw std::runtime_error(base + ".out: fewer lines than strings");
+    return v;
+}
+
+std::string show(const std::vector<TokenId>& ids) {
+    std::string s;
+    for (TokenId id : ids) {
+        if (!s.empty()) s += ' ';
+        s += std::to_string(id);
+    }
+    return s;
+}
+
+bool valid_utf8(const std::string& s) {
+    for (size_t i = 0; i < s.size();) {
+        const auto b = static_cast<unsigned char>(s[i]);
+        size_t n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+        if (n == 0 || i + n > s.size()) return false;
+        for (size_t k = 1; k < n; ++k)
+            if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+        i += n;
+    }
+    return true;
+}
+
+TokenId id_of(const Tokenizer& tok, const std::string& piece) {
+    for (TokenId i = 0; i < tok.n_vocab(); ++i)
+        if (tok.piece(i) == piece) return i;
+    return -1;
+}
+
+bool contains(const std::vector<TokenId>& ids, TokenId id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
+
+// ---- llama.cpp's vocabulary test vectors ----
+
+class VocabVectors : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(VocabVectors, MatchLlamaCppIdForId) {
+    const auto tok = load_vocab(GetParam());
+    const auto vectors = load_vectors(GetParam());
+    ASSERT_FALSE(vectors.empty());
+    size_t matched = 0;
+    for (const Vector& v : vectors) {
+        const auto ids = tok->encode(v.text, AddBos::No);
+        if (ids == v.ids)
+            ++matched;
+        else
+            ADD_FAILURE() << "text '" << v.text << "'\n  want " << show(v.ids) << "\n  got  " << show(ids);
+    }
+    std::cout << GetParam() << ": " << matched << "/" << vectors.size() << " vectors match\n";
+    EXPECT_EQ(matched, vectors.size());
+}
+
+TEST_P(VocabVectors, DecodeRoundTrips) {
+    const auto tok = load_vocab(GetParam());
+    for (const Vector& v : load_vectors(GetParam())) {
+        EXPECT_EQ(tok->decode(tok->encode(v.text, AddBos::No)), v.text);
+        EXPECT_EQ(tok->decode(tok->encode(v.text, AddBos::Yes)), v.text);
+    }
+}
+
+TEST_P(VocabVectors, StreamDecodingEqualsDecode) {
+    const auto tok = load_vocab(GetParam());
+    for (const Vector& v : load_vectors(GetParam())) {
+        Utf8StreamDecoder dec(*tok);
+        std::string text;
+        for (TokenId id : tok->encode(v.text)) {
+            const std::string chunk = dec.push(id);
+            EXPECT_TRUE(valid_utf8(chunk));
+            text += chunk;
+        }
+        text += dec.flush();
+        EXPECT_EQ(text, v.text);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocab, VocabVectors, ::testing::Values("llama-spm", "phi-3", "gpt-2", "starcoder"),
+                         [](const auto& info) {
+                             std::string n = info.param;
+                             std::replace(n.begin(), n.end(), '-', '_');
+                             return n;
+                         });
+
+TEST(Tokenizer, VocabKinds) {
+    EXPECT_EQ(load_vocab("llama-spm")->model(), TokenizerModel::Spm);
+    const auto gpt2 = load_vocab("gpt-2");
+    EXPECT_EQ(gpt2->model(), TokenizerModel::Bpe);
+    EXPECT_EQ(gpt2->n_vocab(), 50257);
+    EXPECT_EQ(gpt2->eos(), 50256);
+    EXPECT_TRUE(gpt2->is_eog(50256));
+    EXPECT_FALSE(gpt2->add_bos());
+}
+
+// ---- llama.cpp's tokenization of the reference prompts (BOS included) ----
+
+TEST(Tokenizer, ReferencePromptIds) {
+    size_t files = 0, prompts = 0;
+    for (const auto& entry : fs::directory_iterator(kShared + "/reference")) {
+        if (entry.path().extension() != ".jsonl") continue;
+        const std::string model = kShared + "/models/" + entry.path().stem().string() + ".gguf";
+        const auto tok = load(model);
+        std::ifstream f(entry.path());
+        std::string line;
+        while (std::getline(f, line)) {
+            if (line.empty()) continue;
+            const auto j = nlohmann::json::parse(line);
+            const std::string prompt = j.at("prompt").get<std::string>();
+            const auto want = j.at("prompt_ids").get<std::vector<TokenId>>();
+            const auto ids = tok->encode(prompt);
+            EXPECT_EQ(ids, want) << entry.path().filename() << ": '" << prompt << "'";
+            EXPECT_EQ(tok->decode(ids), prompt);
+            ++prompts;
+        }
+        ++files;
+    }
+    EXPECT_GE(files, 5u);
+    EXPECT_GE(prompts, 52u);
+}
+
+TEST(Tokenizer, BosAndEmptyText) {
+    const auto tok = load_model("pycode-4m");
+    EXPECT_TRUE(tok->add_bos());
+    EXPECT_FALSE(tok->add_space_prefix());
+    EXPECT_EQ(tok->encode(""), std::vector<TokenId>{tok->bos()});
+    EXPECT_TRUE(tok->encode("", AddBos::No).empty());
+    const auto with = tok->encode("x = 1");
+    const auto without = tok->encode("x = 1", AddBos::No);
+    ASSERT_EQ(with.size(), without.size() + 1);
+    EXPECT_EQ(with[0], tok->bos());
+    // BOS renders as nothing unless asked for.
+    EXPECT_EQ(tok->decode(with), "x = 1");
+    EXPECT_EQ(tok->decode(with, true), "<s>x = 1");
+}
+
+TEST(Tokenizer, LeadingSpaceRuleWithSpacePrefix) {
+    const auto tok = load_model("aidreams260K");
+    ASSERT_TRUE(tok->add_space_prefix());
+    const auto ids = tok->encode("Echoes of");
+    EXPECT_EQ(tok->decode(ids), "Echoes of");
+    // A continuation keeps its leading space.
+    Utf8StreamDecoder cont(*tok, /*at_text_start=*/false);
+    std::string s;
+    for (TokenId id : tok->encode("Echoes of", AddBos::No)) s += cont.push(id);
+    EXPECT_EQ(s, " Echoes of");
+}
+
+TEST(Tokenizer, LongInputRoundTrips) {
+    // Thousands of tokens: the merge queue keeps this fast, and nothing may be lost.
+    std::string text;
+    std::ifstream f(kShared + "/reference/pycode-4m.jsonl");
+    std::string line;
+    while (std::getline(f, line)) text += nlohmann::json::parse(line).at("prompt").get<std::string>();
+    std::string big;
+    for (int i = 0; i < 8; ++i) big += text;
+    for (const char* name : {"pycode-4m"}) {
+        const auto tok = load_model(name);
+        const auto ids = tok->encode(big);
+        EXPECT_GT(ids.size(), 5000u);
+        EXPECT_EQ(tok->decode(ids), big);
+    }
+    const auto gpt2 = load_vocab("gpt-2");
+    EXPECT_EQ(gpt2->decode(gpt2->encode(big)), big);
+}
+
+// ---- streaming ----
+
+TEST(Utf8Stream, MultibyteTextSplitAcrossByteTokens) {
+    const auto tok = load_model("pycode-4m"); // 4096 pieces: non-ASCII falls back to bytes
+    const std::string text = "# naïve café — 日本語 🦙 done\n";
+    const auto ids = tok->encode(text, AddBos::No);
+    size_t byte_tokens = 0;
+    for (TokenId id : ids) byte_tokens += tok->kind(id) == TokenKind::Byte;
+    EXPECT_GE(byte_tokens, 8u);
+
+    Utf8StreamDecoder dec(*tok);
+    std::string out;
+    size_t empty_pushes = 0;
+    for (TokenId id : ids) {
+        const std::string chunk = dec.push(id);
+        EXPECT_TRUE(valid_utf8(chunk)) << "chunk of token " << id;
+        empty_pushes += chunk.empty();
+        out += chunk;
+    }
+    EXPECT_GT(empty_pushes, 0u); // some bytes had to wait for the rest of their character
+    out += dec.flush();
+    EXPECT_EQ(out, text);
+}
+
+TEST(Utf8Stream, InvalidAndTruncatedSequencesBecomeReplacementChars) {
+    const auto tok = load_model("pycode-4m");
+    const TokenId e2 = id_of(*tok, "<0xE2>"), x82 = id_of(*tok, "<0x82>"), ff = id_of(*tok, "<0xFF>");
+    const TokenId a = id_of(*tok, "a");
+    ASSERT_GE(e2, 0);
+    ASSERT_GE(x82, 0);
+    ASSERT_GE(ff, 0);
+    ASSERT_GE(a, 0);
+    const std::string fffd = "\xEF\xBF\xBD";
+    {
+        Utf8StreamDecoder dec(*tok);
+        EXPECT_EQ(dec.push(e2), "");
+        EXPECT_EQ(dec.push(x82), "");
+        EXPECT_EQ(dec.push(a), fffd + "a"); // E2 82 cut short by 'a'
+        EXPECT_EQ(dec.push(ff), fffd);
+        EXPECT_EQ(dec.flush(), "");
+    }
+    {
+        Utf8StreamDecoder dec(*tok);
+        EXPECT_EQ(dec.push(e2), "");
+        EXPECT_EQ(dec.flush(), fffd);
+        EXPECT_EQ(dec.flush(), "");
+    }
+}
+
+// ---- special tokens ----
+
+TEST(SpecialTokens, ParsedOnlyWhenAsked) {
+    const auto tok = load_model("pycode-4m");
+    const std::string text = "<s>def f():</s>";
+    const auto parsed = tok->encode(text, AddBos::No, SpecialTokens::Parse);
+    ASSERT_GE(parsed.size(), 3u);
+    EXPECT_EQ(parsed.front(), tok->bos());
+    EXPECT_EQ(parsed.back(), tok->eos());
+    EXPECT_EQ(tok->decode(parsed), "def f():");
+    EXPECT_EQ(tok->decode(parsed, true), text);
+
+    const auto plain = tok->encode(text, AddBos::No);
+    EXPECT_FALSE(contains(plain, tok->bos()));
+    EXPECT_FALSE(contains(plain, tok->eos()));
+    EXPECT_EQ(tok->decode(plain), text);
+}
+
+TEST(SpecialTokens, ByteLevelBpe) {
+    const auto tok = load_vocab("gpt-2");
+    const auto parsed = tok->encode("Hello<|endoftext|>world", AddBos::No, SpecialTokens::Parse);
+    std::vector<TokenId> want = tok->encode("Hello");
+    want.push_back(50256);
+    for (TokenId id : tok->encode("world")) want.push_back(id);
+    EXPECT_EQ(parsed, want);
+    const auto plain = tok->encode("Hello<|endoftext|>world", AddBos::No);
+    EXPECT_FALSE(contains(plain, 50256));
+    EXPECT_EQ(tok->decode(plain), "Hello<|endoftext|>world");
+}
+
+TEST(SpecialTokens, LongestPieceWinsAndPhi3StripsWhitespaceAfter) {
+    const auto tok = load_vocab("phi-3");
+    // "<|endoftext|>" must not be read as "<|end|>" plus text.
+    EXPECT_EQ(tok->encode("<|endoftext|>", AddBos::No, SpecialTokens::Parse), std::vector<TokenId>{32000});
+    const auto chat = tok->encode("<|user|>\nHi<|end|>\n<|assistant|>", AddBos::Yes, SpecialTokens::Parse);
+    ASSERT_GE(chat.size(), 5u);
+    EXPECT_EQ(chat[0], 1);
+    EXPECT_EQ(chat[1], 32010);
+    EXPECT_NE(chat[2], 13); // the newline after <|user|> is eaten (llama.cpp's rule for Phi-3)
+    EXPECT_EQ(chat[chat.size() - 2], 32007);
+    EXPECT_EQ(chat.back(), 32001);
+    EXPECT_EQ(tok->encode("<|user|>\nHi", AddBos::No, SpecialTokens::Parse),
+              tok->encode("<|user|>Hi", AddBos::No, SpecialTokens::Parse));
+}
+
+TEST(SpecialTokens, UserDefinedPiecesAlwaysMatch) {
+    // Phi-3's "</s>" is user-defined: llama.cpp (like Hugging Face) matches it even in plain text.
+    const auto tok = load_vocab("phi-3");
+    ASSERT_EQ(tok->kind(2), TokenKind::UserDefined);
+    EXPECT_TRUE(contains(tok->encode("a</s>b", AddBos::No), 2));
+    EXPECT_FALSE(contains(tok->encode("a<|end|>b", AddBos::No), 32007));
+}
+
+// ---- small hand-built vocabularies ----
+
+TokenizerSpec tiny_spm() {
+    TokenizerSpec s;
+    s.model = "llama";
+    s.tokens = {"<unk>", "<s>", "</s>", "a", "b", "c", "ab", "bc", "\xE2\x96\x81"};
+    s.scores = {0, 0, 0, -10, -10, -10, -1, -1, -10};
+    s.token_types = {2, 3, 3, 1, 1, 1, 1, 1, 1};
+    s.add_space_prefix = false;
+    return s;
+}
+
+TEST(TinyVocab, SpmHighestScoreThenLeftmost) {
+    auto spec = tiny_spm();
+    auto tok = Tokenizer::from_spec(spec);
+    EXPECT_EQ(tok->encode("abc", AddBos::No), (std::vector<TokenId>{6, 5})); // tie: leftmost pair
+    spec.scores[7] = -0.5f;
+    tok = Tokenizer::from_spec(spec);
+    EXPECT_EQ(tok->encode("abc", AddBos::No), (std::vector<TokenId>{3, 7}));
+    // No byte pieces: characters the vocabulary lacks become <unk>.
+    EXPECT_EQ(tok->encode("ad", AddBos::No), (std::vector<TokenId>{3, 0}));
+    EXPECT_EQ(tok->encode("a", AddBos::Default), (std::vector<TokenId>{1, 3}));
+}
+
+TEST(TinyVocab, BpeLowestRankFirst) {
+    TokenizerSpec s;
+    s.model = "gpt2";
+    s.pre = "gpt-2";
+    s.tokens = {"a", "b", "c", "ab", "bc", "<|end|>"};
+    s.token_types = {1, 1, 1, 1, 1, 3};
+    s.merges = {"b c", "a b"};
+    auto tok = Tokenizer::from_spec(s);
+    EXPECT_EQ(tok->encode("abc"), (std::vector<TokenId>{0, 4}));
+    EXPECT_EQ(tok->encode("ab"), (std::vector<TokenId>{3}));
+    EXPECT_THROW(tok->encode("abc", AddBos::Yes), Error); // no BOS in this vocabulary
+    s.merges = {"a b", "b c"};
+    tok = Tokenizer::from_spec(s);
+    EXPECT_EQ(tok->encode("abc"), (std::vector<TokenId>{3, 2}));
+}
+
+// ---- errors ----
+
+void expect_error(const TokenizerSpec& s, const std::string& needle) {
+    try {
+        Tokenizer::from_spec(s);
+        ADD_FAILURE() << "no error; expected one mentioning '" << needle << "'";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+}
+
+TEST(TokenizerErrors, MissingOrInconsistentMetadata) {
+    expect_error(TokenizerSpec{}, "tokenizer.ggml.model");
+    TokenizerSpec s = tiny_spm();
+    s.model = "bert";
+    expect_error(s, "'bert' is not supported");
+    s = tiny_spm();
+    s.tokens.clear();
+    expect_error(s, "tokenizer.ggml.tokens");
+    s = tiny_spm();
+    s.scores.pop_back();
+    expect_error(s, "tokenizer.ggml.scores");
+    s = tiny_spm();
+    s.token_types.push_back(1);
+    expect_error(s, "tokenizer.ggml.token_type");
+    s = tiny_spm();
+    s.token_types[4] = 9;
+    expect_error(s, "tokenizer.ggml.token_type[4]");
+    s = tiny_spm();
+    s.bos = 100;
+    expect_error(s, "tokenizer.ggml.bos_token_id");
+    s = tiny_spm();
+    s.token_types[3] = 6; // "a" claimed to be a byte piece
+    expect_error(s, "<0xNN>");
+
+    TokenizerSpec b;
+    b.model = "gpt2";
+    b.tokens = {"a", "b", "ab"};
+    expect_error(b, "tokenizer.ggml.merges");
+    b.merges = {"ab"};
+    expect_error(b, "tokenizer.ggml.merges[0]");
+    b.merges = {"a b"};
+    b.pre = "no-such-pre";
+    expect_error(b, "tokenizer.ggml.pre");
+
+    // "none" written as -1 or as a uint32 0xFFFFFFFF is accepted.
+    s = tiny_spm();
+    s.pad = 0xFFFFFFFFll;
+    s.eot = -1;
+    EXPECT_EQ(Tokenizer::from_spec(s)->pad(), -1);
+}
+
+TEST(TokenizerErrors, BadTokenIds) {
+    const auto tok = Tokenizer::from_spec(tiny_spm());
+    EXPECT_THROW(tok->token_to_piece(-1), Error);
+    EXPECT_THROW(tok->token_to_piece(static_cast<TokenId>(tok->n_vocab())), Error);
+    EXPECT_THROW(tok->decode({3, 99}), Error);
+}
+
+TEST(Tokenizer, DraftAndTargetShareTheTokenizer) {
+    const auto a = load_model("pycode-4m");
+    const auto b = load_model("pycode-600k");
+    ASSERT_EQ(a->n_vocab(), b->n_vocab());
+    for (TokenId i = 0; i < a->n_vocab(); ++i) ASSERT_EQ(a->piece(i), b->piece(i));
+    const std::string text = "import os\nprint(os.getcwd())\n";
+    EXPECT_EQ(a->encode(text), b->encode(text));
+}
+
+} // namespace
