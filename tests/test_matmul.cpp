@@ -210,6 +210,31 @@ TEST(Matmul, Q8ActivationQuantizationFollowsTheRule) {
     }
 }
 
+// ggml's quantizer never writes -128, but a Q8_0 file may hold it; the SIMD dots take |w| as an
+// unsigned byte, which must still give the exact product.
+TEST(Matmul, Q8WeightsMayHoldMinus128) {
+    const int64_t rows = 13, cols = 96, n = 3;
+    Weights w = make_weights(DType::Q8_0, rows, cols, 21);
+    for (int64_t r = 0; r < rows; ++r) {
+        auto* blocks = reinterpret_cast<BlockQ8_0*>(w.data.data() + size_t(r) * dtype_row_bytes(DType::Q8_0, cols));
+        for (int b = 0; b < 3; ++b)
+            for (int j = int(r + b) % 5; j < 32; j += 5) blocks[b].qs[j] = -128;
+    }
+    const auto x = random_x(n, cols, 22);
+    std::vector<float> xr(x.size());
+    std::vector<BlockQ8_0> q(3);
+    for (int64_t t = 0; t < n; ++t) {
+        quantize_row_q8_0(x.data() + t * cols, cols, q.data());
+        dequantize_row(DType::Q8_0, q.data(), cols, xr.data() + t * cols);
+    }
+    std::vector<float> ref(size_t(n * rows));
+    matmul_reference(w.view(), xr.data(), n, ref.data());
+    for (SimdLevel level : levels()) {
+        const auto y = run(w, x, n, nullptr, level);
+        for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], ref[i], 1e-4 * (1 + std::fabs(ref[i]))) << simd_name(level) << " " << i;
+    }
+}
+
 TEST(Matmul, ScalarOrderIsSequential) {
     // The scalar path's documented order: one float sum, k ascending.
     const int64_t rows = 3, cols = 45;

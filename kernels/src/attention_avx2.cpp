@@ -1,6 +1,6 @@
 // AVX2+FMA body of one (token, head) of attention. Fixed order, depending only on the row's own
-// inputs: dots as one 8-lane FMA chain per position + hsum8 (+ scalar tail), vector exp, an
-// 8-lane sum of weights, and the weighted V sum kept in two accumulators (even / odd positions).
+// inputs: dots as 8-lane FMA chains reduced 8 positions at a time, a vector exp, an 8-lane sum
+// of weights, and the weighted V sum in two accumulators (even / odd positions).
 #include <immintrin.h>
 
 #include <cmath>
@@ -25,21 +25,37 @@ inline float load1(const void* base, int64_t idx) {
     else return _cvtsh_ss(static_cast<const uint16_t*>(base)[idx]);
 }
 
-// q·k for positions [p, p+NP): NP independent chains, each in the one fixed order.
-template <DType T, int NP>
-inline void dots(const AttendRow& a, int64_t p, int64_t hd8) {
-    __m256 acc[NP];
+// Lane j of the result = the sum of acc[j]'s lanes, as ((0+1)+(2+3)) + ((4+5)+(6+7)).
+inline __m256 reduce8(const __m256 acc[8]) {
+    const __m256 s0123 = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+    const __m256 s4567 = _mm256_hadd_ps(_mm256_hadd_ps(acc[4], acc[5]), _mm256_hadd_ps(acc[6], acc[7]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20), _mm256_permute2f128_ps(s0123, s4567, 0x31));
+}
+
+// Scores for positions [p, p + valid), valid <= 8, as one group of 8: each position's dot is an
+// 8-lane FMA chain over head_dim, reduce8, then the head_dim % 8 tail in scalar, times scale.
+// A short last group repeats its last row in the unused lanes, which are then dropped; a
+// position's value depends only on p and n_pos (fixed for a token), never on the batch.
+template <DType T>
+inline void dots8(const AttendRow& a, int64_t p, int64_t valid, int64_t hd8) {
+    const size_t eb = T == DType::F32 ? 4 : 2;
+    const std::byte* rows[8];
+    for (int j = 0; j < 8; ++j)
+        rows[j] = static_cast<const std::byte*>(a.k) + size_t((p + (j < valid ? j : valid - 1)) * a.kv_stride) * eb;
+    __m256 acc[8];
 #pragma GCC unroll 8
-    for (int j = 0; j < NP; ++j) acc[j] = _mm256_setzero_ps();
+    for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
     for (int64_t i = 0; i < hd8; i += 8) {
         const __m256 qv = _mm256_loadu_ps(a.q + i);
 #pragma GCC unroll 8
-        for (int j = 0; j < NP; ++j) acc[j] = _mm256_fmadd_ps(qv, load8<T>(a.k, (p + j) * a.kv_stride + i), acc[j]);
+        for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(qv, load8<T>(rows[j], i), acc[j]);
     }
-    for (int j = 0; j < NP; ++j) {
-        float s = hsum8(acc[j]);
-        for (int64_t i = hd8; i < a.head_dim; ++i) s += a.q[i] * load1<T>(a.k, (p + j) * a.kv_stride + i);
-        a.scores[p + j] = s * a.scale;
+    alignas(32) float s[8];
+    _mm256_store_ps(s, reduce8(acc));
+    for (int j = 0; j < valid; ++j) {
+        float v = s[j];
+        for (int64_t i = hd8; i < a.head_dim; ++i) v += a.q[i] * load1<T>(rows[j], i);
+        a.scores[p + j] = v * a.scale;
     }
 }
 
@@ -47,9 +63,7 @@ template <DType T>
 void attend(const AttendRow& a) {
     const int64_t n = a.n_pos;
     const int64_t hd8 = a.head_dim & ~int64_t(7);
-    int64_t p = 0;
-    for (; p + 4 <= n; p += 4) dots<T, 4>(a, p, hd8);
-    for (; p < n; ++p) dots<T, 1>(a, p, hd8);
+    for (int64_t p = 0; p < n; p += 8) dots8<T>(a, p, n - p < 8 ? n - p : 8, hd8);
 
     // Max (exact in any order).
     float m = -INFINITY;

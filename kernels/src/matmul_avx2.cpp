@@ -41,11 +41,12 @@ struct Avx2 {
     }
     static I q8_load(const BlockQ8_0* b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs)); }
     static F q8_scale(const BlockQ8_0* b) { return _mm256_set1_ps(_cvtsh_ss(b->d)); }
-    // Exact int8 x int8 products summed into 8 int32 lanes (lane j: 4 adjacent products), as float.
-    // |w| <= 128 and |x| <= 127, so the pairwise int16 sums cannot saturate.
-    static F q8_dot(I w, I x) {
-        const __m256i aw = _mm256_sign_epi8(w, w);  // |w| as unsigned bytes
-        const __m256i sx = _mm256_sign_epi8(x, w);  // x carrying w's sign (0 where w is 0)
+    static I q8_abs(I w) { return _mm256_sign_epi8(w, w); } // |w| as unsigned bytes (-128 -> 128)
+    // Exact int8 x int8 products summed into 8 int32 lanes (lane j: 4 adjacent products), as
+    // float: |w| times x carrying w's sign (0 where w is 0). Activations satisfy |x| <= 127, so
+    // negating x is exact and the pairwise int16 sums (<= 2 * 128 * 127) cannot saturate.
+    static F q8_dot(I aw, I w, I x) {
+        const __m256i sx = _mm256_sign_epi8(x, w);
         const __m256i p16 = _mm256_maddubs_epi16(aw, sx);
         return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
     }

@@ -61,10 +61,12 @@ struct Avx512 {
     static F q8_scale_one(const BlockQ8_0* b) { return _mm512_zextps256_ps512(_mm256_set1_ps(_cvtsh_ss(b->d))); }
     // fma on lanes 0-7 only; lanes 8-15 keep acc exactly.
     static F fma_low(F a, F b, F acc) { return _mm512_mask3_fmadd_ps(a, b, acc, __mmask16(0x00ff)); }
+    static I q8_abs(I w) { return _mm512_abs_epi8(w); } // |w| as unsigned bytes (-128 -> 128)
     // Exact int8 x int8 products summed into 16 int32 lanes (lane j: 4 adjacent products), as
-    // float. AVX-512 has no vpsignb: take |w| and negate x where w < 0 (w = 0 gives 0 either way).
-    static F q8_dot(I w, I x) {
-        const __m512i aw = _mm512_abs_epi8(w);
+    // float: |w| times x carrying w's sign. AVX-512 has no vpsignb, so x is negated where w < 0
+    // (where w = 0 the product is 0 either way). |x| <= 127: negation is exact and the pairwise
+    // int16 sums (<= 2 * 128 * 127) cannot saturate.
+    static F q8_dot(I aw, I w, I x) {
         const __m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
         const __m512i p16 = _mm512_maddubs_epi16(aw, sx);
         return _mm512_cvtepi32_ps(_mm512_madd_epi16(p16, _mm512_set1_epi16(1)));

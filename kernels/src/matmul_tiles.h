@@ -79,8 +79,12 @@ inline void tile_q8(const std::byte* w, size_t row_bytes, const BlockQ8_0* xq, i
     int64_t b = 0;
     for (; b + V::kQ8Blocks <= nb; b += V::kQ8Blocks) {
         F dw[NR];
+        I aw[NR]; // |w| once per row and block, shared by the NT tokens
 #pragma GCC unroll 16
-        for (int r = 0; r < NR; ++r) dw[r] = V::q8_scale(wrow[r] + b);
+        for (int r = 0; r < NR; ++r) {
+            dw[r] = V::q8_scale(wrow[r] + b);
+            aw[r] = V::q8_abs(V::q8_load(wrow[r] + b));
+        }
 #pragma GCC unroll 16
         for (int t = 0; t < NT; ++t) {
             const BlockQ8_0* xb = xq + t * nb + b;
@@ -88,7 +92,7 @@ inline void tile_q8(const std::byte* w, size_t row_bytes, const BlockQ8_0* xq, i
             const F dx = V::q8_scale(xb);
 #pragma GCC unroll 16
             for (int r = 0; r < NR; ++r)
-                acc[t][r] = V::fma(V::mul(dw[r], dx), V::q8_dot(V::q8_load(wrow[r] + b), xv), acc[t][r]);
+                acc[t][r] = V::fma(V::mul(dw[r], dx), V::q8_dot(aw[r], V::q8_load(wrow[r] + b), xv), acc[t][r]);
         }
     }
     if constexpr (V::kQ8Blocks > 1) {
@@ -100,9 +104,11 @@ inline void tile_q8(const std::byte* w, size_t row_bytes, const BlockQ8_0* xq, i
                 const I xv = V::q8_load_one(xb);
                 const F dx = V::q8_scale_one(xb);
 #pragma GCC unroll 16
-                for (int r = 0; r < NR; ++r)
-                    acc[t][r] = V::fma_low(V::mul(V::q8_scale_one(wrow[r] + b), dx),
-                                           V::q8_dot(V::q8_load_one(wrow[r] + b), xv), acc[t][r]);
+                for (int r = 0; r < NR; ++r) {
+                    const I wv = V::q8_load_one(wrow[r] + b);
+                    acc[t][r] = V::fma_low(V::mul(V::q8_scale_one(wrow[r] + b), dx), V::q8_dot(V::q8_abs(wv), wv, xv),
+                                           acc[t][r]);
+                }
             }
         }
     }
@@ -128,14 +134,23 @@ void rows_q8(const MatmulJob& job, const BlockQ8_0* xq, float* y, int64_t r0, in
     for (; r < r1; ++r) tile_q8<V, NT, 1>(w + size_t(r) * job.row_bytes, job.row_bytes, xq, nb, y + r, job.rows);
 }
 
-// Token blocks of 4 (then the 1-3 left over) over rows [r0, r1). Tile heights come from V so
-// the accumulators fit its register file.
+// Tokens per block for the `left` tokens still to do: 4s and 3s (equally efficient tiles), so a
+// remainder of 1 or 2 tokens, whose tiles reuse each weight load less, only happens for n < 3 and
+// n = 5. E.g. 9 = 3+3+3, 13 = 4+3+3+3, 17 = 4+4+3+3+3.
+inline int64_t token_block(int64_t left) {
+    if (left >= 4 && left != 5 && left != 6 && left != 9) return 4;
+    if (left >= 3 && left != 4) return 3;
+    return left;
+}
+
+// Token blocks over rows [r0, r1). Tile heights come from V so the accumulators fit its registers.
 template <class V, DType T>
 void panel_float(const MatmulJob& job, int64_t r0, int64_t r1) {
-    for (int64_t t0 = 0; t0 < job.n_tokens; t0 += 4) {
+    for (int64_t t0 = 0, nt = 0; t0 < job.n_tokens; t0 += nt) {
+        nt = token_block(job.n_tokens - t0);
         const float* x = job.x + t0 * job.cols;
         float* y = job.y + t0 * job.rows;
-        switch (imin(4, job.n_tokens - t0)) {
+        switch (nt) {
         case 4: rows_float<V, T, 4, V::kRowsFloat[3]>(job, x, y, r0, r1); break;
         case 3: rows_float<V, T, 3, V::kRowsFloat[2]>(job, x, y, r0, r1); break;
         case 2: rows_float<V, T, 2, V::kRowsFloat[1]>(job, x, y, r0, r1); break;
@@ -147,10 +162,11 @@ void panel_float(const MatmulJob& job, int64_t r0, int64_t r1) {
 template <class V>
 void panel_q8(const MatmulJob& job, int64_t r0, int64_t r1) {
     const int64_t nb = job.cols / kQ8Block;
-    for (int64_t t0 = 0; t0 < job.n_tokens; t0 += 4) {
+    for (int64_t t0 = 0, nt = 0; t0 < job.n_tokens; t0 += nt) {
+        nt = token_block(job.n_tokens - t0);
         const BlockQ8_0* xq = job.xq + t0 * nb;
         float* y = job.y + t0 * job.rows;
-        switch (imin(4, job.n_tokens - t0)) {
+        switch (nt) {
         case 4: rows_q8<V, 4, V::kRowsQ8[3]>(job, xq, y, r0, r1); break;
         case 3: rows_q8<V, 3, V::kRowsQ8[2]>(job, xq, y, r0, r1); break;
         case 2: rows_q8<V, 2, V::kRowsQ8[1]>(job, xq, y, r0, r1); break;
