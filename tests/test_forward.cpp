@@ -1,0 +1,275 @@
+// Bit-exact invariants of Context::forward (memcmp, never a tolerance): batching, rollback and
+// thread count never change a value; an F16 cache stays close to F32; bad input throws
+// rewind::Error with the cache exactly as it was.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "rewind/context.h"
+#include "rewind/error.h"
+#include "rewind/kv_cache.h"
+#include "rewind/model.h"
+
+namespace rewind {
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
+constexpr int kSplits = 6; // sanitizers run ~10x slower; fewer random splits, same coverage of paths
+#else
+constexpr int kSplits = 24;
+#endif
+
+std::shared_ptr<const Model> load(const std::string& name) {
+    static std::map<std::string, std::shared_ptr<const Model>> cache; // test-binary-local reuse
+    auto& m = cache[name];
+    if (!m) m = Model::load(name == "bundled" ? std::string(REWIND_ASSETS_DIR) + "/pycode-4m-q8_0.gguf"
+                                               : std::string(REWIND_SHARED_DIR) + "/models/" + name + ".gguf");
+    return m;
+}
+
+std::vector<TokenId> random_tokens(std::mt19937& rng, int64_t n, int64_t n_vocab) {
+    std::uniform_int_distribution<TokenId> d(0, static_cast<TokenId>(n_vocab - 1));
+    std::vector<TokenId> t(static_cast<size_t>(n));
+    for (auto& x : t) x = d(rng);
+    return t;
+}
+
+bool same_bits(std::span<const float> a, std::span<const float> b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::vector<float> copy(std::span<const float> s) { return {s.begin(), s.end()}; }
+
+std::vector<TokenId> concat(const std::vector<TokenId>& a, std::span<const TokenId> b) {
+    std::vector<TokenId> r(a);
+    r.insert(r.end(), b.begin(), b.end());
+    return r;
+}
+
+// F32 weights (pycode-4m) and Q8_0 weights (the bundled model) take different matmul paths.
+class Forward : public ::testing::TestWithParam<const char*> {};
+
+// (a) forward(P, T) row i == forward(P + T[:i], [T[i]]), for random P, T and random chunkings of
+// the prefix, with the caches bit-identical at the end.
+TEST_P(Forward, RowsIndependentOfBatching) {
+    auto model = load(GetParam());
+    const int64_t V = model->n_vocab();
+    Context ctx(model, {.n_threads = 1, .max_batch = 32});
+    std::mt19937 rng(1234);
+    for (int it = 0; it < kSplits; ++it) {
+        const int64_t np = std::uniform_int_distribution<int64_t>(0, 60)(rng);
+        const int64_t nt = std::uniform_int_distribution<int64_t>(1, 17)(rng);
+        const auto P = random_tokens(rng, np, V);
+        const auto T = random_tokens(rng, nt, V);
+        SCOPED_TRACE("split " + std::to_string(it) + ": |P|=" + std::to_string(np) + " |T|=" + std::to_string(nt));
+
+        KvCache whole(*model);
+        if (np > 0) ctx.forward(whole, P, Logits::None);
+        const auto all = copy(ctx.forward(whole, T, Logits::All));
+        ASSERT_EQ(all.size(), static_cast<size_t>(nt * V));
+
+        // P in random chunks (once), then for each i: T[:i] in random chunks on a fork, then T[i].
+        auto feed = [&](KvCache& c, std::span<const TokenId> toks) {
+            size_t done = 0;
+            while (done < toks.size()) {
+                const size_t n = std::min(toks.size() - done,
+                                          static_cast<size_t>(std::uniform_int_distribution<int>(1, 40)(rng)));
+                ctx.forward(c, toks.subspan(done, n), Logits::None);
+                done += n;
+            }
+        };
+        KvCache base(*model);
+        feed(base, P);
+        for (int64_t i = 0; i < nt; ++i) {
+            KvCache c = base.fork();
+            feed(c, std::span(T).first(static_cast<size_t>(i)));
+            const auto row = ctx.forward(c, std::span(T).subspan(static_cast<size_t>(i), 1), Logits::Last);
+            ASSERT_TRUE(same_bits(row, std::span(all).subspan(static_cast<size_t>(i * V), static_cast<size_t>(V))))
+                << "row " << i;
+            if (i == nt - 1) {
+                EXPECT_TRUE(c.contents_equal(whole));
+            }
+        }
+    }
+}
+
+// Logits::Last over several internal chunks equals the last row of one big pass; None fills
+// the same cache without logits.
+TEST_P(Forward, ChunkingAndLogitModes) {
+    auto model = load(GetParam());
+    std::mt19937 rng(7);
+    const auto T = random_tokens(rng, 45, model->n_vocab());
+    Context big(model, {.n_threads = 1, .max_batch = 64});
+    Context small(model, {.n_threads = 1, .max_batch = 8});
+    KvCache a(*model), b(*model), c(*model);
+    const auto all = copy(big.forward(a, T, Logits::All));
+    const auto last = small.forward(b, T, Logits::Last);
+    EXPECT_TRUE(same_bits(last, std::span(all).last(static_cast<size_t>(model->n_vocab()))));
+    EXPECT_TRUE(small.forward(c, T, Logits::None).empty());
+    EXPECT_TRUE(a.contents_equal(b));
+    EXPECT_TRUE(a.contents_equal(c));
+    EXPECT_EQ(small.tokens_processed(), 90u);
+}
+
+// (b) truncate then recompute equals a fresh computation, logits and cache contents.
+TEST_P(Forward, TruncateThenRecomputeEqualsFresh) {
+    auto model = load(GetParam());
+    const int64_t V = model->n_vocab();
+    Context ctx(model, {.n_threads = 1, .max_batch = 32});
+    std::mt19937 rng(99);
+    for (int it = 0; it < std::max(2, kSplits / 4); ++it) {
+        const auto P = random_tokens(rng, 20 + it, V);
+        const auto bad = random_tokens(rng, 9, V);
+        const auto good = random_tokens(rng, 6, V);
+        KvCache c(*model);
+        ctx.forward(c, P, Logits::None);
+        ctx.forward(c, bad, Logits::All);
+        c.truncate(static_cast<int64_t>(P.size()) + 2); // keep two of the rejected guesses
+        const auto kept = concat(P, std::span(bad).first(2));
+        const auto again = copy(ctx.forward(c, good, Logits::All));
+
+        KvCache fresh(*model);
+        ctx.forward(fresh, kept, Logits::None);
+        const auto want = ctx.forward(fresh, good, Logits::All);
+        EXPECT_TRUE(same_bits(again, want));
+        EXPECT_TRUE(c.contents_equal(fresh));
+    }
+}
+
+// (c) 1 thread == 2 threads == 3 threads, bit for bit.
+TEST_P(Forward, ThreadCountDoesNotChangeBits) {
+    auto model = load(GetParam());
+    std::mt19937 rng(5);
+    const auto P = random_tokens(rng, 37, model->n_vocab());
+    const auto T = random_tokens(rng, 9, model->n_vocab());
+    std::vector<float> ref;
+    KvCache ref_cache(*model);
+    for (int threads : {1, 2, 3}) {
+        Context ctx(model, {.n_threads = threads, .max_batch = 16});
+        KvCache c(*model);
+        ctx.forward(c, P, Logits::Last);
+        const auto l = copy(ctx.forward(c, T, Logits::All));
+        if (threads == 1) {
+            ref = l;
+            ref_cache = c.fork();
+        } else {
+            EXPECT_TRUE(same_bits(l, ref)) << threads << " threads";
+            EXPECT_TRUE(c.contents_equal(ref_cache)) << threads << " threads";
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, Forward, ::testing::Values("pycode-4m", "bundled"),
+                         [](const auto& info) { return std::string(info.param == std::string("bundled") ? "q8_0" : "f32"); });
+
+// (d) An F16 cache runs, keeps the batching invariant, and stays close to the F32 cache.
+TEST(ForwardF16, CloseToF32AndBatchInvariant) {
+    auto model = load("pycode-4m");
+    const int64_t V = model->n_vocab();
+    Context ctx(model, {.n_threads = 2, .max_batch = 64});
+    std::mt19937 rng(11);
+    const auto T = random_tokens(rng, 40, V);
+    KvCache c32(*model), c16(*model, {.capacity = 128, .type = KvType::F16});
+    EXPECT_EQ(c16.dtype(), DType::F16);
+    EXPECT_EQ(c16.bytes_per_position() * 2, c32.bytes_per_position());
+    const auto l32 = copy(ctx.forward(c32, T, Logits::All));
+    const auto l16 = copy(ctx.forward(c16, T, Logits::All));
+    double worst = 0;
+    for (size_t i = 0; i < l32.size(); ++i) worst = std::max(worst, std::fabs(double(l32[i]) - l16[i]));
+    // Measured ~1e-2 on these 40 random tokens: K/V rounded to half precision (11-bit mantissa).
+    EXPECT_LT(worst, 0.1) << "F16 cache strays from F32";
+    EXPECT_GT(worst, 0.0) << "F16 cache should round something";
+
+    KvCache step(*model, {.capacity = 128, .type = KvType::F16});
+    ctx.forward(step, std::span(T).first(39), Logits::None);
+    const auto last = ctx.forward(step, std::span(T).last(1), Logits::Last);
+    EXPECT_TRUE(same_bits(last, std::span(l16).last(static_cast<size_t>(V))));
+    EXPECT_TRUE(step.contents_equal(c16));
+}
+
+// Every bad input throws rewind::Error before anything changes.
+TEST(ForwardErrors, BadInputLeavesCacheUnchanged) {
+    auto model = load("pycode-4m");
+    auto other = load("pycode-600k");
+    const int64_t V = model->n_vocab();
+    Context ctx(model, {.n_threads = 1, .max_batch = 8});
+    KvCache c(*model, {.capacity = 24});
+    std::mt19937 rng(3);
+    ctx.forward(c, random_tokens(rng, 10, V), Logits::Last);
+    const KvCache before = c.fork();
+    const uint64_t processed = ctx.tokens_processed();
+
+    auto expect_refused = [&](KvCache& cache, std::vector<TokenId> toks, Logits which, const char* what) {
+        SCOPED_TRACE(what);
+        try {
+            ctx.forward(cache, toks, which);
+            ADD_FAILURE() << "no error";
+        } catch (const Error& e) {
+            EXPECT_FALSE(std::string(e.what()).empty());
+        }
+        EXPECT_EQ(ctx.tokens_processed(), processed);
+    };
+    expect_refused(c, {}, Logits::All, "empty input");
+    expect_refused(c, {1, 2, static_cast<TokenId>(V)}, Logits::All, "id == n_vocab");
+    expect_refused(c, {-1}, Logits::Last, "negative id");
+    expect_refused(c, random_tokens(rng, 15, V), Logits::Last, "capacity overflow (10 + 15 > 24)");
+    expect_refused(c, random_tokens(rng, 9, V), Logits::All, "Logits::All over max_batch");
+    EXPECT_EQ(c.size(), 10);
+    EXPECT_TRUE(c.contents_equal(before));
+
+    KvCache foreign(*other, {.capacity = 24});
+    Context octx(other);
+    octx.forward(foreign, std::vector<TokenId>{1, 2, 3}, Logits::None);
+    const KvCache foreign_before = foreign.fork();
+    expect_refused(foreign, {1, 2}, Logits::Last, "cache of another model");
+    EXPECT_TRUE(foreign.contents_equal(foreign_before));
+
+    // The cache still works after all that, and fills exactly to capacity.
+    EXPECT_NO_THROW(ctx.forward(c, random_tokens(rng, 14, V), Logits::Last));
+    EXPECT_EQ(c.size(), 24);
+    const KvCache full = c.fork();
+    const uint64_t processed_full = ctx.tokens_processed();
+    EXPECT_THROW(ctx.forward(c, std::vector<TokenId>{5}, Logits::Last), Error);
+    EXPECT_EQ(ctx.tokens_processed(), processed_full);
+    EXPECT_TRUE(c.contents_equal(full));
+}
+
+TEST(ForwardErrors, BadOptionsAndFiles) {
+    auto model = load("pycode-600k");
+    EXPECT_THROW(Context(model, {.n_threads = 0}), Error);
+    EXPECT_THROW(Context(model, {.n_threads = 1, .max_batch = 0}), Error);
+    EXPECT_THROW(Context(nullptr), Error);
+    // max_batch is clamped to the context length: no pass can be longer.
+    EXPECT_EQ(Context(model, {.n_threads = 1, .max_batch = 100000}).options().max_batch,
+              model->hparams().n_ctx_train);
+    EXPECT_THROW(Model::load("/nonexistent/model.gguf"), Error);
+    EXPECT_THROW(Model::load(std::string(REWIND_SHARED_DIR) + "/vocab/ggml-vocab-llama-spm.gguf"), Error);
+}
+
+TEST(ModelLoad, WeightsAndHyperparameters) {
+    auto m = load("pycode-4m");
+    const LlamaHparams& hp = m->hparams();
+    EXPECT_EQ(hp.n_embd, 192);
+    EXPECT_EQ(hp.n_layer, 6);
+    EXPECT_EQ(hp.n_head_kv, 2);
+    EXPECT_EQ(m->layers.size(), 6u);
+    EXPECT_EQ(m->layers[0].wk.rows, hp.n_embd_kv());
+    EXPECT_EQ(m->tok_embd.type, DType::F32);
+    EXPECT_NE(m->output.data, m->tok_embd.data); // untied head
+    auto q = load("bundled");
+    EXPECT_EQ(q->layers[0].wq.type, DType::Q8_0);
+    EXPECT_NE(q->output_norm, nullptr);
+    auto tied = load("pycode-600k");
+    EXPECT_EQ(tied->output.data, tied->tok_embd.data); // tied head
+    auto f16 = load("pycode-4m-f16");
+    EXPECT_EQ(f16->layers[0].ffn_up.type, DType::F16);
+}
+
+} // namespace
+} // namespace rewind

@@ -1,0 +1,245 @@
+// Golden tests against llama.cpp: for each ../shared/reference/MODEL.jsonl, our tokenizer gives
+// the same prompt ids, the first logits match, and greedy generation picks the same tokens
+// except where the two best logits are too close for two correct implementations to agree.
+// F32 models are also checked against a plain double-precision forward pass written here.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "rewind/context.h"
+#include "rewind/kernels/dtype.h"
+#include "rewind/kv_cache.h"
+#include "rewind/model.h"
+
+namespace rewind {
+namespace {
+
+struct RefCase {
+    std::string prompt;
+    std::vector<TokenId> prompt_ids, generated_ids;
+    std::vector<double> margins;
+    std::vector<float> first_logits;
+};
+
+std::vector<RefCase> load_cases(const std::string& path) {
+    std::ifstream f(path);
+    EXPECT_TRUE(f.good()) << path;
+    std::vector<RefCase> out;
+    std::string line;
+    while (std::getline(f, line)) {
+        if (line.empty()) continue;
+        const auto j = nlohmann::json::parse(line);
+        RefCase c;
+        c.prompt = j.at("prompt").get<std::string>();
+        c.prompt_ids = j.at("prompt_ids").get<std::vector<TokenId>>();
+        c.generated_ids = j.at("generated_ids").get<std::vector<TokenId>>();
+        for (const auto& s : j.at("steps")) c.margins.push_back(s.at("margin").get<double>());
+        c.first_logits = j.at("first_logits").get<std::vector<float>>();
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
+TokenId argmax(std::span<const float> l) {
+    return static_cast<TokenId>(std::max_element(l.begin(), l.end()) - l.begin()); // first (lowest id) on ties
+}
+
+struct Spec {
+    const char* name;
+    // Below this margin (gap between the two best logits at a step) a different pick is allowed
+    // and comparison stops there.
+    double margin_threshold;
+    // Largest allowed |ours - llama.cpp| over the whole first-logits vector.
+    double logit_tol;
+    bool f32; // also checked against the double-precision reference below
+};
+
+// Tolerances, all MEASURED (max over every prompt of the file, 1 thread):
+// * F32 models: rewind agrees with a straightforward double-precision forward pass to ~5e-6
+//   (checked below at 1e-4), but llama.cpp's golden logits sit 1e-3..7.2e-3 away from that same
+//   double result (pycode-4m 3.3e-3, pycode-600k 7.2e-3, aidreams260K 2.8e-3): llama.cpp keeps
+//   its KV cache in F16 and its CPU flash attention rounds Q, the probabilities and the V
+//   accumulators to F16. The 1e-3 is therefore not reachable by any exact F32
+//   implementation; we allow 1e-2 and keep the 1e-3 margin rule (no id differs at all).
+// * F16 weights: ggml also rounds the activations to F16 for its F16 dot products; rewind keeps
+//   them F32. Measured max 5.4e-3; no id differs. Allowed: 1e-2 for both.
+// * Q8_0 weights: both quantize activations to Q8_0 per 32-block, but quantizing activations
+//   alone moves logits by 0.04-0.1 versus unquantized ones, so any small upstream difference
+//   (the F16 attention above, ggml's SIMD quantizer rounding halves to even) flips quanta and
+//   shows up amplified: measured max 0.084 on the first logits, and greedy ids diverge at steps
+//   with margins up to 0.0835. Allowed: 0.12 for both.
+const Spec kSpecs[] = {
+    {"pycode-4m", 1e-3, 1e-2, true},
+    {"pycode-600k", 1e-3, 1e-2, true},
+    {"aidreams260K", 1e-3, 1e-2, true},
+    {"pycode-4m-f16", 1e-2, 1e-2, false},
+    {"pycode-4m-q8_0", 0.12, 0.12, false},
+};
+
+// Plain double-precision llama forward pass over a whole prompt (no cache, no kernels but
+// dequantize_row); returns the last token's logits. Slow, for short prompts only.
+std::vector<double> reference_forward(const Model& m, const std::vector<TokenId>& toks) {
+    const LlamaHparams& hp = m.hparams();
+    const int64_t E = hp.n_embd, H = hp.n_head, HKV = hp.n_head_kv, hd = hp.head_dim();
+    const auto T = static_cast<int64_t>(toks.size());
+    auto dense = [](const MatrixView& w) {
+        std::vector<float> out(static_cast<size_t>(w.rows * w.cols));
+        const size_t rb = dtype_row_bytes(w.type, w.cols);
+        for (int64_t r = 0; r < w.rows; ++r)
+            dequantize_row(w.type, static_cast<const std::byte*>(w.data) + r * rb, w.cols, out.data() + r * w.cols);
+        return out;
+    };
+    // x: [T, cols] -> [T, rows]
+    auto matmul_d = [&](const MatrixView& w, const std::vector<double>& x) {
+        const std::vector<float> W = dense(w);
+        std::vector<double> y(static_cast<size_t>(T * w.rows));
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t r = 0; r < w.rows; ++r) {
+                double s = 0;
+                for (int64_t k = 0; k < w.cols; ++k) s += double(W[r * w.cols + k]) * x[t * w.cols + k];
+                y[t * w.rows + r] = s;
+            }
+        return y;
+    };
+    auto norm = [&](const std::vector<double>& x, const float* g) {
+        std::vector<double> y(x.size());
+        for (int64_t t = 0; t < T; ++t) {
+            double ss = 0;
+            for (int64_t i = 0; i < E; ++i) ss += x[t * E + i] * x[t * E + i];
+            const double sc = 1.0 / std::sqrt(ss / double(E) + double(hp.rms_eps));
+            for (int64_t i = 0; i < E; ++i) y[t * E + i] = x[t * E + i] * sc * g[i];
+        }
+        return y;
+    };
+    auto rope = [&](std::vector<double>& x, int64_t nh) {
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t h = 0; h < nh; ++h)
+                for (int64_t i = 0; i < hp.n_rot / 2; ++i) {
+                    const double th = double(t) * std::pow(double(hp.rope_freq_base), -2.0 * double(i) / double(hp.n_rot));
+                    double* p = &x[(t * nh + h) * hd + 2 * i];
+                    const double a = p[0], b = p[1];
+                    p[0] = a * std::cos(th) - b * std::sin(th);
+                    p[1] = a * std::sin(th) + b * std::cos(th);
+                }
+    };
+    std::vector<double> x(static_cast<size_t>(T * E));
+    std::vector<float> row(static_cast<size_t>(E));
+    for (int64_t t = 0; t < T; ++t) {
+        dequantize_row(m.tok_embd.type,
+                       static_cast<const std::byte*>(m.tok_embd.data) + toks[t] * dtype_row_bytes(m.tok_embd.type, E), E,
+                       row.data());
+        for (int64_t i = 0; i < E; ++i) x[t * E + i] = row[i];
+    }
+    for (const Model::Layer& L : m.layers) {
+        auto xn = norm(x, L.attn_norm);
+        auto q = matmul_d(L.wq, xn), k = matmul_d(L.wk, xn), v = matmul_d(L.wv, xn);
+        rope(q, H);
+        rope(k, HKV);
+        std::vector<double> att(static_cast<size_t>(T * E), 0.0);
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t h = 0; h < H; ++h) {
+                const int64_t hk = h / (H / HKV);
+                std::vector<double> sc(static_cast<size_t>(t + 1));
+                double mx = -1e300, sum = 0;
+                for (int64_t p = 0; p <= t; ++p) {
+                    double d = 0;
+                    for (int64_t i = 0; i < hd; ++i) d += q[(t * H + h) * hd + i] * k[(p * HKV + hk) * hd + i];
+                    sc[p] = d / std::sqrt(double(hd));
+                    mx = std::max(mx, sc[p]);
+                }
+                for (double& e : sc) sum += (e = std::exp(e - mx));
+                for (int64_t p = 0; p <= t; ++p)
+                    for (int64_t i = 0; i < hd; ++i) att[(t * H + h) * hd + i] += sc[p] / sum * v[(p * HKV + hk) * hd + i];
+            }
+        auto o = matmul_d(L.wo, att);
+        for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+        xn = norm(x, L.ffn_norm);
+        auto g = matmul_d(L.ffn_gate, xn), u = matmul_d(L.ffn_up, xn);
+        for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+        o = matmul_d(L.ffn_down, g);
+        for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+    }
+    const std::vector<double> last(x.end() - E, x.end());
+    std::vector<double> xn(static_cast<size_t>(E));
+    double ss = 0;
+    for (double e : last) ss += e * e;
+    const double sc = 1.0 / std::sqrt(ss / double(E) + double(hp.rms_eps));
+    for (int64_t i = 0; i < E; ++i) xn[i] = last[i] * sc * m.output_norm[i];
+    const std::vector<float> W = dense(m.output);
+    std::vector<double> logits(static_cast<size_t>(m.n_vocab()));
+    for (int64_t r = 0; r < m.n_vocab(); ++r) {
+        double s = 0;
+        for (int64_t i = 0; i < E; ++i) s += double(W[r * E + i]) * xn[i];
+        logits[r] = s;
+    }
+    return logits;
+}
+
+class Reference : public ::testing::TestWithParam<Spec> {};
+
+TEST_P(Reference, MatchesLlamaCpp) {
+    const Spec spec = GetParam();
+    const std::string dir = REWIND_SHARED_DIR;
+    const auto cases = load_cases(dir + "/reference/" + spec.name + ".jsonl");
+    ASSERT_FALSE(cases.empty());
+    auto model = Model::load(dir + "/models/" + spec.name + ".gguf");
+    Context ctx(model, {.n_threads = 1, .max_batch = 64});
+
+    double worst_logit = 0, worst_margin_diverged = 0;
+    int compared = 0, diverged = 0;
+    for (size_t ci = 0; ci < cases.size(); ++ci) {
+        const RefCase& c = cases[ci];
+        SCOPED_TRACE(std::string(spec.name) + " case " + std::to_string(ci));
+        if (ci == 0) {
+            EXPECT_EQ(model->tokenizer().encode(c.prompt), c.prompt_ids) << "tokenizer disagrees with llama.cpp";
+        }
+        KvCache cache(*model);
+        auto logits = ctx.forward(cache, c.prompt_ids, Logits::Last);
+        ASSERT_EQ(logits.size(), c.first_logits.size());
+        double max_diff = 0;
+        for (size_t i = 0; i < logits.size(); ++i)
+            max_diff = std::max(max_diff, std::fabs(static_cast<double>(logits[i]) - c.first_logits[i]));
+        worst_logit = std::max(worst_logit, max_diff);
+        EXPECT_LE(max_diff, spec.logit_tol) << "first logits differ from llama.cpp";
+        if (spec.f32 && ci == 0) {
+            const std::vector<double> exact = reference_forward(*model, c.prompt_ids);
+            double d = 0;
+            for (size_t i = 0; i < exact.size(); ++i) d = std::max(d, std::fabs(exact[i] - logits[i]));
+            EXPECT_LE(d, 1e-4) << "rewind's F32 forward differs from a double-precision reference";
+            std::printf("[ %s ] |rewind - double reference| %.3g on a %zu-token prompt\n", spec.name, d,
+                        c.prompt_ids.size());
+        }
+
+        for (size_t step = 0; step < c.generated_ids.size(); ++step) {
+            const TokenId ours = argmax(logits);
+            if (ours != c.generated_ids[step]) {
+                EXPECT_LT(c.margins[step], spec.margin_threshold)
+                    << "step " << step << ": rewind picked " << ours << ", llama.cpp " << c.generated_ids[step]
+                    << " with margin " << c.margins[step];
+                worst_margin_diverged = std::max(worst_margin_diverged, c.margins[step]);
+                ++diverged;
+                break;
+            }
+            ++compared;
+            if (step + 1 < c.generated_ids.size()) logits = ctx.forward(cache, {&ours, 1}, Logits::Last);
+        }
+    }
+    std::printf("[ %s ] max |first logit diff| %.3g, %d steps matched, %d cases diverged (largest margin there %.3g)\n",
+                spec.name, worst_logit, compared, diverged, worst_margin_diverged);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, Reference, ::testing::ValuesIn(kSpecs),
+                         [](const auto& info) {
+                             std::string n = info.param.name;
+                             std::replace(n.begin(), n.end(), '-', '_');
+                             return n;
+                         });
+
+} // namespace
+} // namespace rewind
