@@ -168,6 +168,26 @@ TEST(Rope, LongHeadsUseTheSameRecurrence) {
     EXPECT_TRUE(same_bits(x, y));
 }
 
+TEST(Rope, AnglesThenApplyEqualsRopeNorm) {
+    const int64_t n = 5, heads = 3, hd = 40;
+    const int32_t pos[n] = {0, 3, 64, 200, 511};
+    for (int64_t n_rot : {40, 24, 2}) {
+        const auto x0 = randn(size_t(n * heads * hd), 17);
+        auto a = x0, b = x0;
+        rope_norm(a.data(), pos, n, heads, hd, n_rot, 10000.0f);
+        std::vector<float> cs(static_cast<size_t>(n * n_rot));
+        rope_norm_angles(pos, n, n_rot, 10000.0f, cs.data());
+        rope_norm_apply(b.data(), cs.data(), n, heads, hd, n_rot);
+        EXPECT_TRUE(same_bits(a, b)) << n_rot;
+    }
+    float x[64] = {}, cs[64] = {};
+    const int32_t p0[1] = {0};
+    EXPECT_THROW(rope_norm_angles(p0, 1, 3, 10000.0f, cs), Error);
+    EXPECT_THROW(rope_norm_angles(nullptr, 1, 4, 10000.0f, cs), Error);
+    EXPECT_THROW(rope_norm_apply(x, cs, 1, 1, 8, 10), Error);
+    EXPECT_THROW(rope_norm_apply(x, nullptr, 1, 1, 8, 8), Error);
+}
+
 TEST(Rope, RejectsBadArguments) {
     float x[64] = {};
     const int32_t pos[1] = {0};
@@ -179,29 +199,66 @@ TEST(Rope, RejectsBadArguments) {
     EXPECT_THROW(rope_norm(x, pos, 1, 1, 32, 32, 0.0f), Error);
 }
 
+namespace {
+
+std::vector<SimdLevel> levels() {
+    std::vector<SimdLevel> v{SimdLevel::Scalar};
+    if (int(detect_simd()) >= int(SimdLevel::Avx2)) v.push_back(SimdLevel::Avx2);
+    if (detect_simd() == SimdLevel::Avx512) v.push_back(SimdLevel::Avx512);
+    return v;
+}
+
+} // namespace
+
 TEST(Swiglu, MatchesReference) {
-    const auto g = randn(1000, 11, 4.0f);
-    auto u = randn(1000, 12);
-    std::vector<float> out(1000);
-    swiglu(g.data(), u.data(), 1000, out.data());
-    for (size_t i = 0; i < g.size(); ++i) {
-        const double gd = g[i];
-        const double ref = gd / (1.0 + std::exp(-gd)) * u[i];
-        EXPECT_NEAR(out[i], ref, 1e-6 * std::fabs(ref) + 1e-7);
+    const auto g = randn(1003, 11, 4.0f);
+    auto u = randn(1003, 12);
+    for (SimdLevel level : levels()) {
+        std::vector<float> out(g.size());
+        swiglu(g.data(), u.data(), int64_t(g.size()), out.data(), level);
+        for (size_t i = 0; i < g.size(); ++i) {
+            const double gd = g[i];
+            const double ref = gd / (1.0 + std::exp(-gd)) * u[i];
+            EXPECT_NEAR(out[i], ref, 1e-6 * std::fabs(ref) + 1e-7) << simd_name(level) << " " << i;
+        }
+        // Extremes: silu of very negative inputs is -0, of large ones the input itself.
+        const float ge[6] = {-200.0f, -50.0f, 50.0f, 0.0f, -100.0f, 100.0f}, ue[6] = {1.0f, 1.0f, 2.0f, 3.0f, 1.0f, 1.0f};
+        float oe[6];
+        swiglu(ge, ue, 6, oe, level);
+        EXPECT_EQ(oe[0], 0.0f) << simd_name(level);
+        EXPECT_NEAR(oe[1], -50.0 * std::exp(-50.0), 1e-5 * 50.0 * std::exp(-50.0)) << simd_name(level);
+        EXPECT_EQ(oe[2], 100.0f) << simd_name(level);
+        EXPECT_EQ(oe[3], 0.0f) << simd_name(level);
+        EXPECT_EQ(oe[4], 0.0f) << simd_name(level);
+        EXPECT_EQ(oe[5], 100.0f) << simd_name(level);
+        // In place on the gate buffer.
+        auto g2 = g;
+        swiglu(g2.data(), u.data(), int64_t(g.size()), g2.data(), level);
+        EXPECT_TRUE(same_bits(g2, out)) << simd_name(level);
     }
-    // Extremes: silu(-inf side) -> -0, silu(large) -> x.
-    const float ge[4] = {-200.0f, -50.0f, 50.0f, 0.0f}, ue[4] = {1.0f, 1.0f, 2.0f, 3.0f};
-    float oe[4];
-    swiglu(ge, ue, 4, oe);
-    EXPECT_EQ(oe[0], 0.0f);
-    EXPECT_NEAR(oe[1], -50.0 * std::exp(-50.0), 1e-6 * 50.0 * std::exp(-50.0));
-    EXPECT_EQ(oe[2], 100.0f);
-    EXPECT_EQ(oe[3], 0.0f);
-    // In place on the gate buffer.
-    auto g2 = g;
-    swiglu(g2.data(), u.data(), 1000, g2.data());
-    EXPECT_TRUE(same_bits(g2, out));
-    EXPECT_THROW(swiglu(nullptr, u.data(), 4, out.data()), Error);
+    EXPECT_THROW(swiglu(nullptr, u.data(), 4, u.data()), Error);
+    if (detect_simd() != SimdLevel::Avx512) {
+        EXPECT_THROW(swiglu(g.data(), u.data(), 4, u.data(), SimdLevel::Avx512), Error);
+    }
+}
+
+TEST(Swiglu, ElementNeverDependsOnItsIndexOrCount) {
+    // FFN widths need not be multiples of the vector width: a token's slice must come out the
+    // same alone or inside a batch, wherever the vector tail falls.
+    const auto g = randn(100, 15, 3.0f);
+    const auto u = randn(100, 16);
+    for (SimdLevel level : levels()) {
+        std::vector<float> all(100);
+        swiglu(g.data(), u.data(), 100, all.data(), level);
+        for (int64_t b : {0, 1, 5, 13, 37}) {
+            for (int64_t n : {1, 3, 9, 20}) {
+                if (b + n > 100) continue;
+                std::vector<float> part(static_cast<size_t>(n));
+                swiglu(g.data() + b, u.data() + b, n, part.data(), level);
+                EXPECT_EQ(std::memcmp(part.data(), all.data() + b, size_t(n) * 4), 0) << simd_name(level) << " " << b << " " << n;
+            }
+        }
+    }
 }
 
 TEST(AddInplace, Adds) {

@@ -1,12 +1,14 @@
 // Per-token kernels of the llama block (RMSNorm, "norm" rope, SwiGLU, residual add), written to
 // follow ggml's arithmetic closely: RMSNorm sums squares in double, rope steps theta by repeated
-// multiplication with powf(base, -2/n_rot). Nothing here mixes tokens.
+// multiplication with powf(base, -2/n_rot). Nothing here mixes tokens. SwiGLU's AVX2 body is in
+// ops_avx2.cpp.
 #include "rewind/kernels/ops.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "ops_impl.h"
 #include "rewind/error.h"
 
 namespace rewind {
@@ -27,14 +29,44 @@ void rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim
     }
 }
 
+namespace {
+
+void check_rope(int64_t n_tokens, int64_t n_rot, float freq_base, const char* who) {
+    if (n_tokens <= 0) throw Error(std::string(who) + ": non-positive token count");
+    if (n_rot <= 0 || n_rot % 2 != 0)
+        throw Error(std::string(who) + ": n_rot " + std::to_string(n_rot) + " must be even and positive");
+    if (!(freq_base > 0.0f)) throw Error(std::string(who) + ": freq_base must be positive");
+}
+
+void check_rope_heads(int64_t n_heads, int64_t head_dim, int64_t n_rot, const char* who) {
+    if (n_heads <= 0 || head_dim <= 0) throw Error(std::string(who) + ": non-positive size");
+    if (n_rot > head_dim)
+        throw Error(std::string(who) + ": n_rot " + std::to_string(n_rot) + " exceeds head_dim " + std::to_string(head_dim));
+}
+
+// Angles for pairs [i0, i0 + np) continuing the recurrence from `theta`, which it advances:
+// theta = pos * theta_scale^i by repeated multiplication, as ggml does.
+void angles(float& theta, float theta_scale, int64_t np, float* cs, float* sn) {
+    for (int64_t i = 0; i < np; ++i) {
+        cs[i] = std::cos(theta);
+        sn[i] = std::sin(theta);
+        theta *= theta_scale;
+    }
+}
+
+inline void rotate(float* p, float c, float s) {
+    const float x0 = p[0], x1 = p[1];
+    p[0] = x0 * c - x1 * s;
+    p[1] = x0 * s + x1 * c;
+}
+
+} // namespace
+
 void rope_norm(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
                float freq_base) {
     if (!x || !positions) throw Error("rope_norm: null pointer");
-    if (n_tokens <= 0 || n_heads <= 0 || head_dim <= 0) throw Error("rope_norm: non-positive size");
-    if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > head_dim)
-        throw Error("rope_norm: n_rot " + std::to_string(n_rot) + " must be even, positive and <= head_dim " +
-                    std::to_string(head_dim));
-    if (!(freq_base > 0.0f)) throw Error("rope_norm: freq_base must be positive");
+    check_rope(n_tokens, n_rot, freq_base, "rope_norm");
+    check_rope_heads(n_heads, head_dim, n_rot, "rope_norm");
     const float theta_scale = std::pow(freq_base, -2.0f / float(n_rot));
     // Angles for a run of pairs are computed once per token and applied to every head.
     constexpr int64_t kPairs = 64;
@@ -44,26 +76,55 @@ void rope_norm(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_h
         float* xt = x + t * n_heads * head_dim;
         for (int64_t i0 = 0; i0 < n_rot / 2; i0 += kPairs) {
             const int64_t np = std::min<int64_t>(kPairs, n_rot / 2 - i0);
-            for (int64_t i = 0; i < np; ++i) {
-                cs[i] = std::cos(theta);
-                sn[i] = std::sin(theta);
-                theta *= theta_scale;
-            }
+            angles(theta, theta_scale, np, cs, sn);
             for (int64_t h = 0; h < n_heads; ++h) {
                 float* p = xt + h * head_dim + 2 * i0;
-                for (int64_t i = 0; i < np; ++i) {
-                    const float x0 = p[2 * i], x1 = p[2 * i + 1];
-                    p[2 * i] = x0 * cs[i] - x1 * sn[i];
-                    p[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
-                }
+                for (int64_t i = 0; i < np; ++i) rotate(p + 2 * i, cs[i], sn[i]);
             }
         }
     }
 }
 
-void swiglu(const float* gate, const float* up, int64_t n, float* out) {
+void rope_norm_angles(const int32_t* positions, int64_t n_tokens, int64_t n_rot, float freq_base, float* cos_sin) {
+    if (!positions || !cos_sin) throw Error("rope_norm_angles: null pointer");
+    check_rope(n_tokens, n_rot, freq_base, "rope_norm_angles");
+    const float theta_scale = std::pow(freq_base, -2.0f / float(n_rot));
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        float theta = float(positions[t]);
+        float* cst = cos_sin + t * n_rot;
+        for (int64_t i = 0; i < n_rot / 2; ++i) {
+            cst[2 * i] = std::cos(theta);
+            cst[2 * i + 1] = std::sin(theta);
+            theta *= theta_scale;
+        }
+    }
+}
+
+void rope_norm_apply(float* x, const float* cos_sin, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                     int64_t n_rot) {
+    if (!x || !cos_sin) throw Error("rope_norm_apply: null pointer");
+    if (n_tokens <= 0) throw Error("rope_norm_apply: non-positive token count");
+    if (n_rot <= 0 || n_rot % 2 != 0) throw Error("rope_norm_apply: n_rot must be even and positive");
+    check_rope_heads(n_heads, head_dim, n_rot, "rope_norm_apply");
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        const float* cst = cos_sin + t * n_rot;
+        for (int64_t h = 0; h < n_heads; ++h) {
+            float* p = x + (t * n_heads + h) * head_dim;
+            for (int64_t i = 0; i < n_rot / 2; ++i) rotate(p + 2 * i, cst[2 * i], cst[2 * i + 1]);
+        }
+    }
+}
+
+void swiglu(const float* gate, const float* up, int64_t n, float* out) { swiglu(gate, up, n, out, detect_simd()); }
+
+void swiglu(const float* gate, const float* up, int64_t n, float* out, SimdLevel level) {
     if (!gate || !up || !out) throw Error("swiglu: null pointer");
     if (n < 0) throw Error("swiglu: negative size");
+    require_simd(level);
+    if (level != SimdLevel::Scalar) {
+        detail::swiglu_avx2(gate, up, n, out);
+        return;
+    }
     for (int64_t i = 0; i < n; ++i) {
         const float g = gate[i];
         out[i] = (g / (1.0f + std::exp(-g))) * up[i];

@@ -1,4 +1,4 @@
-// Vector math shared by the AVX2 kernels: a Cephes-style expf. Included only by *_avx2.cpp files
+// Vector math shared by the AVX2 kernels: a Cephes-style expf and a fixed-order horizontal sum. Included only by *_avx2.cpp files
 // (anonymous namespace: never merged with code built for other ISAs).
 #pragma once
 #include <immintrin.h>
@@ -8,11 +8,14 @@ namespace {
 
 // exp(x) for 8 floats, about 1-2 ulp: x = n*ln2 + r with n = round(x*log2(e)) and ln2 split in
 // two parts so r is accurate, a degree-6 polynomial for e^r, and 2^n built in the exponent bits.
-// Inputs below -87 give 0 (so -inf gives 0); inputs are clamped at 88.
+// Below -87 the result is 0 (so -inf gives 0); above 88.376 (where 2^n would leave the normal
+// range) it is +inf, as expf overflows.
 inline __m256 exp_avx2(__m256 x) {
     const __m256 lo = _mm256_set1_ps(-87.0f);
+    const __m256 hi = _mm256_set1_ps(88.3762626647949f);
     const __m256 zero_mask = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.0f));
+    const __m256 inf_mask = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
     const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
@@ -27,6 +30,7 @@ inline __m256 exp_avx2(__m256 x) {
     // n is in [-126, 127] after the clamp, so 2^n is a normal float.
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+    y = _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_inff()), inf_mask);
     return _mm256_andnot_ps(zero_mask, y);
 }
 
