@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rewind/error.h"
+
 namespace rewind::bench {
 namespace {
 
@@ -51,21 +53,6 @@ std::string model_text(const SetupInfo& s) {
 std::string machine_text(const MachineInfo& m) {
     return (m.cpu_model.empty() ? std::string("unknown CPU") : m.cpu_model) + " (" +
            (m.simd.empty() ? "?" : m.simd) + ", " + std::to_string(m.cores) + " cores)";
-}
-
-struct Failure {
-    std::string item, config;
-    int64_t position, repeat;
-};
-
-std::vector<Failure> failures(const BenchResult& r) {
-    std::vector<Failure> out;
-    for (const auto& item : r.items)
-        for (size_t ci = 0; ci < item.cells.size() && ci < r.configs.size(); ++ci)
-            if (!item.cells[ci].lossless())
-                out.push_back({item.id, r.configs[ci].label(), item.cells[ci].first_difference,
-                               item.cells[ci].failed_repeat});
-    return out;
 }
 
 void write_table(std::ostream& out, const std::vector<ConfigSummary>& rows) {
@@ -177,14 +164,20 @@ struct Panel {
     double x, y, w, h; // plot area
 };
 
-void draw_panel(std::ostream& o, const Panel& p, const std::vector<int>& ks, const std::vector<Series>& series,
-                Metric metric, const std::string& title) {
+// The largest value a panel of `metric` must show over all rows, so every row shares one scale
+// and kinds can be compared by eye.
+double metric_max(const std::vector<std::vector<Series>>& rows, Metric metric) {
     double max_v = metric == Metric::Speedup ? 1.2 : 2.0;
-    for (const auto& s : series)
-        for (const auto& [k, c] : s.by_k)
-            max_v = std::max(max_v, metric == Metric::Speedup ? std::max(c.speedup.p75, c.speedup.median)
-                                                               : c.tokens_per_pass);
-    const Axis ax = nice_axis(max_v * 1.05);
+    for (const auto& series : rows)
+        for (const auto& s : series)
+            for (const auto& [k, c] : s.by_k)
+                max_v = std::max(max_v, metric == Metric::Speedup ? std::max(c.speedup.p75, c.speedup.median)
+                                                                   : c.tokens_per_pass);
+    return max_v;
+}
+
+void draw_panel(std::ostream& o, const Panel& p, const Axis& ax, const std::vector<int>& ks,
+                const std::vector<Series>& series, Metric metric, const std::string& title) {
     auto ypix = [&](double v) { return p.y + p.h - v / ax.top * p.h; };
     auto xpix = [&](size_t i) {
         return ks.size() == 1 ? p.x + p.w / 2 : p.x + p.w * (0.06 + 0.88 * static_cast<double>(i) / static_cast<double>(ks.size() - 1));
@@ -201,8 +194,9 @@ void draw_panel(std::ostream& o, const Panel& p, const std::vector<int>& ks, con
     }
     // Baseline reference: plain decoding is 1x and 1 token per pass.
     o << fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"base\"/>\n", p.x, ypix(1), p.x + p.w, ypix(1));
+    // Under the line: speculative results mostly sit above it.
     o << fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" class=\"basel\">plain decoding</text>\n",
-             p.x + p.w - 4, ypix(1) - 5);
+             p.x + p.w - 4, ypix(1) + 13);
     // Axes.
     o << fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"axis\"/>\n", p.x, p.y, p.x, p.y + p.h);
     o << fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"axis\"/>\n", p.x, p.y + p.h, p.x + p.w, p.y + p.h);
@@ -252,6 +246,7 @@ void write_markdown(std::ostream& out, const BenchResult& r) {
     out << sampling_text(s) << " · " << s.threads << (s.threads == 1 ? " thread" : " threads") << " · "
         << r.items.size() << " items × " << s.repeat << (s.repeat == 1 ? " repeat" : " repeats")
         << " (median), " << s.warmup << " warm-up · " << machine_text(r.machine) << "\n\n";
+    if (!s.command_line.empty()) out << "`" << s.command_line << "`\n\n";
 
     write_table(out, summarize_configs(r));
     out << "\nspeedup: median over items of (baseline time / configuration time), both measured on "
@@ -270,16 +265,11 @@ void write_markdown(std::ostream& out, const BenchResult& r) {
     }
 
     if (!r.cost_curve.empty()) {
-        out << "\n### Verification cost: one target forward pass over n new tokens (" << r.cost_prefix
-            << " tokens cached)\n\n| n | ms per pass | ÷ 1-token pass | ms per token |\n| ---: | ---: | ---: | ---: |\n";
-        const double one = r.cost_curve.front().seconds;
-        for (const auto& c : r.cost_curve)
-            out << "| " << c.n << " | " << fmt("%.3f", 1e3 * c.seconds) << " | "
-                << (one > 0 ? fmt("%.2fx", c.seconds / one) : std::string("-")) << " | "
-                << fmt("%.3f", 1e3 * c.seconds / static_cast<double>(c.n)) << " |\n";
+        out << "\n";
+        write_cost_markdown(out, r);
     }
 
-    const auto fails = failures(r);
+    const auto fails = lossless_failures(r);
     if (fails.empty()) {
         out << "\nLossless: ✓ every speculative output matched the baseline token for token.\n";
     } else {
@@ -288,6 +278,20 @@ void write_markdown(std::ostream& out, const BenchResult& r) {
             out << "- item " << f.item << ", " << f.config << ": first difference at generated token "
                 << f.position << " (repeat " << f.repeat << ")\n";
     }
+}
+
+void write_cost_markdown(std::ostream& out, const BenchResult& r) {
+    out << "### Verification cost: one target forward pass over n new tokens (" << r.cost_prefix
+        << " tokens cached)\n\n";
+    if (r.items.empty()) // the cost curve alone: say what it ran on here
+        out << basename(r.setup.model_path) << " · " << r.setup.threads
+            << (r.setup.threads == 1 ? " thread" : " threads") << " · " << machine_text(r.machine) << "\n\n";
+    out << "| n | ms per pass | ÷ 1-token pass | ms per token |\n| ---: | ---: | ---: | ---: |\n";
+    const double one = r.cost_curve.empty() ? 0 : r.cost_curve.front().seconds;
+    for (const auto& c : r.cost_curve)
+        out << "| " << c.n << " | " << fmt("%.3f", 1e3 * c.seconds) << " | "
+            << (one > 0 ? fmt("%.2fx", c.seconds / one) : std::string("-")) << " | "
+            << fmt("%.3f", 1e3 * c.seconds / static_cast<double>(c.n)) << " |\n";
 }
 
 std::string to_json(const BenchResult& r, int indent) {
@@ -356,21 +360,92 @@ std::string to_json(const BenchResult& r, int indent) {
     j["cost_curve"] = {{"prefix_tokens", r.cost_prefix}, {"points", cost}};
 
     json fails = json::array();
-    for (const auto& f : failures(r))
+    for (const auto& f : lossless_failures(r))
         fails.push_back({{"item", f.item}, {"config", f.config}, {"first_difference", f.position}, {"repeat", f.repeat}});
     j["lossless"] = fails.empty();
     j["lossless_failures"] = fails;
     return j.dump(indent);
 }
 
+BenchResult from_json(const std::string& text, const std::string& source) {
+    BenchResult r;
+    try {
+        const json j = json::parse(text);
+        if (j.value("format", "") != "rewind-bench/1")
+            throw Error(source + ": not a rewind bench report (\"format\" is not \"rewind-bench/1\")");
+        const json& s = j.at("setup");
+        r.setup.model_path = s.at("model").get<std::string>();
+        r.setup.draft_path = s.at("draft").is_null() ? "" : s.at("draft").get<std::string>();
+        r.setup.workloads = s.at("workloads").get<std::vector<std::string>>();
+        r.setup.threads = s.at("threads").get<int>();
+        r.setup.temperature = s.at("temperature").get<double>();
+        r.setup.seed = s.at("seed").get<uint64_t>();
+        r.setup.repeat = s.at("repeat").get<int>();
+        r.setup.warmup = s.at("warmup").get<int>();
+        r.setup.items_per_workload = s.at("items_per_workload").get<int64_t>();
+        r.setup.max_tokens = s.at("max_tokens_override").get<int64_t>();
+        r.setup.command_line = s.at("command_line").get<std::string>();
+        const json& m = j.at("machine");
+        r.machine = {m.at("cpu_model").get<std::string>(), m.at("simd").get<std::string>(), m.at("cores").get<int>()};
+        for (const auto& c : j.at("configs"))
+            r.configs.push_back({parse_source(c.at("source").get<std::string>()), c.at("k").get<int>(),
+                                 c.at("adaptive").get<bool>()});
+        for (const auto& it : j.at("items")) {
+            ItemResult ir;
+            ir.id = it.at("id").get<std::string>();
+            ir.kind = it.at("kind").get<std::string>();
+            ir.workload = it.at("workload").get<std::string>();
+            ir.prompt_tokens = it.at("prompt_tokens").get<int64_t>();
+            ir.max_tokens = it.at("max_tokens").get<int64_t>();
+            const json& runs = it.at("runs");
+            if (runs.size() != r.configs.size())
+                throw Error(source + ": item '" + ir.id + "' has " + std::to_string(runs.size()) + " runs for " +
+                            std::to_string(r.configs.size()) + " configurations");
+            for (const auto& run : runs) {
+                Cell cell;
+                for (const auto& rep : run.at("repeats"))
+                    cell.repeats.push_back({rep.at("seconds").get<double>(), rep.at("prompt_seconds").get<double>(),
+                                            rep.at("tokens").get<int64_t>(), rep.at("passes").get<int64_t>(),
+                                            rep.at("proposed").get<int64_t>(), rep.at("accepted").get<int64_t>(),
+                                            rep.at("propose_seconds").get<double>(), rep.at("verify_seconds").get<double>()});
+                if (!run.at("lossless").get<bool>()) {
+                    cell.first_difference = run.at("first_difference").get<int64_t>();
+                    cell.failed_repeat = run.at("failed_repeat").get<int64_t>();
+                }
+                ir.cells.push_back(std::move(cell));
+            }
+            r.items.push_back(std::move(ir));
+        }
+        const json& cost = j.at("cost_curve");
+        r.cost_prefix = cost.at("prefix_tokens").get<int64_t>();
+        for (const auto& c : cost.at("points"))
+            r.cost_curve.push_back({c.at("n").get<int64_t>(), c.at("seconds").get<double>(),
+                                    c.at("samples").get<std::vector<double>>()});
+    } catch (const json::exception& e) {
+        throw Error(source + ": malformed rewind bench report (" + e.what() + ")");
+    }
+    return r;
+}
+
 void write_svg(std::ostream& o, const BenchResult& r, const SvgOptions& opts) {
     struct Row {
         std::string name, kind;
+        int64_t items = 0;
+        std::vector<Series> series;
     };
-    std::vector<Row> rows{{"all items", ""}};
+    std::vector<Row> rows{{"all items", "", 0, {}}};
     const auto kinds = r.kinds();
     if (opts.per_kind && kinds.size() >= 2)
-        for (const auto& k : kinds) rows.push_back({"kind: " + k, k});
+        for (const auto& k : kinds) rows.push_back({"kind: " + k, k, 0, {}});
+    std::vector<std::vector<Series>> all_series;
+    for (auto& row : rows) {
+        const auto summaries = summarize_configs(r, row.kind);
+        row.items = summaries.empty() ? 0 : summaries[0].items;
+        row.series = make_series(summaries);
+        all_series.push_back(row.series);
+    }
+    const Axis speed_ax = nice_axis(metric_max(all_series, Metric::Speedup) * 1.05);
+    const Axis pass_ax = nice_axis(metric_max(all_series, Metric::TokensPerPass) * 1.05);
 
     // Every k measured by any configuration, in order, shared by all panels.
     std::vector<int> ks;
@@ -378,8 +453,35 @@ void write_svg(std::ostream& o, const BenchResult& r, const SvgOptions& opts) {
         if (c.source != Source::Baseline && std::find(ks.begin(), ks.end(), c.k) == ks.end()) ks.push_back(c.k);
     std::sort(ks.begin(), ks.end());
 
-    const double W = opts.width, top = 92, legend_h = 44;
+    const double W = opts.width, margin_l = 80, gap = 96, margin_r = 24;
+
+    // Legend entries laid out first (wrapping onto more lines as needed) so the height is known.
+    struct Entry {
+        std::string name;
+        const char* color;
+        bool dashed;
+        double x, y;
+    };
+    std::vector<Entry> legend;
+    for (const auto& se : rows[0].series)
+        legend.push_back({std::string(source_name(se.source)) + (se.adaptive ? " (adaptive k)" : ""),
+                          source_color(se.source), se.adaptive, 0, 0});
+    legend.push_back({"plain decoding (baseline)", nullptr, true, 0, 0});
+    const double legend_line = 22;
+    double lx = margin_l, line_no = 0;
+    for (auto& e : legend) {
+        const double w = 34 + 7.2 * static_cast<double>(e.name.size()) + 26; // ~7.2 px per glyph
+        if (lx + w > W - margin_r && lx > margin_l) {
+            lx = margin_l;
+            line_no += 1;
+        }
+        e.x = lx;
+        e.y = line_no * legend_line;
+        lx += w;
+    }
+    const double top = 104, legend_h = 24 + (line_no + 1) * legend_line;
     const double H = top + opts.row_height * static_cast<double>(rows.size()) + legend_h;
+
     o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
       << fmt("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
              "font-family=\"Helvetica, Arial, sans-serif\">\n", W, H, W, H)
@@ -399,46 +501,46 @@ void write_svg(std::ostream& o, const BenchResult& r, const SvgOptions& opts) {
       << fmt("<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n", W, H);
 
     const SetupInfo& s = r.setup;
-    o << fmt("<text x=\"%.1f\" y=\"30\" text-anchor=\"middle\" class=\"title\">", W / 2)
-      << xml_escape("rewind bench: " + model_text(s) + " on " + workloads_text(s)) << "</text>\n";
-    const std::string sub = sampling_text(s) + " · " + std::to_string(s.threads) +
-                            (s.threads == 1 ? " thread" : " threads") + " · " + std::to_string(r.items.size()) +
-                            " items × " + std::to_string(s.repeat) + " repeats · " + machine_text(r.machine) +
-                            " · lossless " + (r.lossless() ? "✓" : "✗");
-    o << fmt("<text x=\"%.1f\" y=\"52\" text-anchor=\"middle\" class=\"sub\">", W / 2) << xml_escape(sub) << "</text>\n";
-    o << fmt("<text x=\"%.1f\" y=\"70\" text-anchor=\"middle\" class=\"sub\">", W / 2)
-      << "points: median over items; bars: interquartile range of the per-item speedups</text>\n";
+    // Centred header lines; one too long for the width is squeezed rather than clipped.
+    auto header = [&](double y, const char* cls, double glyph_w, const std::string& text) {
+        const double est = glyph_w * static_cast<double>(text.size());
+        o << fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" class=\"%s\"", W / 2, y, cls);
+        if (est > W - 32) o << fmt(" textLength=\"%.0f\" lengthAdjust=\"spacingAndGlyphs\"", W - 32);
+        o << ">" << xml_escape(text) << "</text>\n";
+    };
+    header(30, "title", 10.8, "rewind bench: " + model_text(s));
+    header(52, "sub", 6.6,
+           "workloads: " + workloads_text(s) + " · " + std::to_string(r.items.size()) + " items × " +
+               std::to_string(s.repeat) + (s.repeat == 1 ? " repeat" : " repeats") + " · " + sampling_text(s) + " · " +
+               std::to_string(s.threads) + (s.threads == 1 ? " thread" : " threads"));
+    header(70, "sub", 6.6, machine_text(r.machine) + " · lossless " + (r.lossless() ? "✓" : "✗"));
+    header(88, "sub", 6.6, "points: median over items; bars: interquartile range of the per-item speedups");
 
-    const double margin_l = 80, gap = 96, margin_r = 24;
     const double pw = (W - margin_l - gap - margin_r) / 2;
     for (size_t ri = 0; ri < rows.size(); ++ri) {
         const double y0 = top + opts.row_height * static_cast<double>(ri);
-        const auto summaries = summarize_configs(r, rows[ri].kind);
-        const auto series = make_series(summaries);
-        const int64_t n_items = summaries.empty() ? 0 : summaries[0].items;
         if (rows.size() > 1)
             o << fmt("<text x=\"12\" y=\"%.1f\" class=\"row\">", y0 + 14) << xml_escape(rows[ri].name) << " ("
-              << n_items << (n_items == 1 ? " item" : " items") << ")</text>\n";
+              << rows[ri].items << (rows[ri].items == 1 ? " item" : " items") << ")</text>\n";
         const double ph = opts.row_height - 110;
-        draw_panel(o, {margin_l, y0 + 48, pw, ph}, ks, series, Metric::Speedup, "Speedup over plain decoding");
-        draw_panel(o, {margin_l + pw + gap, y0 + 48, pw, ph}, ks, series, Metric::TokensPerPass,
+        draw_panel(o, {margin_l, y0 + 48, pw, ph}, speed_ax, ks, rows[ri].series, Metric::Speedup,
+                   "Speedup over plain decoding");
+        draw_panel(o, {margin_l + pw + gap, y0 + 48, pw, ph}, pass_ax, ks, rows[ri].series, Metric::TokensPerPass,
                    "Tokens per target forward pass");
     }
 
-    // Legend: one entry per source, in the order measured.
-    const auto all_series = make_series(summarize_configs(r));
-    double lx = margin_l;
-    const double ly = H - legend_h / 2;
-    for (const auto& se : all_series) {
-        o << fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2.5\"%s/>\n", lx, ly,
-                 lx + 28, ly, source_color(se.source), se.adaptive ? " stroke-dasharray=\"7 4\"" : "");
-        o << fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.6\" fill=\"%s\"/>\n", lx + 14, ly, source_color(se.source));
-        const std::string name = std::string(source_name(se.source)) + (se.adaptive ? " (adaptive k)" : "");
-        o << fmt("<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">", lx + 34, ly + 4) << xml_escape(name) << "</text>\n";
-        lx += 44 + 8.0 * static_cast<double>(name.size()) + 18;
+    const double legend_top = top + opts.row_height * static_cast<double>(rows.size()) + 12;
+    for (const auto& e : legend) {
+        const double y = legend_top + e.y;
+        if (e.color) {
+            o << fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2.5\"%s/>\n",
+                     e.x, y, e.x + 28, y, e.color, e.dashed ? " stroke-dasharray=\"7 4\"" : "");
+            o << fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.6\" fill=\"%s\"/>\n", e.x + 14, y, e.color);
+        } else {
+            o << fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"base\"/>\n", e.x, y, e.x + 28, y);
+        }
+        o << fmt("<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">", e.x + 34, y + 4) << xml_escape(e.name) << "</text>\n";
     }
-    o << fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"base\"/>\n", lx, ly, lx + 28, ly);
-    o << fmt("<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">plain decoding (baseline)</text>\n", lx + 34, ly + 4);
     o << "</svg>\n";
 }
 

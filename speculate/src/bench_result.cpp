@@ -55,6 +55,16 @@ std::vector<std::string> BenchResult::kinds() const {
     return out;
 }
 
+std::vector<LosslessFailure> lossless_failures(const BenchResult& r) {
+    std::vector<LosslessFailure> out;
+    for (const auto& item : r.items)
+        for (size_t ci = 0; ci < item.cells.size() && ci < r.configs.size(); ++ci)
+            if (!item.cells[ci].lossless())
+                out.push_back({item.id, r.configs[ci].label(), item.cells[ci].first_difference,
+                               item.cells[ci].failed_repeat});
+    return out;
+}
+
 std::vector<ConfigSummary> summarize_configs(const BenchResult& r, std::string_view kind) {
     std::vector<ConfigSummary> out;
     for (size_t ci = 0; ci < r.configs.size(); ++ci) {

@@ -11,14 +11,22 @@
 
 namespace rewind::bench {
 
-// Heading, settings line, the summary table, one table per workload kind when there are two or
+// Heading, settings line, the reproducing command, the summary table, one table per workload kind when there are two or
 // more kinds, the verification cost curve when measured, and the lossless verdict (naming the
 // item, configuration and first differing position of each failure).
 void write_markdown(std::ostream& out, const BenchResult& r);
 
+// The verification cost curve alone as a Markdown table (with the model, threads and machine
+// when the result holds no items, as from `rewind bench --cost-curve`).
+void write_cost_markdown(std::ostream& out, const BenchResult& r);
+
 // One JSON document: setup (model files, threads, seed, ...), machine, configurations, every item
 // with every repeat's raw figures, summaries (all and per kind), the cost curve and the verdict.
 std::string to_json(const BenchResult& r, int indent = 2);
+
+// Reads back what to_json wrote (reports can be redrawn or compared without measuring again).
+// Throws rewind::Error naming `source` and the field when the document is not such a report.
+BenchResult from_json(const std::string& text, const std::string& source = "report");
 
 struct SvgOptions {
     int width = 980;       // pixels; panels share it

@@ -103,6 +103,13 @@ struct ConfigSummary {
     int64_t lossless_failures = 0;
 };
 
+// A run whose output differed from the baseline's.
+struct LosslessFailure {
+    std::string item, config;
+    int64_t position = -1, repeat = -1;
+};
+std::vector<LosslessFailure> lossless_failures(const BenchResult& r);
+
 // Summaries for every configuration over the items of `kind` ("" = all items). Throws
 // rewind::Error if an item has no baseline measurement.
 std::vector<ConfigSummary> summarize_configs(const BenchResult& r, std::string_view kind = {});
