@@ -1,0 +1,249 @@
+// Sampler: greedy ties, each filter in the documented order, counter-based determinism (a
+// position draws the same token whatever happened before), distributions that sum to 1, draws
+// that follow them (a loose chi-square), and refusal of bad options.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <set>
+#include <vector>
+
+#include "rewind/error.h"
+#include "rewind/sampler.h"
+
+namespace rewind {
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
+constexpr int kDraws = 6000;
+#else
+constexpr int kDraws = 40000;
+#endif
+
+std::vector<float> dist(Sampler& s, const std::vector<float>& logits, std::vector<TokenId> history = {}) {
+    std::vector<float> p;
+    s.distribution(logits.data(), history, p);
+    return p;
+}
+
+std::vector<double> softmax(const std::vector<float>& l, double temp = 1.0) {
+    double mx = -1e300, sum = 0;
+    for (float x : l) mx = std::max(mx, double(x));
+    std::vector<double> p(l.size());
+    for (size_t i = 0; i < l.size(); ++i) sum += p[i] = std::exp((l[i] - mx) / temp);
+    for (double& x : p) x /= sum;
+    return p;
+}
+
+SamplerOptions sampled(float temp = 1.0f, uint64_t seed = 42) {
+    SamplerOptions o;
+    o.temperature = temp;
+    o.seed = seed;
+    return o;
+}
+
+TEST(Sampler, GreedyPicksLowestIdOnTies) {
+    Sampler s({}, 5);
+    const std::vector<float> l = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f};
+    EXPECT_EQ(s.sample(l.data(), 0, {}), 1);
+    const auto p = dist(s, l);
+    EXPECT_EQ(p, (std::vector<float>{0, 1, 0, 0, 0}));
+    const std::vector<float> flat(7, 0.5f);
+    EXPECT_EQ(Sampler({}, 7).sample(flat.data(), 3, {}), 0);
+}
+
+TEST(Sampler, RepetitionPenaltyFollowsLlamaCppRule) {
+    SamplerOptions o;
+    o.repeat_penalty = 2.0f;
+    o.repeat_last_n = 3;
+    Sampler s(o, 4);
+    // 1 (positive) is halved, 3 (negative) doubled; 0 falls outside the last 3 tokens.
+    const std::vector<float> l = {4.0f, 3.0f, 2.5f, -1.0f};
+    EXPECT_EQ(s.sample(l.data(), 10, std::vector<TokenId>{1, 3}), 0);
+    EXPECT_EQ(s.sample(l.data(), 10, std::vector<TokenId>{0, 2, 1, 3}), 0); // last 3 = {2, 1, 3}
+    EXPECT_EQ(s.sample(l.data(), 10, std::vector<TokenId>{0, 2}), 1);       // 4 / 2 = 2 < 3
+    // Once per distinct id: 4 / 2 = 2 > 1.9 however often 0 was seen.
+    const std::vector<float> l2 = {4.0f, 1.9f, 0.0f, 0.0f};
+    EXPECT_EQ(s.sample(l2.data(), 10, std::vector<TokenId>{0, 0, 0}), 0);
+    SamplerOptions t = o;
+    t.temperature = 1.0f;
+    Sampler st(t, 4);
+    const auto p = dist(st, l, {3, 3, 1});
+    const auto want = softmax({4.0f, 1.5f, 2.5f, -2.0f});
+    for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(p[i], want[i], 1e-6);
+    EXPECT_THROW(st.sample(l.data(), 0, std::vector<TokenId>{7}), Error);
+}
+
+TEST(Sampler, TemperatureScalesTheSoftmax) {
+    const std::vector<float> l = {0.0f, 1.0f, 2.0f, 0.5f};
+    for (float temp : {0.5f, 1.0f, 2.0f}) {
+        Sampler s(sampled(temp), 4);
+        const auto p = dist(s, l);
+        const auto want = softmax(l, temp);
+        for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(p[i], want[i], 1e-6) << temp;
+    }
+}
+
+TEST(Sampler, TopKKeepsTheKLargest) {
+    auto o = sampled();
+    o.top_k = 2;
+    Sampler s(o, 5);
+    const auto p = dist(s, {1.0f, 5.0f, 3.0f, 3.0f, 0.0f});
+    EXPECT_GT(p[1], 0.0f);
+    EXPECT_GT(p[2], 0.0f); // tie 2/3 broken by lower id
+    EXPECT_EQ(p[3], 0.0f);
+    EXPECT_EQ(p[0] + p[4], 0.0f);
+    EXPECT_NEAR(p[1], 1.0 / (1.0 + std::exp(-2.0)), 1e-6);
+}
+
+TEST(Sampler, TopPKeepsTheSmallestSufficientPrefix) {
+    // probabilities 0.5, 0.3, 0.2 (at temperature 1)
+    const std::vector<float> l = {std::log(0.2f), std::log(0.5f), std::log(0.3f)};
+    auto kept = [&](float top_p) {
+        auto o = sampled();
+        o.top_p = top_p;
+        Sampler s(o, 3);
+        const auto p = dist(s, l);
+        int n = 0;
+        for (float x : p) n += x > 0.0f;
+        return n;
+    };
+    EXPECT_EQ(kept(0.4f), 1);
+    EXPECT_EQ(kept(0.75f), 2);
+    EXPECT_EQ(kept(0.95f), 3);
+    EXPECT_EQ(kept(1.0f), 3);
+    auto o = sampled();
+    o.top_p = 0.75f;
+    Sampler s(o, 3);
+    const auto p = dist(s, l);
+    EXPECT_NEAR(p[1], 0.5 / 0.8, 1e-6);
+    EXPECT_NEAR(p[2], 0.3 / 0.8, 1e-6);
+}
+
+TEST(Sampler, MinPDropsTheUnlikely) {
+    // probabilities 0.5, 0.3, 0.15, 0.05; min_p 0.25 keeps p >= 0.125
+    const std::vector<float> l = {std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)};
+    auto o = sampled();
+    o.min_p = 0.25f;
+    Sampler s(o, 4);
+    const auto p = dist(s, l);
+    EXPECT_GT(p[2], 0.0f);
+    EXPECT_EQ(p[3], 0.0f);
+    EXPECT_NEAR(p[0], 0.5 / 0.95, 1e-6);
+}
+
+TEST(Sampler, FiltersRunInTheDocumentedOrder) {
+    // top-p and min-p look at temperature-1 probabilities, before the temperature is applied:
+    // at temperature 4 the flattened softmax would keep more tokens.
+    const std::vector<float> l = {3.0f, 2.0f, 0.0f, -1.0f};
+    auto o = sampled(4.0f);
+    o.top_p = 0.9f; // T=1 probabilities: .705 .259 .035 .013 -> keeps 2
+    Sampler s(o, 4);
+    const auto p = dist(s, l);
+    EXPECT_EQ(p[2] + p[3], 0.0f);
+    EXPECT_NEAR(p[0], 1.0 / (1.0 + std::exp(-0.25)), 1e-6); // then temperature 4 on the two kept
+    // top-k before top-p: k=1 leaves one token whatever top_p says.
+    auto k = sampled();
+    k.top_k = 1;
+    k.top_p = 0.99f;
+    Sampler sk(k, 4);
+    EXPECT_EQ(dist(sk, l), (std::vector<float>{1, 0, 0, 0}));
+}
+
+TEST(Sampler, DistributionSumsToOneAndSampleMatchesSampleFrom) {
+    std::vector<float> l(4096);
+    for (size_t i = 0; i < l.size(); ++i) l[i] = float(std::sin(double(i) * 0.37) * 4.0);
+    auto o = sampled(0.8f, 7);
+    o.top_k = 40;
+    o.top_p = 0.95f;
+    o.min_p = 0.05f;
+    o.repeat_penalty = 1.1f;
+    Sampler s(o, 4096);
+    const std::vector<TokenId> hist = {1, 2, 3, 2000};
+    const auto p = dist(s, l, hist);
+    EXPECT_NEAR(std::accumulate(p.begin(), p.end(), 0.0), 1.0, 1e-5);
+    for (int64_t pos = 0; pos < 50; ++pos) EXPECT_EQ(s.sample(l.data(), pos, hist), s.sample_from(p, pos, 0));
+}
+
+TEST(Sampler, SamePositionSameTokenWhateverHappenedBefore) {
+    std::vector<float> l(64);
+    for (size_t i = 0; i < l.size(); ++i) l[i] = float(i % 7) * 0.3f;
+    Sampler a(sampled(1.0f, 5), 64), b(sampled(1.0f, 5), 64);
+    std::vector<TokenId> first;
+    for (int64_t pos = 100; pos < 140; ++pos) first.push_back(a.sample(l.data(), pos, {}));
+    // b draws other positions in another order first, then the same positions backwards.
+    for (int64_t pos = 0; pos < 30; ++pos) b.sample(l.data(), pos * 3, {});
+    for (int64_t pos = 139; pos >= 100; --pos) EXPECT_EQ(b.sample(l.data(), pos, {}), first[size_t(pos - 100)]);
+    // Positions and seeds matter.
+    int differ = 0;
+    Sampler c(sampled(1.0f, 6), 64);
+    for (int64_t pos = 100; pos < 140; ++pos) differ += c.sample(l.data(), pos, {}) != first[size_t(pos - 100)];
+    EXPECT_GT(differ, 10);
+    std::set<TokenId> distinct(first.begin(), first.end());
+    EXPECT_GT(distinct.size(), 10u);
+}
+
+TEST(Sampler, CounterUniformIsAPureFunction) {
+    double sum = 0;
+    for (uint64_t i = 0; i < 1000; ++i) {
+        const double u = counter_uniform(3, i, 0);
+        ASSERT_GE(u, 0.0);
+        ASSERT_LT(u, 1.0);
+        EXPECT_EQ(u, counter_uniform(3, i, 0));
+        sum += u;
+    }
+    EXPECT_NEAR(sum / 1000, 0.5, 0.05);
+    EXPECT_NE(counter_uniform(3, 5, 0), counter_uniform(3, 5, 1));
+    EXPECT_NE(counter_uniform(3, 5, 0), counter_uniform(4, 5, 0));
+    EXPECT_NE(counter_uniform(3, 5, 0), counter_uniform(3, 6, 0));
+}
+
+TEST(Sampler, DrawsFollowTheDistribution) {
+    const std::vector<float> l = {0.0f, 1.0f, 2.0f, 0.5f, -1.0f, 1.5f};
+    Sampler s(sampled(1.0f, 2024), 6);
+    const auto p = softmax(l);
+    std::vector<int> count(6, 0);
+    for (int i = 0; i < kDraws; ++i) ++count[size_t(s.sample(l.data(), i, {}))];
+    double chi2 = 0;
+    for (size_t i = 0; i < 6; ++i) {
+        const double e = p[i] * kDraws;
+        chi2 += (count[i] - e) * (count[i] - e) / e;
+    }
+    EXPECT_LT(chi2, 25.0) << "5 degrees of freedom: 99.99% of fair runs stay below ~25.7";
+    // sample_from on an explicit distribution, with zero entries never drawn.
+    const std::vector<float> q = {0.0f, 0.25f, 0.0f, 0.75f, 0.0f, 0.0f};
+    int threes = 0;
+    for (int i = 0; i < 4000; ++i) {
+        const TokenId t = s.sample_from(q, i, 9);
+        ASSERT_TRUE(t == 1 || t == 3);
+        threes += t == 3;
+    }
+    EXPECT_NEAR(threes / 4000.0, 0.75, 0.04);
+}
+
+TEST(Sampler, BadOptionsThrow) {
+    auto bad = [](auto mutate) {
+        SamplerOptions o = sampled();
+        mutate(o);
+        return o;
+    };
+    EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.top_k = -1; }), 10), Error);
+    EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.top_p = 0.0f; }), 10), Error);
+    EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.top_p = 1.5f; }), 10), Error);
+    EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.min_p = -0.1f; }), 10), Error);
+    EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.min_p = 1.1f; }), 10), Error);
+    EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.repeat_penalty = 0.0f; }), 10), Error);
+    EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.repeat_last_n = -1; }), 10), Error);
+    EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.temperature = NAN; }), 10), Error);
+    EXPECT_THROW(Sampler(sampled(), 0), Error);
+
+    Sampler s(sampled(), 3);
+    EXPECT_THROW(s.sample_from(std::vector<float>{0.5f, 0.5f}, 0, 0), Error);       // wrong size
+    EXPECT_THROW(s.sample_from(std::vector<float>{0.5f, -0.1f, 0.6f}, 0, 0), Error); // negative
+    EXPECT_THROW(s.sample_from(std::vector<float>{0, 0, 0}, 0, 0), Error);           // no mass
+    const std::vector<float> nan_logits = {0.0f, NAN, 1.0f};
+    EXPECT_THROW(s.sample(nan_logits.data(), 0, {}), Error);
+}
+
+} // namespace
+} // namespace rewind
