@@ -1,5 +1,6 @@
-// ThreadPool: every index runs exactly once in contiguous grain-aligned chunks, exceptions reach
-// the caller, re-entrant and concurrent use cannot deadlock, and the pool survives long idles.
+// ThreadPool: every index runs exactly once in contiguous grain-aligned chunks, several threads
+// really run, exceptions reach the caller, re-entrant and concurrent use cannot deadlock, and the
+// pool survives long idles.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -68,12 +69,32 @@ TEST(ThreadPool, ManyQuickDispatches) {
     for (int64_t i = 0; i < 64; ++i) EXPECT_EQ(acc[size_t(i)], i * 5000);
 }
 
+TEST(ThreadPool, BackToBackJobsOfChangingShape) {
+    // Jobs of different sizes in quick succession: a late worker must never run a chunk of a job
+    // that has already returned, nor miss one of the current job.
+    ThreadPool pool(4);
+    std::vector<std::atomic<int>> hits(64);
+    for (int it = 0; it < 20000; ++it) {
+        const int64_t n = 1 + it % 37, grain = 1 + it % 3;
+        pool.run(n, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) hits[size_t(i)]++;
+        }, grain);
+        for (int64_t i = 0; i < 64; ++i) {
+            ASSERT_EQ(hits[size_t(i)].exchange(0), i < n ? 1 : 0) << "iteration " << it << " index " << i;
+        }
+    }
+}
+
 TEST(ThreadPool, UsesSeveralThreads) {
+    // Each chunk waits until the other has started, which only works if two threads run them.
     ThreadPool pool(2);
     std::mutex mu;
     std::vector<std::thread::id> ids;
+    std::atomic<int> started{0};
     pool.run(2, [&](int64_t, int64_t) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        started++;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (started.load() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
         std::lock_guard<std::mutex> lock(mu);
         ids.push_back(std::this_thread::get_id());
     });
@@ -81,18 +102,39 @@ TEST(ThreadPool, UsesSeveralThreads) {
     EXPECT_NE(ids[0], ids[1]);
 }
 
-TEST(ThreadPool, ExceptionInWorkerReachesCaller) {
+TEST(ThreadPool, ExceptionInAnyChunkReachesCaller) {
     ThreadPool pool(3);
-    const auto caller = std::this_thread::get_id();
-    EXPECT_THROW(pool.run(3, [&](int64_t b, int64_t) {
-        if (b == 2 && std::this_thread::get_id() != caller) throw std::out_of_range("worker failed");
-    }), std::out_of_range);
-    // Still usable afterwards, and the old error does not resurface.
+    for (int64_t failing : {0, 1, 2}) {
+        EXPECT_THROW(pool.run(3, [&](int64_t b, int64_t) {
+            if (b == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2)); // let workers take the rest
+            if (b == failing) throw std::out_of_range("chunk failed");
+        }), std::out_of_range);
+    }
+    // Still usable afterwards, and the old errors do not resurface.
     std::atomic<int64_t> sum{0};
     pool.run(100, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) sum += i;
     });
     EXPECT_EQ(sum.load(), 4950);
+}
+
+TEST(ThreadPool, ExceptionOnAWorkerThreadReachesCaller) {
+    ThreadPool pool(2);
+    const auto caller = std::this_thread::get_id();
+    std::atomic<int> started{0};
+    bool worker_threw = false;
+    try {
+        pool.run(2, [&](int64_t, int64_t) {
+            // Both chunks wait for each other (so a worker runs one), then the worker throws.
+            started++;
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+            while (started.load() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+            if (std::this_thread::get_id() != caller) throw Error("worker failed");
+        });
+    } catch (const Error&) {
+        worker_threw = true;
+    }
+    EXPECT_TRUE(worker_threw);
 }
 
 TEST(ThreadPool, ExceptionInCallerChunkWaitsForWorkers) {

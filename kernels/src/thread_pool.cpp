@@ -1,6 +1,8 @@
-// Persistent worker threads for the kernels. A dispatch is an atomic generation bump that spinning
-// workers see within a microsecond or so; idle workers fall back to a condition variable after a
-// short spin so a quiet pool costs no CPU.
+// Persistent worker threads for the kernels. A job is published as one atomic ticket (job id,
+// next chunk, chunk count); every thread, the caller included, claims chunks from it by CAS. The
+// caller never waits for a worker that has not started: if workers are slow to wake (or the
+// machine is oversubscribed) the caller simply runs the remaining chunks itself. Idle workers
+// spin briefly, then sleep on a condition variable.
 #include "rewind/kernels/thread_pool.h"
 
 #include <algorithm>
@@ -33,20 +35,29 @@ inline void cpu_relax() {
 // every few microseconds, so workers stay hot through a pass and sleep between requests.
 constexpr auto kSpinFor = std::chrono::microseconds(300);
 
+// Ticket layout: job id (32 bits) | next chunk to claim (16) | chunk count (16).
+constexpr uint64_t pack(uint32_t job, uint32_t next, uint32_t total) {
+    return (uint64_t(job) << 32) | (uint64_t(next) << 16) | uint64_t(total);
+}
+constexpr uint32_t job_of(uint64_t t) { return uint32_t(t >> 32); }
+constexpr uint32_t next_of(uint64_t t) { return uint32_t(t >> 16) & 0xffffu; }
+constexpr uint32_t total_of(uint64_t t) { return uint32_t(t) & 0xffffu; }
+
 } // namespace
 
 struct ThreadPool::Impl {
     int n_threads = 1;
     std::vector<std::thread> workers;
 
-    // The job being run; written by the dispatcher before `generation` is bumped (release) and
-    // read by workers after they observe the bump (acquire).
+    // The job: written by the dispatcher before the ticket is published (release); read only by
+    // a thread that has claimed one of its chunks (acquire), and the dispatcher does not return,
+    // so never rewrites these, before every claimed chunk is done.
     const RangeFn* fn = nullptr;
     int64_t n = 0;
-    int64_t chunk = 0;  // indices per chunk; chunk i covers [i*chunk, min(n, (i+1)*chunk))
+    int64_t chunk = 0; // indices per chunk: chunk i covers [i*chunk, min(n, (i+1)*chunk))
 
-    alignas(64) std::atomic<uint32_t> generation{0};
-    alignas(64) std::atomic<int> pending{0};  // workers that have not yet finished this job
+    alignas(64) std::atomic<uint64_t> ticket{0};
+    alignas(64) std::atomic<uint32_t> done{0};  // chunks of the current job finished
     alignas(64) std::atomic<int> sleepers{0};
     std::atomic<bool> stop{false};
     std::atomic<bool> busy{false};  // a parallel_for is in flight (guards re-entry)
@@ -54,55 +65,65 @@ struct ThreadPool::Impl {
     std::mutex mu;
     std::condition_variable cv;
 
-    // One slot per chunk, so a throwing task never needs a lock; preallocated so parallel_for
-    // never allocates.
+    // One slot per chunk, so a throwing task needs no lock; preallocated so parallel_for never
+    // allocates.
     std::vector<std::exception_ptr> errors;
 
-    void run_chunk(int index) {
-        const int64_t b = int64_t(index) * chunk;
-        if (b >= n) return;
-        const int64_t e = std::min(n, b + chunk);
-        try {
-            (*fn)(b, e);
-        } catch (...) {
-            errors[size_t(index)] = std::current_exception();
+    // Claims and runs chunks of job `job` until none is left. Returns false if the ticket moved
+    // on to another job meanwhile.
+    void run_chunks(uint32_t job) {
+        uint64_t t = ticket.load(std::memory_order_acquire);
+        for (;;) {
+            if (job_of(t) != job || next_of(t) >= total_of(t)) return;
+            if (!ticket.compare_exchange_weak(t, t + (uint64_t(1) << 16), std::memory_order_acq_rel,
+                                              std::memory_order_acquire))
+                continue; // t now holds the current ticket
+            const int64_t index = next_of(t);
+            const int64_t b = index * chunk;
+            const int64_t e = std::min(n, b + chunk);
+            try {
+                (*fn)(b, e);
+            } catch (...) {
+                errors[size_t(index)] = std::current_exception();
+            }
+            done.fetch_add(1, std::memory_order_acq_rel);
+            t = ticket.load(std::memory_order_acquire);
         }
     }
 
-    // Waits until `generation` moves past `seen`; returns the new value.
+    // Waits until the ticket carries a job other than `seen`; returns its id.
     uint32_t wait_for_job(uint32_t seen) {
         const auto start = std::chrono::steady_clock::now();
         for (uint32_t spins = 0;; ++spins) {
-            const uint32_t g = generation.load(std::memory_order_acquire);
-            if (g != seen) return g;
+            const uint32_t j = job_of(ticket.load(std::memory_order_acquire));
+            if (j != seen) return j;
             cpu_relax();
             if ((spins & 255u) == 255u) {
                 if (std::chrono::steady_clock::now() - start > kSpinFor) break;
-                // More threads than cores (e.g. a test with 3 threads on 2 cores): let others run.
+                // More threads than cores (a test with 3 threads on 2 cores, a busy machine).
                 std::this_thread::yield();
             }
         }
         std::unique_lock<std::mutex> lock(mu);
-        // seq_cst pairing with the dispatcher: either we see the new generation here, or the
-        // dispatcher sees sleepers > 0 and notifies under the mutex.
+        // seq_cst pairing with publish(): either this load sees the new ticket, or publish()
+        // sees sleepers > 0 and notifies under the mutex.
         sleepers.fetch_add(1, std::memory_order_seq_cst);
-        cv.wait(lock, [&] { return generation.load(std::memory_order_seq_cst) != seen; });
+        cv.wait(lock, [&] { return job_of(ticket.load(std::memory_order_seq_cst)) != seen; });
         sleepers.fetch_sub(1, std::memory_order_seq_cst);
-        return generation.load(std::memory_order_acquire);
+        return job_of(ticket.load(std::memory_order_acquire));
     }
 
-    void worker_main(int index) {
+    void worker_main() {
         uint32_t seen = 0;
         for (;;) {
             seen = wait_for_job(seen);
             if (stop.load(std::memory_order_acquire)) return;
-            run_chunk(index);
-            pending.fetch_sub(1, std::memory_order_acq_rel);
+            run_chunks(seen);
         }
     }
 
-    void publish() {
-        generation.fetch_add(1, std::memory_order_seq_cst);
+    void publish(uint64_t t) {
+        ticket.store(t, std::memory_order_seq_cst);
         if (sleepers.load(std::memory_order_seq_cst) > 0) {
             { std::lock_guard<std::mutex> lock(mu); }
             cv.notify_all();
@@ -111,15 +132,16 @@ struct ThreadPool::Impl {
 };
 
 ThreadPool::ThreadPool(int n_threads) : impl_(std::make_unique<Impl>()) {
-    if (n_threads < 1) throw Error("ThreadPool: n_threads must be >= 1, got " + std::to_string(n_threads));
+    if (n_threads < 1 || n_threads > 0xffff)
+        throw Error("ThreadPool: n_threads must be in [1, 65535], got " + std::to_string(n_threads));
     impl_->n_threads = n_threads;
     impl_->errors.resize(size_t(n_threads));
     impl_->workers.reserve(size_t(n_threads - 1));
     try {
-        for (int i = 1; i < n_threads; ++i) impl_->workers.emplace_back([this, i] { impl_->worker_main(i); });
+        for (int i = 1; i < n_threads; ++i) impl_->workers.emplace_back([this] { impl_->worker_main(); });
     } catch (...) {
         impl_->stop.store(true, std::memory_order_release);
-        impl_->publish();
+        impl_->publish(pack(job_of(impl_->ticket.load()) + 1, 0, 0));
         for (auto& w : impl_->workers) w.join();
         throw;
     }
@@ -127,7 +149,7 @@ ThreadPool::ThreadPool(int n_threads) : impl_(std::make_unique<Impl>()) {
 
 ThreadPool::~ThreadPool() {
     impl_->stop.store(true, std::memory_order_release);
-    impl_->publish();
+    impl_->publish(pack(job_of(impl_->ticket.load()) + 1, 0, 0));
     for (auto& w : impl_->workers) w.join();
 }
 
@@ -140,11 +162,12 @@ void ThreadPool::parallel_for(int64_t n, RangeFn fn, int64_t grain) {
     const int64_t units = (n + grain - 1) / grain;
     const int64_t n_chunks = std::min<int64_t>(p.n_threads, units);
     const int64_t chunk = ((units + n_chunks - 1) / n_chunks) * grain;
+    const int64_t total = (n + chunk - 1) / chunk; // chunks that are not empty
 
-    // Single thread, a single chunk, or a re-entrant / concurrent call (a task calling
-    // parallel_for, or two callers sharing a pool): run the same chunks here, in order. The
-    // chunking only decides who computes an index, never what it computes.
-    if (n_chunks == 1 || p.busy.exchange(true, std::memory_order_acquire)) {
+    // One chunk, or a re-entrant / concurrent call (a task calling parallel_for, two callers
+    // sharing a pool): run the same chunks here, in order. Chunking only decides who computes an
+    // index, never what it computes.
+    if (total == 1 || p.busy.exchange(true, std::memory_order_acquire)) {
         for (int64_t b = 0; b < n; b += chunk) fn(b, std::min(n, b + chunk));
         return;
     }
@@ -152,20 +175,20 @@ void ThreadPool::parallel_for(int64_t n, RangeFn fn, int64_t grain) {
     p.fn = &fn;
     p.n = n;
     p.chunk = chunk;
-    p.pending.store(p.n_threads - 1, std::memory_order_relaxed);
-    p.publish();
+    p.done.store(0, std::memory_order_relaxed);
+    const uint32_t job = job_of(p.ticket.load(std::memory_order_relaxed)) + 1;
+    p.publish(pack(job, 0, uint32_t(total)));
 
-    p.run_chunk(0);
-
-    // Every worker acknowledges every job (even one with no chunk for it), so the job fields are
-    // never rewritten while a late worker still reads them.
-    for (uint32_t spins = 0; p.pending.load(std::memory_order_acquire) != 0; ++spins) {
+    p.run_chunks(job);
+    // Every chunk is claimed; wait for the ones workers are still running.
+    for (uint32_t spins = 0; p.done.load(std::memory_order_acquire) != uint32_t(total); ++spins) {
         cpu_relax();
         if ((spins & 255u) == 255u) std::this_thread::yield();
     }
 
     std::exception_ptr first;
-    for (auto& e : p.errors) {
+    for (int64_t i = 0; i < total; ++i) {
+        auto& e = p.errors[size_t(i)];
         if (e && !first) first = e;
         e = nullptr;
     }
