@@ -20,12 +20,10 @@ struct Avx2 {
     static F zero() { return _mm256_setzero_ps(); }
     static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
     static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
-    // Fixed pairwise reduction: 128-bit halves, then (0+2, 1+3), then 0+1.
-    static float hsum(F v) {
-        __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-        return _mm_cvtss_f32(s);
+    // Lane sums of four accumulators, each as ((0+1)+(2+3)) + ((4+5)+(6+7)).
+    static __m128 reduce4(F a, F b, F c, F d) {
+        const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+        return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
     }
     static F load_x(const float* p) { return _mm256_loadu_ps(p); }
     template <DType T>

@@ -25,13 +25,12 @@ struct Avx512 {
     static F zero() { return _mm512_setzero_ps(); }
     static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
     static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
-    // Fixed reduction: 256-bit halves, 128-bit halves, then (0+2, 1+3), then 0+1.
-    static float hsum(F v) {
-        const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-        __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-        return _mm_cvtss_f32(s);
+    // Lane sums of four accumulators, each as: fold the 256-bit halves (lane i + lane i+8), then
+    // ((0+1)+(2+3)) + ((4+5)+(6+7)) over the folded lanes.
+    static __m256 fold(F v) { return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)); }
+    static __m128 reduce4(F a, F b, F c, F d) {
+        const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(fold(a), fold(b)), _mm256_hadd_ps(fold(c), fold(d)));
+        return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
     }
     static F load_x(const float* p) { return _mm512_loadu_ps(p); }
     template <DType T>

@@ -4,10 +4,14 @@
 // merged by the linker into another (which could run AVX-512 code on an AVX2-only CPU).
 //
 // Order for one (token t, row r), float weights: one V-wide accumulator, k ascending in steps of
-// V::kLanes (lane j gets k = j mod kLanes), V::hsum, then the cols % kLanes tail in scalar order.
-// Q8_0: one accumulator, steps of V::kQ8Blocks blocks, acc = fma(d_w*d_x, block_dot, acc), V::hsum.
-// Tiles only decide which (t, r) pairs share a pass over the weights, never this order.
+// V::kLanes (lane j gets k = j mod kLanes), the lane sum of V::reduce4, then the cols % kLanes
+// tail in scalar order. Q8_0: one accumulator, steps of V::kQ8Blocks blocks,
+// acc = fma(d_w*d_x, block_dot, acc), then V::reduce4's lane sum. Tiles only decide which (t, r)
+// pairs share a pass over the weights, never this order: reduce4 sums each of its four inputs
+// in the same fixed pattern, whatever the other three are.
 #pragma once
+#include <immintrin.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -32,6 +36,25 @@ inline float weight_at(DType type, const std::byte* row, int64_t k) {
     return type == DType::F16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
 }
 
+// Writes the lane sums of one token's NR accumulators to y[0..NR), four at a time (one reduce4
+// and one store), each plus tail(r) -- the scalar column tail, or nothing.
+template <class V, int NR, bool kTail, class Tail>
+inline void store_sums(const typename V::F* acc, float* y, Tail&& tail) {
+    const typename V::F z = V::zero();
+#pragma GCC unroll 4
+    for (int r0 = 0; r0 < NR; r0 += 4) {
+        const __m128 s = V::reduce4(acc[r0], r0 + 1 < NR ? acc[r0 + 1] : z, r0 + 2 < NR ? acc[r0 + 2] : z,
+                                    r0 + 3 < NR ? acc[r0 + 3] : z);
+        if (!kTail && r0 + 4 <= NR) {
+            _mm_storeu_ps(y + r0, s);
+        } else {
+            alignas(16) float v[4];
+            _mm_store_ps(v, s);
+            for (int j = 0; j < 4 && r0 + j < NR; ++j) y[r0 + j] = kTail ? tail(r0 + j, v[j]) : v[j];
+        }
+    }
+}
+
 // NT tokens x NR rows of float-type weights (F32/F16/BF16 via V::load<type>).
 // w: first of NR rows, row_bytes apart; x: [NT, cols]; y: y[t * y_stride + r].
 template <class V, DType T, int NT, int NR>
@@ -44,22 +67,38 @@ inline void tile_float(const std::byte* w, size_t row_bytes, const float* x, int
         for (int r = 0; r < NR; ++r) acc[t][r] = V::zero();
     const int64_t kv = cols - cols % V::kLanes;
     for (int64_t k = 0; k < kv; k += V::kLanes) {
-        F wv[NR];
+        // Keep the smaller side in registers and stream the other, so accumulators + operands
+        // fit the register file (the FMAs per (t, r) are the same either way).
+        if constexpr (NT < NR) {
+            F xv[NT];
 #pragma GCC unroll 16
-        for (int r = 0; r < NR; ++r) wv[r] = V::template load<T>(w + size_t(r) * row_bytes, k);
+            for (int t = 0; t < NT; ++t) xv[t] = V::load_x(x + t * cols + k);
 #pragma GCC unroll 16
-        for (int t = 0; t < NT; ++t) {
-            const F xv = V::load_x(x + t * cols + k);
+            for (int r = 0; r < NR; ++r) {
+                const F wv = V::template load<T>(w + size_t(r) * row_bytes, k);
 #pragma GCC unroll 16
-            for (int r = 0; r < NR; ++r) acc[t][r] = V::fma(wv[r], xv, acc[t][r]);
+                for (int t = 0; t < NT; ++t) acc[t][r] = V::fma(wv, xv[t], acc[t][r]);
+            }
+        } else {
+            F wv[NR];
+#pragma GCC unroll 16
+            for (int r = 0; r < NR; ++r) wv[r] = V::template load<T>(w + size_t(r) * row_bytes, k);
+#pragma GCC unroll 16
+            for (int t = 0; t < NT; ++t) {
+                const F xv = V::load_x(x + t * cols + k);
+#pragma GCC unroll 16
+                for (int r = 0; r < NR; ++r) acc[t][r] = V::fma(wv[r], xv, acc[t][r]);
+            }
         }
     }
     for (int t = 0; t < NT; ++t) {
-        for (int r = 0; r < NR; ++r) {
-            float s = V::hsum(acc[t][r]);
-            for (int64_t k = kv; k < cols; ++k) s += weight_at(T, w + size_t(r) * row_bytes, k) * x[t * cols + k];
-            y[t * y_stride + r] = s;
-        }
+        const float* xt = x + t * cols;
+        auto tail = [&](int r, float s) {
+            for (int64_t k = kv; k < cols; ++k) s += weight_at(T, w + size_t(r) * row_bytes, k) * xt[k];
+            return s;
+        };
+        if (kv < cols) store_sums<V, NR, true>(acc[t], y + t * y_stride, tail);
+        else store_sums<V, NR, false>(acc[t], y + t * y_stride, tail);
     }
 }
 
@@ -112,8 +151,8 @@ inline void tile_q8(const std::byte* w, size_t row_bytes, const BlockQ8_0* xq, i
             }
         }
     }
-    for (int t = 0; t < NT; ++t)
-        for (int r = 0; r < NR; ++r) y[t * y_stride + r] = V::hsum(acc[t][r]);
+    auto no_tail = [](int, float s) { return s; };
+    for (int t = 0; t < NT; ++t) store_sums<V, NR, false>(acc[t], y + t * y_stride, no_tail);
 }
 
 template <class V, DType T, int NT, int NR>
