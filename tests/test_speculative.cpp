@@ -1,0 +1,455 @@
+// Speculative decoding is lossless: for every guess source and k, exact verification emits
+// exactly generate_plain's tokens (greedy and seeded sampling), stops at the same token, and
+// leaves the KV cache bit-identical to a one-token-at-a-time replay. Rejection mode preserves
+// the target's distribution (statistical check). Full sweeps: REWIND_LONG_TESTS=1.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "rewind/context.h"
+#include "rewind/error.h"
+#include "rewind/generate.h"
+#include "rewind/model.h"
+#include "rewind/speculate/composite_source.h"
+#include "rewind/speculate/decoder.h"
+#include "rewind/speculate/draft_source.h"
+#include "rewind/speculate/ngram_source.h"
+#include "rewind/speculate/reference_source.h"
+
+using namespace rewind;
+using namespace rewind::speculate;
+
+namespace {
+
+const std::string kShared = REWIND_SHARED_DIR;
+constexpr int64_t kCapacity = 512;
+
+struct Item {
+    std::string id, prompt;
+    std::vector<std::string> references;
+    int64_t max_tokens = 0;
+};
+
+std::vector<Item> load_items(const std::string& kind) {
+    std::ifstream in(kShared + "/workloads/" + kind + ".jsonl");
+    if (!in) throw std::runtime_error("cannot open workload " + kind);
+    std::vector<Item> items;
+    for (std::string line; std::getline(in, line);) {
+        if (line.empty()) continue;
+        const auto j = nlohmann::json::parse(line);
+        Item it;
+        it.id = j.at("id").get<std::string>();
+        it.prompt = j.at("prompt").get<std::string>();
+        if (j.contains("references")) it.references = j.at("references").get<std::vector<std::string>>();
+        it.max_tokens = j.at("max_tokens").get<int64_t>();
+        items.push_back(std::move(it));
+    }
+    return items;
+}
+
+bool long_tests() {
+    const char* v = std::getenv("REWIND_LONG_TESTS");
+    return v && std::string(v) == "1";
+}
+
+// A source that proposes whatever it was told, for rejection-mode point-mass guesses.
+class Scripted final : public GuessSource {
+public:
+    std::vector<TokenId> guesses;
+    std::string_view name() const override { return "scripted"; }
+    void reset(const GenerationStart&) override {}
+    void propose(std::span<const TokenId>, int k, Proposal& out) override {
+        for (int i = 0; i < k && i < static_cast<int>(guesses.size()); ++i) out.tokens.push_back(guesses[static_cast<size_t>(i)]);
+    }
+    void accept(std::span<const TokenId>) override {}
+};
+
+class Speculative : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        target_ = Model::load(kShared + "/models/pycode-4m.gguf");
+        draft_ = Model::load(kShared + "/models/pycode-600k.gguf");
+    }
+    static void TearDownTestSuite() {
+        target_.reset();
+        draft_.reset();
+    }
+
+    std::unique_ptr<GuessSource> make_source(const std::string& kind, const Item& item) {
+        const Tokenizer& tok = target_->tokenizer();
+        if (kind == "ngram") return std::make_unique<NgramSource>();
+        if (kind == "ref") return std::make_unique<ReferenceSource>(ReferenceSource::from_texts(tok, item.references));
+        if (kind == "draft") return std::make_unique<DraftSource>(draft_, *target_, kCapacity);
+        std::vector<std::unique_ptr<GuessSource>> m;
+        if (!item.references.empty())
+            m.push_back(std::make_unique<ReferenceSource>(ReferenceSource::from_texts(tok, item.references)));
+        m.push_back(std::make_unique<NgramSource>());
+        m.push_back(std::make_unique<DraftSource>(draft_, *target_, kCapacity));
+        return std::make_unique<CompositeSource>(std::move(m));
+    }
+
+    std::vector<TokenId> prompt_of(const Item& item) { return target_->tokenizer().encode(item.prompt); }
+
+    // Checks every (source, k, sampling) combination of `items` against generate_plain.
+    // max_tokens_cap > 0 shortens the items' generations (the CI subset).
+    void check_lossless(const std::vector<Item>& items, const std::vector<int>& ks,
+                        const std::vector<std::string>& sources, KPolicy policy = KPolicy::Fixed,
+                        int64_t max_tokens_cap = 0) {
+        Context ctx(target_);
+        KvCache cache(*target_, {kCapacity});
+        for (const Item& item : items) {
+            const auto prompt = prompt_of(item);
+            for (const float temp : {0.0f, 0.8f}) {
+                GenerateOptions go;
+                go.max_tokens = max_tokens_cap > 0 ? std::min(item.max_tokens, max_tokens_cap) : item.max_tokens;
+                go.sampler.temperature = temp;
+                go.sampler.seed = 1234;
+                cache.truncate(0);
+                const GenerateResult plain = generate_plain(ctx, cache, prompt, go);
+                ASSERT_FALSE(plain.tokens.empty());
+                for (const std::string& kind : sources) {
+                    if (kind == "ref" && item.references.empty()) continue;
+                    auto src = make_source(kind, item);
+                    for (const int k : ks) {
+                        SpeculativeOptions so;
+                        so.generate = go;
+                        so.k = k;
+                        so.k_policy = policy;
+                        cache.truncate(0);
+                        const auto spec = generate_speculative(ctx, cache, prompt, *src, so);
+                        ASSERT_EQ(spec.tokens, plain.tokens)
+                            << item.id << " source " << kind << " k " << k << " temp " << temp;
+                        ASSERT_EQ(spec.stop, plain.stop) << item.id << " " << kind << " k " << k;
+                        EXPECT_EQ(spec.stats.emitted, static_cast<int64_t>(plain.tokens.size()));
+                        EXPECT_EQ(cache.size(), static_cast<int64_t>(prompt.size() + plain.tokens.size()) - 1);
+                    }
+                }
+            }
+        }
+    }
+
+    static std::shared_ptr<const Model> target_, draft_;
+};
+std::shared_ptr<const Model> Speculative::target_;
+std::shared_ptr<const Model> Speculative::draft_;
+
+} // namespace
+
+// The CI subset: two items per workload, every source, a spread of k, 64 tokens each.
+TEST_F(Speculative, LosslessOnWorkloads) {
+    for (const std::string kind : {"edit", "ref", "free"}) {
+        auto items = load_items(kind);
+        items.resize(2);
+        check_lossless(items, {1, 4, 16}, {"ngram", "ref", "draft", "auto"}, KPolicy::Fixed, 64);
+    }
+}
+
+TEST_F(Speculative, LosslessWithAdaptiveK) {
+    for (const std::string kind : {"edit", "ref"}) {
+        auto items = load_items(kind);
+        items.resize(1);
+        check_lossless(items, {16}, {"ngram", "draft", "auto"}, KPolicy::Adaptive);
+    }
+}
+
+// Everything: all items, k in {1, 2, 4, 8, 16}, fixed and adaptive. Minutes; opt-in.
+TEST_F(Speculative, LosslessAllWorkloadsSlow) {
+    if (!long_tests()) GTEST_SKIP() << "set REWIND_LONG_TESTS=1";
+    for (const std::string kind : {"edit", "ref", "free"}) {
+        const auto items = load_items(kind);
+        check_lossless(items, {1, 2, 4, 8, 16}, {"ngram", "ref", "draft", "auto"});
+        check_lossless(items, {16}, {"ngram", "ref", "draft", "auto"}, KPolicy::Adaptive);
+    }
+}
+
+// After every pass the cache equals, bit for bit, one built by feeding the text token by token.
+TEST_F(Speculative, RollbackLeavesTheCacheAsAReplayWould) {
+    const auto item = load_items("edit").at(0);
+    const auto prompt = prompt_of(item);
+    for (const std::string kind : {"ngram", "draft"}) {
+        Context ctx(target_), replay_ctx(target_);
+        KvCache cache(*target_, {kCapacity});
+        auto src = make_source(kind, item);
+        SpeculativeOptions so;
+        so.generate.max_tokens = 64;
+        so.generate.sampler.temperature = 0.8f;
+        so.generate.sampler.seed = 7;
+        so.k = 8;
+        SpeculativeDecoder dec(ctx, cache, *src, so);
+        // Emitted tokens are final, so the replay only ever grows: feed it the new ones singly.
+        KvCache replay(*target_, {kCapacity});
+        int passes = 0, partial = 0;
+        dec.set_pass_observer([&](const PassReport& r) {
+            ++passes;
+            if (r.accepted < r.proposed) ++partial;
+            ASSERT_EQ(r.cache.size(), static_cast<int64_t>(r.tokens.size()) - 1);
+            for (auto i = static_cast<size_t>(replay.size()); i + 1 < r.tokens.size(); ++i)
+                replay_ctx.forward(replay, r.tokens.subspan(i, 1), Logits::Last);
+            ASSERT_TRUE(r.cache.contents_equal(replay)) << kind << " pass " << passes;
+        });
+        const auto res = dec.generate(prompt);
+        EXPECT_GT(passes, 1);
+        EXPECT_GT(partial, 0) << kind << ": no pass rejected a guess, the rollback went untested";
+        EXPECT_EQ(res.stats.passes, passes);
+    }
+}
+
+// Every stop rule ends speculative decoding at plain decoding's token, with plain's cache.
+TEST_F(Speculative, StopsExactlyWherePlainDecodingStops) {
+    const auto item = load_items("edit").at(1);
+    const auto prompt = prompt_of(item);
+    Context ctx(target_);
+    GenerateOptions base;
+    base.max_tokens = 120;
+    // Stop strings that the greedy output will contain, found from a plain run.
+    KvCache probe(*target_, {kCapacity});
+    const auto text = target_->tokenizer().decode(generate_plain(ctx, probe, prompt, base).tokens);
+    ASSERT_GT(text.size(), 40u);
+
+    std::vector<std::pair<std::string, GenerateOptions>> cases;
+    {
+        GenerateOptions o = base;
+        o.stop_strings = {text.substr(30, 3)};
+        cases.emplace_back("stop string", o);
+    }
+    {
+        GenerateOptions o = base;
+        o.max_tokens = 37;
+        cases.emplace_back("max tokens", o);
+    }
+    {
+        GenerateOptions o = base;
+        o.sampler.temperature = 0.8f;
+        o.sampler.seed = 99;
+        o.stop_strings = {"\n\n", "):"};
+        cases.emplace_back("sampled stop string", o);
+    }
+    for (const auto& [what, o] : cases) {
+        for (const int64_t capacity : {kCapacity, static_cast<int64_t>(prompt.size()) + 20}) {
+            KvCache pc(*target_, {capacity});
+            const auto plain = generate_plain(ctx, pc, prompt, o);
+            for (const int k : {3, 16}) {
+                NgramSource src;
+                KvCache sc(*target_, {capacity});
+                SpeculativeOptions so;
+                so.generate = o;
+                so.k = k;
+                const auto spec = generate_speculative(ctx, sc, prompt, src, so);
+                EXPECT_EQ(spec.tokens, plain.tokens) << what << " capacity " << capacity << " k " << k;
+                EXPECT_EQ(spec.stop, plain.stop) << what << " capacity " << capacity;
+                EXPECT_TRUE(sc.contents_equal(pc)) << what << " capacity " << capacity << " k " << k;
+            }
+        }
+    }
+    // A callback that stops after 11 tokens.
+    KvCache pc(*target_, {kCapacity}), sc(*target_, {kCapacity});
+    int seen = 0;
+    const auto plain = generate_plain(ctx, pc, prompt, base, [&](TokenId) { return ++seen < 11; });
+    seen = 0;
+    NgramSource src;
+    SpeculativeOptions so;
+    so.generate = base;
+    so.k = 8;
+    const auto spec = generate_speculative(ctx, sc, prompt, src, so, [&](TokenId) { return ++seen < 11; });
+    EXPECT_EQ(spec.tokens, plain.tokens);
+    EXPECT_EQ(spec.stop, StopReason::Callback);
+    EXPECT_EQ(plain.stop, StopReason::Callback);
+    EXPECT_TRUE(sc.contents_equal(pc));
+}
+
+TEST_F(Speculative, ReusesACachedPromptPrefixAndHandlesEdgeCases) {
+    const auto item = load_items("free").at(0);
+    const auto prompt = prompt_of(item);
+    Context ctx(target_);
+    GenerateOptions go;
+    go.max_tokens = 30;
+    KvCache pc(*target_, {kCapacity});
+    const auto plain = generate_plain(ctx, pc, prompt, go);
+    // The cache already holds most of the prompt.
+    KvCache sc(*target_, {kCapacity});
+    ctx.forward(sc, std::span<const TokenId>(prompt).first(prompt.size() - 3), Logits::None);
+    NgramSource src;
+    SpeculativeOptions so;
+    so.generate = go;
+    const auto spec = generate_speculative(ctx, sc, prompt, src, so);
+    EXPECT_EQ(spec.tokens, plain.tokens);
+    EXPECT_EQ(spec.prompt_tokens, 3);
+
+    // max_tokens 0, a full cache, and bad calls.
+    so.generate.max_tokens = 0;
+    sc.truncate(0);
+    EXPECT_TRUE(generate_speculative(ctx, sc, prompt, src, so).tokens.empty());
+    EXPECT_EQ(sc.size(), static_cast<int64_t>(prompt.size()) - 1);
+    so.generate.max_tokens = 10;
+    KvCache tiny(*target_, {static_cast<int64_t>(prompt.size())});
+    const auto full = generate_speculative(ctx, tiny, prompt, src, so);
+    EXPECT_TRUE(full.tokens.empty());
+    EXPECT_EQ(full.stop, StopReason::ContextFull);
+    EXPECT_THROW(generate_speculative(ctx, sc, {}, src, so), rewind::Error);
+    ctx.forward(sc, std::span<const TokenId>(prompt).last(1), Logits::None);
+    EXPECT_THROW(generate_speculative(ctx, sc, prompt, src, so), rewind::Error); // cache holds it all
+    sc.truncate(0);
+    so.k = 0;
+    EXPECT_THROW(generate_speculative(ctx, sc, prompt, src, so), rewind::Error);
+    so.k = SpeculativeOptions::kMaxK + 1;
+    EXPECT_THROW(generate_speculative(ctx, sc, prompt, src, so), rewind::Error);
+    const auto other = Model::load(kShared + "/models/pycode-600k.gguf");
+    KvCache foreign(*other, {kCapacity});
+    so.k = 4;
+    EXPECT_THROW(SpeculativeDecoder(ctx, foreign, src, so), rewind::Error);
+}
+
+TEST_F(Speculative, StatisticsAddUp) {
+    const auto item = load_items("edit").at(0);
+    const auto prompt = prompt_of(item);
+    Context ctx(target_);
+    KvCache cache(*target_, {kCapacity});
+    NgramSource src;
+    SpeculativeOptions so;
+    so.generate.max_tokens = item.max_tokens;
+    so.k = 8;
+    const auto r = generate_speculative(ctx, cache, prompt, src, so);
+    const SpecStats& s = r.stats;
+    EXPECT_EQ(s.emitted, static_cast<int64_t>(r.tokens.size()));
+    EXPECT_LE(s.accepted, s.proposed);
+    EXPECT_EQ(s.proposed_at.size(), 8u);
+    int64_t prop = 0, acc = 0;
+    for (size_t i = 0; i < s.proposed_at.size(); ++i) {
+        prop += s.proposed_at[i];
+        acc += s.accepted_at[i];
+        EXPECT_LE(s.accepted_at[i], s.proposed_at[i]);
+        if (i > 0) {
+            EXPECT_LE(s.accepted_at[i], s.accepted_at[i - 1]); // a guess stands only after its predecessors
+        }
+    }
+    EXPECT_EQ(prop, s.proposed);
+    EXPECT_EQ(acc, s.accepted);
+    // The edit workload repeats the prompt: prompt lookup must pay off here.
+    EXPECT_GT(s.tokens_per_pass(), 1.5);
+    EXPECT_LT(s.passes, static_cast<int64_t>(r.tokens.size()));
+    EXPECT_LE(s.propose_seconds + s.verify_seconds, s.total_seconds * 1.01 + 1e-4);
+    EXPECT_FALSE(format_stats(s).empty());
+}
+
+namespace {
+
+// Pearson's chi-square of observed counts against probabilities, bins with an expected count
+// below 5 pooled into one; returns {statistic, degrees of freedom}.
+std::pair<double, int> chi_square(const std::map<TokenId, int>& counts, const std::vector<float>& p, int n) {
+    double stat = 0, pooled_e = 0, pooled_o = 0;
+    int bins = 0;
+    for (size_t v = 0; v < p.size(); ++v) {
+        const double e = p[v] * n;
+        const auto it = counts.find(static_cast<TokenId>(v));
+        const double o = it == counts.end() ? 0 : it->second;
+        if (e < 5) {
+            pooled_e += e;
+            pooled_o += o;
+            continue;
+        }
+        stat += (o - e) * (o - e) / e;
+        ++bins;
+    }
+    if (pooled_e > 0) {
+        stat += (pooled_o - pooled_e) * (pooled_o - pooled_e) / std::max(pooled_e, 1.0);
+        ++bins;
+    }
+    return {stat, bins - 1};
+}
+
+// A generous critical value: Wilson-Hilferty's chi-square quantile at z = 4.5 (p ~ 3e-6).
+double critical(int df) {
+    const double d = df, z = 4.5;
+    const double t = 1 - 2 / (9 * d) + z * std::sqrt(2 / (9 * d));
+    return d * t * t * t;
+}
+
+} // namespace
+
+// Rejection sampling keeps the target's distribution: the first two generated tokens of many
+// seeded runs follow the target's own next-token probabilities, with a draft model and with
+// plain point-mass guesses.
+TEST_F(Speculative, RejectionModePreservesTheTargetDistribution) {
+    const auto prompt = target_->tokenizer().encode("for i in range(");
+    Context ctx(target_);
+    SamplerOptions sopt;
+    sopt.temperature = 0.8f;
+    Sampler sampler(sopt, target_->n_vocab());
+    // The target's distribution at the first generated position.
+    KvCache c(*target_, {kCapacity});
+    std::vector<float> p1;
+    sampler.distribution(ctx.forward(c, prompt, Logits::Last).data(), prompt, p1);
+    const TokenId top = static_cast<TokenId>(std::max_element(p1.begin(), p1.end()) - p1.begin());
+    // ... and at the second, after the most likely first token.
+    std::vector<TokenId> prompt2 = prompt;
+    prompt2.push_back(top);
+    std::vector<float> p2;
+    sampler.distribution(ctx.forward(c, std::span<const TokenId>(&top, 1), Logits::Last).data(), prompt2, p2);
+
+    const int runs = long_tests() ? 20000 : 1500;
+    DraftSource draft(draft_, *target_, kCapacity);
+    Scripted scripted;
+    scripted.guesses = {top, top};
+    for (GuessSource* src : std::initializer_list<GuessSource*>{&draft, &scripted}) {
+        KvCache cache(*target_, {kCapacity});
+        ctx.forward(cache, std::span<const TokenId>(prompt).first(prompt.size() - 1), Logits::None);
+        std::map<TokenId, int> first, second;
+        int n_second = 0;
+        int64_t accepted = 0, proposed = 0;
+        for (int seed = 0; seed < runs; ++seed) {
+            SpeculativeOptions so;
+            so.generate.max_tokens = 3; // the first pass guesses positions 1 and 2
+            so.generate.stop_at_eog = false;
+            so.generate.sampler = sopt;
+            so.generate.sampler.seed = static_cast<uint64_t>(seed);
+            so.k = 4;
+            so.verify = VerifyMode::Rejection;
+            cache.truncate(static_cast<int64_t>(prompt.size()) - 1);
+            const auto r = generate_speculative(ctx, cache, prompt, *src, so);
+            ASSERT_EQ(r.tokens.size(), 3u);
+            ++first[r.tokens[0]];
+            if (r.tokens[0] == top) {
+                ++second[r.tokens[1]];
+                ++n_second;
+            }
+            accepted += r.stats.accepted;
+            proposed += r.stats.proposed;
+        }
+        const auto [x1, df1] = chi_square(first, p1, runs);
+        const auto [x2, df2] = chi_square(second, p2, n_second);
+        EXPECT_LT(x1, critical(df1)) << src->name() << ": first token, df " << df1;
+        EXPECT_LT(x2, critical(df2)) << src->name() << ": second token, df " << df2 << ", n " << n_second;
+        // The test must have exercised both acceptance and rejection.
+        EXPECT_GT(accepted, 0) << src->name();
+        EXPECT_LT(accepted, proposed) << src->name();
+        std::printf("%s: first token chi2 %.1f (df %d, critical %.1f), second %.1f (df %d, n %d), "
+                    "acceptance %.2f\n", std::string(src->name()).c_str(), x1, df1, critical(df1), x2, df2,
+                    n_second, static_cast<double>(accepted) / static_cast<double>(proposed));
+    }
+}
+
+// Greedy rejection mode degenerates to exact verification: same tokens as plain decoding.
+TEST_F(Speculative, GreedyRejectionModeIsExact) {
+    const auto item = load_items("edit").at(0);
+    const auto prompt = prompt_of(item);
+    Context ctx(target_);
+    GenerateOptions go;
+    go.max_tokens = 60;
+    KvCache pc(*target_, {kCapacity});
+    const auto plain = generate_plain(ctx, pc, prompt, go);
+    DraftSource draft(draft_, *target_, kCapacity);
+    KvCache sc(*target_, {kCapacity});
+    SpeculativeOptions so;
+    so.generate = go;
+    so.verify = VerifyMode::Rejection;
+    EXPECT_EQ(generate_speculative(ctx, sc, prompt, draft, so).tokens, plain.tokens);
+}
