@@ -1,6 +1,6 @@
-// Causal GQA attention front end: validates the shape, splits (token, head) pairs over the pool
-// (one score row of scratch per slot), and a double-precision reference. Each pair's result
-// depends only on its own query, its position and the cache, never on the split.
+// Causal GQA attention front end: validates the shape, splits (token, KV head) units over the
+// pool (one scratch slot per thread), and a double-precision reference. Each (token, head)
+// result depends only on its own query, its position and the cache, never on the split.
 #include "rewind/kernels/attention.h"
 
 #include <algorithm>
@@ -28,8 +28,13 @@ void check_shape(const AttentionShape& s, DType kv_type, const char* who) {
         throw Error(std::string(who) + ": unsupported KV type " + dtype_name(kv_type));
 }
 
-// Score-row length per slot, rounded so slots start on 64-byte boundaries.
-int64_t row_floats(const AttentionShape& s) { return ((s.pos0 + s.n_tokens + 15) / 16) * 16; }
+// Score-row length for one head, rounded so rows start on 64-byte boundaries.
+int64_t score_stride(const AttentionShape& s) { return ((s.pos0 + s.n_tokens + 15) / 16) * 16; }
+// Scratch of one slot: score rows, odd-position accumulators and 1/sum for one group of heads.
+int64_t slot_floats(const AttentionShape& s) {
+    const int64_t f = detail::attend_scratch_floats(s.n_head / s.n_head_kv, score_stride(s), s.head_dim);
+    return ((f + 15) / 16) * 16;
+}
 
 // Below this much work (multiply-adds) the call stays on the calling thread.
 constexpr int64_t kMinMacsPerThread = 32 * 1024;
@@ -40,8 +45,8 @@ size_t kv_elem_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
 
 int64_t attention_scratch_floats(const AttentionShape& s, int n_threads) {
     if (n_threads < 1) throw Error("attention_scratch_floats: n_threads must be >= 1");
-    if (s.n_tokens <= 0 || s.pos0 < 0) throw Error("attention_scratch_floats: bad shape");
-    return int64_t(n_threads) * row_floats(s);
+    check_shape(s, DType::F32, "attention_scratch_floats");
+    return int64_t(n_threads) * slot_floats(s);
 }
 
 void attention(const AttentionShape& s, const float* q, const void* k, const void* v, DType kv_type, float* out,
@@ -56,18 +61,20 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
     require_simd(level);
     const auto body = level == SimdLevel::Scalar ? detail::attend_scalar : detail::attend_avx2;
 
-    const int64_t pairs = s.n_tokens * s.n_head;
+    // Work unit: one token against one KV head, i.e. the `group` query heads sharing it.
     const int64_t group = s.n_head / s.n_head_kv;
+    const int64_t units = s.n_tokens * s.n_head_kv;
     const int64_t kv_stride = s.n_head_kv * s.head_dim;
     const size_t eb = kv_elem_bytes(kv_type);
     const float scale = 1.0f / std::sqrt(float(s.head_dim));
-    const int64_t rowf = row_floats(s);
+    const int64_t stride = score_stride(s);
+    const int64_t slotf = slot_floats(s);
 
-    auto run_pair = [&](int64_t i, float* scores) {
-        const int64_t t = i / s.n_head, h = i % s.n_head;
-        const int64_t kvh = h / group;
-        detail::AttendRow a;
-        a.q = q + (t * s.n_head + h) * s.head_dim;
+    auto run_unit = [&](int64_t i, float* slot) {
+        const int64_t t = i / s.n_head_kv, kvh = i % s.n_head_kv;
+        detail::AttendGroup a;
+        a.q = q + (t * s.n_head + kvh * group) * s.head_dim;
+        a.group = group;
         a.k = static_cast<const std::byte*>(k) + size_t(kvh * s.head_dim) * eb;
         a.v = static_cast<const std::byte*>(v) + size_t(kvh * s.head_dim) * eb;
         a.kv_stride = kv_stride;
@@ -75,21 +82,26 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
         a.head_dim = s.head_dim;
         a.n_pos = s.pos0 + t + 1;
         a.scale = scale;
-        a.out = out + (t * s.n_head + h) * s.head_dim;
-        a.scores = scores;
+        a.out = out + (t * s.n_head + kvh * group) * s.head_dim;
+        a.scores = slot;
+        a.score_stride = stride;
+        a.odd = slot + group * stride;
+        a.inv = a.odd + group * s.head_dim;
+        a.pad = a.inv + group;
         body(a);
     };
 
-    const int64_t macs = pairs * (s.pos0 + s.n_tokens) * s.head_dim * 2;
-    const int64_t slots = pool ? std::min<int64_t>({int64_t(pool->size()), pairs, std::max<int64_t>(1, macs / kMinMacsPerThread)}) : 1;
+    const int64_t macs = s.n_tokens * s.n_head * (s.pos0 + s.n_tokens) * s.head_dim * 2;
+    const int64_t slots =
+        pool ? std::min<int64_t>({int64_t(pool->size()), units, std::max<int64_t>(1, macs / kMinMacsPerThread)}) : 1;
     if (slots <= 1) {
-        for (int64_t i = 0; i < pairs; ++i) run_pair(i, scratch);
+        for (int64_t i = 0; i < units; ++i) run_unit(i, scratch);
         return;
     }
-    // Slot j owns pairs [j*pairs/slots, (j+1)*pairs/slots) and score row j of the scratch.
+    // Slot j owns units [j*units/slots, (j+1)*units/slots) and slot j of the scratch.
     pool->run(slots, [&](int64_t j0, int64_t j1) {
         for (int64_t j = j0; j < j1; ++j)
-            for (int64_t i = j * pairs / slots; i < (j + 1) * pairs / slots; ++i) run_pair(i, scratch + j * rowf);
+            for (int64_t i = j * units / slots; i < (j + 1) * units / slots; ++i) run_unit(i, scratch + j * slotf);
     });
 }
 

@@ -32,105 +32,165 @@ inline __m256 reduce8(const __m256 acc[8]) {
     return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20), _mm256_permute2f128_ps(s0123, s4567, 0x31));
 }
 
-// Scores for positions [p, p + valid), valid <= 8, as one group of 8: each position's dot is an
-// 8-lane FMA chain over head_dim, reduce8, then the head_dim % 8 tail in scalar, times scale.
-// A short last group repeats its last row in the unused lanes, which are then dropped; a
-// position's value depends only on p and n_pos (fixed for a token), never on the batch.
+// Scores of every head in the group for positions [p, p + 8), whose K rows start at `row0` and lie
+// `rs` bytes apart: each position's dot is an 8-lane FMA chain over head_dim, reduce8, then the
+// head_dim % 8 tail in scalar, times scale. The 8 K rows stay in L1 while the heads use them.
+// `out8` receives the 8 scores of head g at out8 + g * a.score_stride.
 template <DType T>
-inline void dots8(const AttendRow& a, int64_t p, int64_t valid, int64_t hd8) {
-    const size_t eb = T == DType::F32 ? 4 : 2;
-    const std::byte* rows[8];
-    for (int j = 0; j < 8; ++j)
-        rows[j] = static_cast<const std::byte*>(a.k) + size_t((p + (j < valid ? j : valid - 1)) * a.kv_stride) * eb;
-    __m256 acc[8];
+inline void dots8(const AttendGroup& a, const std::byte* row0, size_t rs, int64_t hd8, float* out8) {
+    const __m256 scale = _mm256_set1_ps(a.scale);
+    for (int64_t g = 0; g < a.group; ++g) {
+        const float* q = a.q + g * a.head_dim;
+        __m256 acc[8];
 #pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < hd8; i += 8) {
-        const __m256 qv = _mm256_loadu_ps(a.q + i);
+        for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < hd8; i += 8) {
+            const __m256 qv = _mm256_loadu_ps(q + i);
 #pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(qv, load8<T>(rows[j], i), acc[j]);
-    }
-    alignas(32) float s[8];
-    _mm256_store_ps(s, reduce8(acc));
-    for (int j = 0; j < valid; ++j) {
-        float v = s[j];
-        for (int64_t i = hd8; i < a.head_dim; ++i) v += a.q[i] * load1<T>(rows[j], i);
-        a.scores[p + j] = v * a.scale;
+            for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(qv, load8<T>(row0 + j * rs, i), acc[j]);
+        }
+        float* dst = out8 + g * a.score_stride;
+        if (hd8 == a.head_dim) {
+            _mm256_storeu_ps(dst, _mm256_mul_ps(reduce8(acc), scale));
+        } else {
+            alignas(32) float s[8];
+            _mm256_store_ps(s, reduce8(acc));
+            for (int j = 0; j < 8; ++j) {
+                float v = s[j];
+                for (int64_t i = hd8; i < a.head_dim; ++i) v += q[i] * load1<T>(row0 + j * rs, i);
+                dst[j] = v * a.scale;
+            }
+        }
     }
 }
 
+// All scores: full groups of 8 positions straight from the cache; a short last group goes
+// through a padded copy of its K rows (zeros beyond n_pos) into the spare score slots, which the
+// stride leaves room for, so every position uses the same code.
 template <DType T>
-void attend(const AttendRow& a) {
-    const int64_t n = a.n_pos;
-    const int64_t hd8 = a.head_dim & ~int64_t(7);
-    for (int64_t p = 0; p < n; p += 8) dots8<T>(a, p, n - p < 8 ? n - p : 8, hd8);
+void all_scores(const AttendGroup& a, int64_t hd8, std::byte* pad) {
+    const size_t eb = T == DType::F32 ? 4 : 2;
+    const size_t rs = size_t(a.kv_stride) * eb;
+    const int64_t n = a.n_pos, n8 = n & ~int64_t(7);
+    const auto* k = static_cast<const std::byte*>(a.k);
+    for (int64_t p = 0; p < n8; p += 8) dots8<T>(a, k + size_t(p) * rs, rs, hd8, a.scores + p);
+    if (n8 < n) {
+        const size_t row = size_t(a.head_dim) * eb;
+        std::memset(pad, 0, 8 * row);
+        for (int64_t j = 0; j < n - n8; ++j) std::memcpy(pad + size_t(j) * row, k + size_t(n8 + j) * rs, row);
+        dots8<T>(a, pad, row, hd8, a.scores + n8);
+    }
+}
 
-    // Max (exact in any order).
+// Turns one head's scores into softmax numerators in place; returns 1 / their sum. The tail goes
+// through a padded copy so every position uses the same vector exp; padding lanes are -inf -> 0
+// and add exactly nothing.
+inline float softmax_numerators(float* scores, int64_t n) {
+    // The max is exact in any order: 8 lanes, then across them, then the tail.
+    const int64_t n8 = n & ~int64_t(7);
+    __m256 m8 = _mm256_set1_ps(-INFINITY);
+    for (int64_t i = 0; i < n8; i += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(scores + i));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, m8);
     float m = -INFINITY;
-    for (int64_t i = 0; i < n; ++i) m = a.scores[i] > m ? a.scores[i] : m;
-
-    // Weights and their sum. The tail goes through a padded copy so every position uses the same
-    // vector exp; padding lanes are -inf -> 0 and add exactly nothing.
+    for (int j = 0; j < 8; ++j) m = lanes[j] > m ? lanes[j] : m;
+    for (int64_t i = n8; i < n; ++i) m = scores[i] > m ? scores[i] : m;
     const __m256 mv = _mm256_set1_ps(m);
     __m256 sumv = _mm256_setzero_ps();
-    const int64_t n8 = n & ~int64_t(7);
     for (int64_t i = 0; i < n8; i += 8) {
-        const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(a.scores + i), mv));
-        _mm256_storeu_ps(a.scores + i, e);
+        const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(scores + i), mv));
+        _mm256_storeu_ps(scores + i, e);
         sumv = _mm256_add_ps(sumv, e);
     }
     if (n8 < n) {
         float tail[8];
-        for (int j = 0; j < 8; ++j) tail[j] = n8 + j < n ? a.scores[n8 + j] : -INFINITY;
+        for (int j = 0; j < 8; ++j) tail[j] = n8 + j < n ? scores[n8 + j] : -INFINITY;
         const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(tail), mv));
         _mm256_storeu_ps(tail, e);
-        std::memcpy(a.scores + n8, tail, size_t(n - n8) * sizeof(float));
+        std::memcpy(scores + n8, tail, size_t(n - n8) * sizeof(float));
         sumv = _mm256_add_ps(sumv, e);
     }
-    const float inv = 1.0f / hsum8(sumv);
-    const __m256 invv = _mm256_set1_ps(inv);
+    return 1.0f / hsum8(sumv);
+}
 
-    // out = (sum_p w[p] * v[p]) * inv, 32 dims at a time, even and odd positions in separate
-    // accumulators (added at the end) to keep two FMA chains per register in flight.
-    int64_t d0 = 0;
-    for (; d0 + 32 <= hd8; d0 += 32) {
-        __m256 ev[4], od[4];
-        for (int c = 0; c < 4; ++c) ev[c] = od[c] = _mm256_setzero_ps();
-        int64_t q = 0;
-        for (; q + 2 <= n; q += 2) {
-            const __m256 w0 = _mm256_set1_ps(a.scores[q]), w1 = _mm256_set1_ps(a.scores[q + 1]);
+// ev/od[0 .. 8C) += w[q] * v[q][d0 ..] for positions [q0, q1): even positions into ev, odd into
+// od (q0 even). The accumulators live in memory between calls, so a head's sums continue across
+// position blocks in exactly the order of one long loop.
+template <DType T, int C>
+inline void weighted_v(float* ev_mem, float* od_mem, const float* w, const void* v, int64_t kv_stride, int64_t d0,
+                       int64_t q0, int64_t q1) {
+    __m256 ev[C], od[C];
 #pragma GCC unroll 4
-            for (int c = 0; c < 4; ++c) {
-                ev[c] = _mm256_fmadd_ps(w0, load8<T>(a.v, q * a.kv_stride + d0 + 8 * c), ev[c]);
-                od[c] = _mm256_fmadd_ps(w1, load8<T>(a.v, (q + 1) * a.kv_stride + d0 + 8 * c), od[c]);
-            }
-        }
-        if (q < n) {
-            const __m256 w0 = _mm256_set1_ps(a.scores[q]);
-            for (int c = 0; c < 4; ++c) ev[c] = _mm256_fmadd_ps(w0, load8<T>(a.v, q * a.kv_stride + d0 + 8 * c), ev[c]);
-        }
-        for (int c = 0; c < 4; ++c) _mm256_storeu_ps(a.out + d0 + 8 * c, _mm256_mul_ps(_mm256_add_ps(ev[c], od[c]), invv));
+    for (int c = 0; c < C; ++c) {
+        ev[c] = _mm256_loadu_ps(ev_mem + 8 * c);
+        od[c] = _mm256_loadu_ps(od_mem + 8 * c);
     }
-    for (; d0 < hd8; d0 += 8) {
-        __m256 ev = _mm256_setzero_ps(), od = _mm256_setzero_ps();
-        int64_t q = 0;
-        for (; q + 2 <= n; q += 2) {
-            ev = _mm256_fmadd_ps(_mm256_set1_ps(a.scores[q]), load8<T>(a.v, q * a.kv_stride + d0), ev);
-            od = _mm256_fmadd_ps(_mm256_set1_ps(a.scores[q + 1]), load8<T>(a.v, (q + 1) * a.kv_stride + d0), od);
+    int64_t q = q0;
+    for (; q + 2 <= q1; q += 2) {
+        const __m256 w0 = _mm256_set1_ps(w[q]), w1 = _mm256_set1_ps(w[q + 1]);
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c) {
+            ev[c] = _mm256_fmadd_ps(w0, load8<T>(v, q * kv_stride + d0 + 8 * c), ev[c]);
+            od[c] = _mm256_fmadd_ps(w1, load8<T>(v, (q + 1) * kv_stride + d0 + 8 * c), od[c]);
         }
-        if (q < n) ev = _mm256_fmadd_ps(_mm256_set1_ps(a.scores[q]), load8<T>(a.v, q * a.kv_stride + d0), ev);
-        _mm256_storeu_ps(a.out + d0, _mm256_mul_ps(_mm256_add_ps(ev, od), invv));
     }
-    for (int64_t d = hd8; d < a.head_dim; ++d) {
-        float s = 0.0f;
-        for (int64_t q = 0; q < n; ++q) s += a.scores[q] * load1<T>(a.v, q * a.kv_stride + d);
-        a.out[d] = s * inv;
+    if (q < q1) {
+        const __m256 w0 = _mm256_set1_ps(w[q]);
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c) ev[c] = _mm256_fmadd_ps(w0, load8<T>(v, q * kv_stride + d0 + 8 * c), ev[c]);
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) {
+        _mm256_storeu_ps(ev_mem + 8 * c, ev[c]);
+        _mm256_storeu_ps(od_mem + 8 * c, od[c]);
+    }
+}
+
+// Positions per block of the V pass: 64 rows of V stay in L1 while every head of the group
+// uses them. Even, so the even/odd pairing never straddles blocks.
+constexpr int64_t kVBlock = 64;
+
+template <DType T>
+void attend(const AttendGroup& a) {
+    const int64_t n = a.n_pos;
+    const int64_t hd8 = a.head_dim & ~int64_t(7);
+    all_scores<T>(a, hd8, reinterpret_cast<std::byte*>(a.pad));
+
+    for (int64_t g = 0; g < a.group; ++g) a.inv[g] = softmax_numerators(a.scores + g * a.score_stride, n);
+
+    // out = (sum_p w[p] * v[p]) * inv: `out` holds the even-position accumulators, `odd` the odd.
+    for (int64_t g = 0; g < a.group; ++g)
+        for (int64_t d = 0; d < hd8; ++d) a.out[g * a.head_dim + d] = a.odd[g * a.head_dim + d] = 0.0f;
+    for (int64_t pb = 0; pb < n; pb += kVBlock) {
+        const int64_t pe = n - pb < kVBlock ? n : pb + kVBlock;
+        for (int64_t g = 0; g < a.group; ++g) {
+            const float* w = a.scores + g * a.score_stride;
+            float* ev = a.out + g * a.head_dim;
+            float* od = a.odd + g * a.head_dim;
+            int64_t d0 = 0;
+            for (; d0 + 32 <= hd8; d0 += 32) weighted_v<T, 4>(ev + d0, od + d0, w, a.v, a.kv_stride, d0, pb, pe);
+            for (; d0 < hd8; d0 += 8) weighted_v<T, 1>(ev + d0, od + d0, w, a.v, a.kv_stride, d0, pb, pe);
+        }
+    }
+    for (int64_t g = 0; g < a.group; ++g) {
+        const float* w = a.scores + g * a.score_stride;
+        float* out = a.out + g * a.head_dim;
+        const float* od = a.odd + g * a.head_dim;
+        const float r = a.inv[g];
+        const __m256 rv = _mm256_set1_ps(r);
+        for (int64_t d = 0; d < hd8; d += 8)
+            _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_add_ps(_mm256_loadu_ps(out + d), _mm256_loadu_ps(od + d)), rv));
+        for (int64_t d = hd8; d < a.head_dim; ++d) {
+            float s = 0.0f;
+            for (int64_t q = 0; q < n; ++q) s += w[q] * load1<T>(a.v, q * a.kv_stride + d);
+            out[d] = s * r;
+        }
     }
 }
 
 } // namespace
 
-void attend_avx2(const AttendRow& a) {
+void attend_avx2(const AttendGroup& a) {
     if (a.kv_type == DType::F32) attend<DType::F32>(a);
     else attend<DType::F16>(a);
 }

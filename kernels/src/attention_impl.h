@@ -6,25 +6,37 @@
 
 namespace rewind::detail {
 
-// One (token, head) of causal attention: positions 0 .. n_pos-1 of one KV head.
-struct AttendRow {
-    const float* q;      // [head_dim]
-    const void* k;       // first element of this KV head at position 0; rows kv_stride apart
+// One token against one KV head: the `group` query heads that share that KV head, over cache
+// positions 0 .. n_pos-1. Heads of a group are adjacent, so q and out are [group, head_dim].
+struct AttendGroup {
+    const float* q;      // [group, head_dim]
+    int64_t group;       // query heads per KV head
+    const void* k;       // this KV head at position 0; positions kv_stride elements apart
     const void* v;
     int64_t kv_stride;   // elements between positions (n_head_kv * head_dim)
     DType kv_type;       // F32 or F16
     int64_t head_dim;
     int64_t n_pos;       // pos0 + t + 1
     float scale;         // 1/sqrt(head_dim)
-    float* out;          // [head_dim]
-    float* scores;       // scratch, >= n_pos floats
+    float* out;          // [group, head_dim]
+    float* scores;       // scratch: [group, score_stride], score_stride >= round_up(n_pos, 8)
+    int64_t score_stride;
+    float* odd;          // scratch: [group, head_dim] (odd-position accumulators)
+    float* inv;          // scratch: [group] (1 / softmax denominator)
+    float* pad;          // scratch: 8 * head_dim floats (a zero-padded copy of the last K rows)
 };
 
-// Scalar order: s[p] = (sequential dot) * scale; m = max; e[p] = expf(s[p]-m), sum ascending;
-// out[d] = (sum_p e[p]*v[p][d], p ascending) * (1/sum).
-void attend_scalar(const AttendRow& a);
-// AVX2 order: dots as 8-lane FMA + fixed hsum (+ scalar tail); a vector exp; sums and the
-// weighted V sum split over a fixed lane / even-odd layout. Depends only on the row's inputs.
-void attend_avx2(const AttendRow& a);
+// Scratch floats one AttendGroup needs beyond `out`.
+inline int64_t attend_scratch_floats(int64_t group, int64_t score_stride, int64_t head_dim) {
+    return group * (score_stride + head_dim + 1) + 8 * head_dim;
+}
+
+// Scalar order, per head: s[p] = (sequential dot) * scale; m = max; e[p] = expf(s[p]-m), summed
+// in ascending p; out[d] = (sum_p e[p]*v[p][d], p ascending) * (1/sum).
+void attend_scalar(const AttendGroup& a);
+// AVX2 order, per head: dots as 8-lane FMA chains reduced 8 positions at a time; a vector exp; an
+// 8-lane sum of the weights; the weighted V sum in two accumulators (even / odd positions).
+// Heads of a group share each K/V row while it is in L1; no value depends on the grouping.
+void attend_avx2(const AttendGroup& a);
 
 } // namespace rewind::detail

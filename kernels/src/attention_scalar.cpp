@@ -15,26 +15,31 @@ inline float kv_at(const void* base, DType type, int64_t idx) {
 
 } // namespace
 
-void attend_scalar(const AttendRow& a) {
-    float m = -INFINITY;
-    for (int64_t p = 0; p < a.n_pos; ++p) {
-        float s = 0.0f;
-        for (int64_t i = 0; i < a.head_dim; ++i) s += a.q[i] * kv_at(a.k, a.kv_type, p * a.kv_stride + i);
-        s *= a.scale;
-        a.scores[p] = s;
-        m = s > m ? s : m;
+void attend_scalar(const AttendGroup& a) {
+    for (int64_t g = 0; g < a.group; ++g) {
+        const float* q = a.q + g * a.head_dim;
+        float* out = a.out + g * a.head_dim;
+        float* scores = a.scores + g * a.score_stride;
+        float m = -INFINITY;
+        for (int64_t p = 0; p < a.n_pos; ++p) {
+            float s = 0.0f;
+            for (int64_t i = 0; i < a.head_dim; ++i) s += q[i] * kv_at(a.k, a.kv_type, p * a.kv_stride + i);
+            s *= a.scale;
+            scores[p] = s;
+            m = s > m ? s : m;
+        }
+        float sum = 0.0f;
+        for (int64_t p = 0; p < a.n_pos; ++p) {
+            const float e = std::exp(scores[p] - m);
+            scores[p] = e;
+            sum += e;
+        }
+        for (int64_t i = 0; i < a.head_dim; ++i) out[i] = 0.0f;
+        for (int64_t p = 0; p < a.n_pos; ++p)
+            for (int64_t i = 0; i < a.head_dim; ++i) out[i] += scores[p] * kv_at(a.v, a.kv_type, p * a.kv_stride + i);
+        const float inv = 1.0f / sum;
+        for (int64_t i = 0; i < a.head_dim; ++i) out[i] *= inv;
     }
-    float sum = 0.0f;
-    for (int64_t p = 0; p < a.n_pos; ++p) {
-        const float e = std::exp(a.scores[p] - m);
-        a.scores[p] = e;
-        sum += e;
-    }
-    for (int64_t i = 0; i < a.head_dim; ++i) a.out[i] = 0.0f;
-    for (int64_t p = 0; p < a.n_pos; ++p)
-        for (int64_t i = 0; i < a.head_dim; ++i) a.out[i] += a.scores[p] * kv_at(a.v, a.kv_type, p * a.kv_stride + i);
-    const float inv = 1.0f / sum;
-    for (int64_t i = 0; i < a.head_dim; ++i) a.out[i] *= inv;
 }
 
 } // namespace rewind::detail

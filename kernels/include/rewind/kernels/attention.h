@@ -18,8 +18,8 @@ struct AttentionShape {
     int64_t head_dim = 0;
 };
 
-// Scratch floats needed: one score row per thread of the pool (pass pool->size(), or 1 without
-// a pool).
+// Scratch floats needed: one slot per thread of the pool (pass pool->size(), or 1 without a
+// pool); a slot holds score rows for the query heads of one KV head and a few accumulators.
 int64_t attention_scratch_floats(const AttentionShape& s, int n_threads);
 
 // q:   [n_tokens, n_head, head_dim] float
