@@ -5,7 +5,6 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <string>
-#include <vector>
 
 #include "matmul_impl.h"
 #include "rewind/error.h"
@@ -30,8 +29,9 @@ SimdLevel detect_simd_uncached() {
 // Below this many multiply-adds a call runs on the calling thread: waking workers would cost
 // more than it saves. Only who computes a row changes, never its value.
 constexpr int64_t kMinMacsPerThread = 48 * 1024;
-// Rows handed out together, so thread ranges line up with the bodies' row tiles.
-constexpr int64_t kRowGrain = 16;
+// Thread ranges are multiples of this many rows: coarse enough that few rows fall outside the
+// bodies' row tiles, fine enough to balance small matrices (64 rows over 2 threads: 32 + 32).
+constexpr int64_t kRowGrain = 8;
 
 } // namespace
 
