@@ -3,7 +3,6 @@
 // spelled in GPT-2's printable alphabet, and adjacent symbols merge by tokenizer.ggml.merges rank.
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <queue>
 #include <string>
 #include <utility>
@@ -199,10 +198,8 @@ private:
         const auto i = static_cast<size_t>(id);
         const std::string& p = pieces_[i];
         if (kinds_[i] == TokenKind::UserDefined) return p; // stored as plain text, not byte-level
-        if (kinds_[i] == TokenKind::Byte && p.size() == 6 && p.starts_with("<0x") && p[5] == '>') {
-            unsigned v = 0;
-            if (std::sscanf(p.c_str() + 3, "%2x", &v) == 1) return std::string(1, static_cast<char>(v));
-        }
+        if (kinds_[i] == TokenKind::Byte)
+            if (const int b = parse_byte_piece(p); b >= 0) return std::string(1, static_cast<char>(b));
         std::string out;
         for (uint32_t cp : unicode::to_code_points(p)) {
             const int b = unicode::symbol_to_byte(cp);

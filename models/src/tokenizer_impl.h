@@ -21,6 +21,16 @@ struct StringHash {
 template <typename V>
 using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
 
+// The byte a piece like "<0x0A>" stands for, or -1 if the piece is not of that form.
+inline int parse_byte_piece(std::string_view p) {
+    const auto hex = [](char c) {
+        return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    };
+    if (p.size() != 6 || p.substr(0, 3) != "<0x" || p[5] != '>') return -1;
+    const int hi = hex(p[3]), lo = hex(p[4]);
+    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
 // Stores the checked vocabulary and implements everything but the text -> ids step of one
 // fragment of plain text, which each kind supplies.
 class VocabTokenizer : public Tokenizer {

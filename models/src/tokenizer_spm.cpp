@@ -16,20 +16,6 @@ namespace {
 
 constexpr std::string_view kSpace = "\xE2\x96\x81"; // U+2581, SentencePiece's visible space
 
-int hex_digit(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-// The byte a piece like "<0x0A>" stands for, or -1.
-int parse_byte_piece(const std::string& p) {
-    if (p.size() != 6 || p[0] != '<' || p[1] != '0' || p[2] != 'x' || p[5] != '>') return -1;
-    const int hi = hex_digit(p[3]), lo = hex_digit(p[4]);
-    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
-}
-
 struct Symbol {
     int prev, next;   // neighbours in the live chain, -1 at the ends
     size_t off, n;    // bytes of the (escaped) text; n == 0 once merged into the left neighbour

@@ -49,12 +49,14 @@ public:
     virtual ~Tokenizer() = default;
 
     virtual TokenizerModel model() const = 0;
+    // AddBos::Default and Yes also append EOS when the file's add_eos_token says so; No adds neither.
     virtual std::vector<TokenId> encode(std::string_view text, AddBos add_bos = AddBos::Default,
                                         SpecialTokens special = SpecialTokens::AsText) const = 0;
     // The bytes of one token's piece as it appears in text (byte pieces give their byte;
     // control tokens give "" unless `render_special`).
     virtual std::string token_to_piece(TokenId id, bool render_special = false) const = 0;
-    // Concatenated pieces, with SPM's leading-space rule applied at the start of text.
+    // Concatenated pieces, with SPM's leading-space rule applied at the start of text: with
+    // add_space_prefix, one space comes off the first non-empty piece (so decode(encode(s)) == s).
     std::string decode(const std::vector<TokenId>& ids, bool render_special = false) const;
 
     int64_t n_vocab() const { return static_cast<int64_t>(pieces_.size()); }
