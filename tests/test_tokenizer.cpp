@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -142,6 +143,43 @@ TEST_P(VocabVectors, StreamDecodingEqualsDecode) {
         text += dec.flush();
         EXPECT_EQ(text, v.text);
     }
+}
+
+// Random text: ASCII, multi-byte characters, special-token spellings and stray bytes. Encoding
+// must never fail, and valid UTF-8 must decode back unchanged. (Malformed UTF-8 is not always
+// restored: both kinds cut symbols by lead byte as llama.cpp does, so a stray lead byte swallows
+// the next bytes, e.g. SentencePiece's space mark, and byte-level BPE turns it into U+FFFD.)
+TEST_P(VocabVectors, RandomTextRoundTrips) {
+    const auto tok = load_vocab(GetParam());
+    const bool spm = tok->model() == TokenizerModel::Spm;
+    const TokenId eos_piece = id_of(*tok, "</s>");
+    const bool user_defined_eos = eos_piece >= 0 && tok->kind(eos_piece) == TokenKind::UserDefined;
+    const std::vector<std::string> atoms = {"a", "Z", "7", " ", "  ", "\n", "\t", "'s", "'ll", "__", "(", "é", "½",
+                                            "日本", "\xF0\x9F\xA6\x99", "\xE2\x96\x81", "<s>", "</s>",
+                                            "<|endoftext|>", "<0x41>", "\xC3", "\xFF", "\x80"};
+    std::mt19937 rng(1234);
+    size_t checked = 0;
+    for (int round = 0; round < 400; ++round) {
+        std::string text;
+        const int n = static_cast<int>(rng() % 40);
+        for (int i = 0; i < n; ++i) {
+            const std::string& a = atoms[rng() % atoms.size()];
+            if (spm && a == "\xE2\x96\x81") continue; // SentencePiece's space mark decodes as ' '
+            // A user-defined piece (Phi-3's "</s>") is always a token, and SentencePiece then
+            // restarts with a space prefix, so text around it is not restored either.
+            if (user_defined_eos && a == "</s>") continue;
+            text += a;
+        }
+        const auto ids = tok->encode(text, AddBos::No);
+        for (TokenId id : ids) ASSERT_TRUE(tok->valid(id));
+        EXPECT_TRUE(valid_utf8(tok->decode(ids)) || !valid_utf8(text));
+        if (valid_utf8(text)) {
+            EXPECT_EQ(tok->decode(ids), text) << "'" << text << "'";
+            ++checked;
+        }
+        EXPECT_NO_THROW(tok->encode(text, AddBos::Yes, SpecialTokens::Parse));
+    }
+    EXPECT_GT(checked, 20u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocab, VocabVectors, ::testing::Values("llama-spm", "phi-3", "gpt-2", "starcoder"),
@@ -372,6 +410,30 @@ TEST(TinyVocab, BpeLowestRankFirst) {
     s.merges = {"a b", "b c"};
     tok = Tokenizer::from_spec(s);
     EXPECT_EQ(tok->encode("abc"), (std::vector<TokenId>{3, 2}));
+}
+
+// Merges across a word boundary cannot happen, so which merges fire shows where each
+// tokenizer.ggml.pre split the text.
+TEST(TinyVocab, BpePreTokenizerSplits) {
+    TokenizerSpec s;
+    s.model = "gpt2";
+    s.tokens = {"a", ",", "b", "\xC4\xA0", "1", "2", "3", "4", "5", ",,", "\xC4\xA0" "1", "34", "'", "s", "'s"};
+    s.merges = {", ,", "\xC4\xA0 1", "3 4", "' s"};
+    const auto ids = [&](const std::string& pre, const std::string& text) {
+        s.pre = pre;
+        return Tokenizer::from_spec(s)->encode(text);
+    };
+    using V = std::vector<TokenId>;
+    // gpt-2: "a" ",," "b" " 12345"
+    EXPECT_EQ(ids("gpt-2", "a,,b 12345"), (V{0, 9, 2, 10, 5, 11, 8}));
+    // starcoder: every digit alone first, so neither " 1" nor "34" can merge
+    EXPECT_EQ(ids("starcoder", "a,,b 12345"), (V{0, 9, 2, 3, 4, 5, 6, 7, 8}));
+    // llama.cpp's default: punctuation runs, GPT-2, digit runs, then groups of three digits
+    EXPECT_EQ(ids("", "a,,b 12345"), (V{0, 9, 2, 3, 4, 5, 6, 7, 8}));
+    EXPECT_EQ(ids("default", "b 12 345"), ids("", "b 12 345"));
+    // A contraction is its own word; the quote alone glues to a following letter run otherwise.
+    EXPECT_EQ(ids("gpt-2", "a's"), (V{0, 14}));
+    EXPECT_EQ(ids("default", "a's"), (V{0, 12, 13})); // ' is punctuation: split off first
 }
 
 // ---- errors ----
