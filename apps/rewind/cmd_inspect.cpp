@@ -1,0 +1,213 @@
+// `rewind inspect`: what a GGUF file holds — architecture, hyperparameters, tokenizer, tensors —
+// and, with --metadata, every key/value. Works on vocabulary-only files too.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "commands.h"
+#include "rewind/gguf.h"
+#include "rewind/llama_model.h"
+#include "rewind/tokenizer.h"
+
+namespace rewind::cli {
+
+namespace {
+
+struct InspectOptions {
+    std::string model;
+    bool metadata = false;
+};
+
+std::string human_bytes(uint64_t n) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = static_cast<double>(n);
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        ++u;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+    return buf;
+}
+
+std::string human_count(uint64_t n) {
+    char buf[32];
+    if (n >= 1000000000ull) std::snprintf(buf, sizeof buf, "%.2f G", static_cast<double>(n) / 1e9);
+    else if (n >= 1000000ull) std::snprintf(buf, sizeof buf, "%.2f M", static_cast<double>(n) / 1e6);
+    else if (n >= 1000ull) std::snprintf(buf, sizeof buf, "%.1f K", static_cast<double>(n) / 1e3);
+    else std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(n));
+    return buf;
+}
+
+std::string shape_string(const std::vector<uint64_t>& dims) {
+    std::string s = "[";
+    for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+    return s + "]";
+}
+
+std::string pad(std::string s, size_t width) {
+    if (s.size() < width) s.append(width - s.size(), ' ');
+    return s;
+}
+
+void row(const std::string& label, const std::string& value) {
+    std::cout << "  " << pad(label, 22) << value << "\n";
+}
+
+// Type column of the metadata dump: "uint32", "array[string; 4096]", ...
+std::string type_label(const GgufKeyValue& kv) {
+    if (kv.type != GgufValueType::Array) return gguf_value_type_name(kv.type);
+    const auto& arr = std::get<std::shared_ptr<GgufArray>>(kv.value);
+    return std::string("array[") + gguf_value_type_name(arr->type) + "; " +
+           std::to_string(arr->values.size()) + "]";
+}
+
+void print_metadata(const GgufFile& g) {
+    std::cout << "metadata (" << g.metadata().size() << " keys):\n";
+    size_t key_w = 0, type_w = 0;
+    for (const GgufKeyValue& kv : g.metadata()) {
+        key_w = std::max(key_w, kv.key.size());
+        type_w = std::max(type_w, type_label(kv).size());
+    }
+    constexpr size_t kMaxValueChars = 160; // chat templates and the like run to kilobytes
+    for (const GgufKeyValue& kv : g.metadata()) {
+        std::string v = gguf_value_to_string(kv.value, 8);
+        if (v.size() > kMaxValueChars) v = v.substr(0, kMaxValueChars) + "... (" + std::to_string(v.size()) + " chars)";
+        std::cout << "  " << pad(kv.key, key_w) << "  " << pad(type_label(kv), type_w) << "  " << v << "\n";
+    }
+}
+
+std::string token_label(const Tokenizer& tok, TokenId id) {
+    if (id < 0) return "none";
+    if (!tok.valid(id)) return std::to_string(id) + " (out of range)";
+    return std::to_string(id) + " " + gguf_value_to_string(GgufValue(tok.piece(id)));
+}
+
+void print_tokenizer(const GgufFile& g, const Tokenizer& tok) {
+    std::cout << "tokenizer:\n";
+    std::string kind = g.get_string("tokenizer.ggml.model").value_or("?");
+    kind += tok.model() == TokenizerModel::Spm ? " (SentencePiece BPE)" : " (byte-level BPE)";
+    row("model", kind);
+    if (auto pre = g.get_string("tokenizer.ggml.pre")) row("pre-tokenizer", *pre);
+    row("vocabulary", std::to_string(tok.n_vocab()) + " tokens");
+    row("BOS", token_label(tok, tok.bos()));
+    row("EOS", token_label(tok, tok.eos()));
+    row("add BOS", tok.add_bos() ? "yes" : "no");
+    if (tok.add_eos()) row("add EOS", "yes");
+    if (tok.model() == TokenizerModel::Spm) {
+        bool from_file = g.find("tokenizer.ggml.add_space_prefix") != nullptr;
+        row("add space prefix", std::string(tok.add_space_prefix() ? "yes" : "no") + (from_file ? "" : " (default)"));
+    } else {
+        row("add space prefix", "no (byte-level BPE)");
+    }
+}
+
+void print_hparams(const LlamaModelFile& mf) {
+    const LlamaHparams& hp = mf.hparams();
+    std::cout << "hyperparameters:\n";
+    row("context length", std::to_string(hp.n_ctx_train));
+    row("embedding length", std::to_string(hp.n_embd));
+    row("layers", std::to_string(hp.n_layer));
+    row("feed-forward length", std::to_string(hp.n_ff));
+    row("heads", std::to_string(hp.n_head) + " (head dim " + std::to_string(hp.head_dim()) + ")");
+    std::string kv = std::to_string(hp.n_head_kv);
+    if (hp.n_head_kv != hp.n_head) kv += " (grouped-query, " + std::to_string(hp.n_head / hp.n_head_kv) + " heads per KV head)";
+    row("KV heads", kv);
+    std::ostringstream rope;
+    rope << hp.n_rot << " dims, base " << hp.rope_freq_base;
+    row("rope", rope.str());
+    std::ostringstream eps;
+    eps << hp.rms_eps;
+    row("RMS norm epsilon", eps.str());
+    row("vocabulary", std::to_string(hp.n_vocab));
+    std::string head = "separate (untied)";
+    if (mf.weights().tied_output)
+        head = mf.gguf().find_tensor("output.weight") ? "tied (output.weight is a byte copy of token_embd.weight)"
+                                                      : "tied to token embeddings";
+    row("output head", head);
+    char fp[32];
+    std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(mf.fingerprint()));
+    row("fingerprint", fp);
+}
+
+void print_tensors(const GgufFile& g) {
+    const auto& ts = g.tensors();
+    if (ts.empty()) {
+        std::cout << "tensors: none (vocabulary-only file: it holds a tokenizer but no weights)\n";
+        return;
+    }
+    size_t name_w = 4, type_w = 4, shape_w = 5;
+    for (const GgufTensorInfo& t : ts) {
+        name_w = std::max(name_w, t.name.size());
+        type_w = std::max(type_w, tensor_type_name(t.type).size());
+        shape_w = std::max(shape_w, shape_string(t.dims).size());
+    }
+    std::cout << "tensors (shape in ggml order: row length first):\n";
+    std::cout << "  " << pad("name", name_w) << "  " << pad("type", type_w) << "  " << pad("shape", shape_w)
+              << "  bytes\n";
+    uint64_t total = 0, params = 0;
+    for (const GgufTensorInfo& t : ts) {
+        std::cout << "  " << pad(t.name, name_w) << "  " << pad(tensor_type_name(t.type), type_w) << "  "
+                  << pad(shape_string(t.dims), shape_w) << "  " << t.n_bytes << "\n";
+        total += t.n_bytes; // cannot overflow: every tensor lies inside the file
+        params += t.n_elements;
+    }
+    std::cout << "  total: " << ts.size() << " tensors, " << human_count(params) << " parameters, "
+              << human_bytes(total) << " (" << total << " bytes)\n";
+}
+
+int inspect(const InspectOptions& opt) {
+    const std::string path = opt.model.empty() ? default_model_path() : opt.model;
+    GgufFile g = GgufFile::open(path);
+
+    // A model is validated in full (shapes, tokenizer) so that inspect also answers "will rewind
+    // load this?"; a vocabulary-only file only needs its tokenizer.
+    std::unique_ptr<LlamaModelFile> mf;
+    std::unique_ptr<Tokenizer> vocab_tok;
+    if (!g.tensors().empty()) mf = LlamaModelFile::open(path);
+    else vocab_tok = Tokenizer::from_gguf(g);
+    const Tokenizer& tok = mf ? mf->tokenizer() : *vocab_tok;
+
+    std::cout << "file:          " << path << "\n";
+    std::cout << "format:        GGUF v" << g.version() << ", " << human_bytes(g.file_size()) << " ("
+              << g.file_size() << " bytes), alignment " << g.alignment() << ", " << g.metadata().size()
+              << " metadata keys, " << g.tensors().size() << " tensors\n";
+    std::cout << "architecture:  " << g.get_string("general.architecture").value_or("(not set)") << "\n";
+    if (auto name = g.get_string("general.name")) std::cout << "name:          " << *name << "\n";
+    std::cout << "\n";
+
+    if (mf) {
+        print_hparams(*mf);
+        std::cout << "\n";
+    }
+    print_tokenizer(g, tok);
+    std::cout << "\n";
+    if (opt.metadata || !mf) {
+        print_metadata(g);
+        std::cout << "\n";
+    }
+    print_tensors(g);
+    return 0;
+}
+
+} // namespace
+
+void register_inspect(CLI::App& app, Runner& run) {
+    auto opt = std::make_shared<InspectOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "inspect",
+        "Show what a GGUF file holds: architecture, hyperparameters, tokenizer, tensor table.\n"
+        "Models are checked as `rewind generate` would load them; vocabulary-only files are\n"
+        "shown with their metadata and tokenizer.");
+    CLI::Option* pos = cmd->add_option("MODEL", opt->model, "GGUF file to inspect (default: the bundled model)");
+    CLI::Option* named = cmd->add_option("-m,--model", opt->model, "Same as MODEL");
+    pos->excludes(named);
+    cmd->add_flag("--metadata", opt->metadata, "Also list every metadata key/value (arrays abbreviated)");
+    cmd->callback([&run, opt] { run = [opt] { return inspect(*opt); }; });
+}
+
+} // namespace rewind::cli
