@@ -280,18 +280,26 @@ void write_markdown(std::ostream& out, const BenchResult& r) {
     }
 }
 
-void write_cost_markdown(std::ostream& out, const BenchResult& r) {
+void write_cost_markdown(std::ostream& out, const BenchResult& r, std::span<const int64_t> show) {
     out << "### Verification cost: one target forward pass over n new tokens (" << r.cost_prefix
         << " tokens cached)\n\n";
     if (r.items.empty()) // the cost curve alone: say what it ran on here
         out << basename(r.setup.model_path) << " · " << r.setup.threads
             << (r.setup.threads == 1 ? " thread" : " threads") << " · " << machine_text(r.machine) << "\n\n";
+    const Throughput& t = r.throughput;
+    if (t.prompt_tokens > 0 && t.prefill_seconds > 0 && t.decode_seconds > 0)
+        out << "prefill: " << t.prompt_tokens << " tokens in " << fmt("%.2f", 1e3 * t.prefill_seconds) << " ms = "
+            << fmt("%.0f", static_cast<double>(t.prompt_tokens) / t.prefill_seconds) << " tokens/s · decode: "
+            << fmt("%.0f", static_cast<double>(t.decode_tokens) / t.decode_seconds) << " tokens/s ("
+            << fmt("%.3f", 1e3 * t.decode_seconds / static_cast<double>(t.decode_tokens)) << " ms/token)\n\n";
     out << "| n | ms per pass | ÷ 1-token pass | ms per token |\n| ---: | ---: | ---: | ---: |\n";
     const double one = r.cost_curve.empty() ? 0 : r.cost_curve.front().seconds;
-    for (const auto& c : r.cost_curve)
+    for (const auto& c : r.cost_curve) {
+        if (!show.empty() && std::find(show.begin(), show.end(), c.n) == show.end()) continue;
         out << "| " << c.n << " | " << fmt("%.3f", 1e3 * c.seconds) << " | "
             << (one > 0 ? fmt("%.2fx", c.seconds / one) : std::string("-")) << " | "
             << fmt("%.3f", 1e3 * c.seconds / static_cast<double>(c.n)) << " |\n";
+    }
 }
 
 std::string to_json(const BenchResult& r, int indent) {
@@ -358,6 +366,12 @@ std::string to_json(const BenchResult& r, int indent) {
     json cost = json::array();
     for (const auto& c : r.cost_curve) cost.push_back({{"n", c.n}, {"seconds", c.seconds}, {"samples", c.samples}});
     j["cost_curve"] = {{"prefix_tokens", r.cost_prefix}, {"points", cost}};
+    const Throughput& t = r.throughput;
+    j["throughput"] = t.prompt_tokens > 0 ? json{{"prompt_tokens", t.prompt_tokens},
+                                                 {"decode_tokens", t.decode_tokens},
+                                                 {"prefill_seconds", t.prefill_seconds},
+                                                 {"decode_seconds", t.decode_seconds}}
+                                          : json(nullptr);
 
     json fails = json::array();
     for (const auto& f : lossless_failures(r))
@@ -421,6 +435,9 @@ BenchResult from_json(const std::string& text, const std::string& source) {
         for (const auto& c : cost.at("points"))
             r.cost_curve.push_back({c.at("n").get<int64_t>(), c.at("seconds").get<double>(),
                                     c.at("samples").get<std::vector<double>>()});
+        if (const auto it = j.find("throughput"); it != j.end() && !it->is_null())
+            r.throughput = {it->at("prompt_tokens").get<int64_t>(), it->at("decode_tokens").get<int64_t>(),
+                            it->at("prefill_seconds").get<double>(), it->at("decode_seconds").get<double>()};
     } catch (const json::exception& e) {
         throw Error(source + ": malformed rewind bench report (" + e.what() + ")");
     }

@@ -11,7 +11,7 @@ namespace rewind::bench {
 
 struct CostCurveOptions {
     int64_t max_n = 17;  // n = 1..max_n new tokens per pass (17 = k 16 plus the target's token)
-    int64_t prefix = 0;  // tokens already cached before each pass
+    int64_t prefix = 100; // tokens already cached before each pass: a warm context, as in use
     int repeat = 25;     // timed passes per n (the median is kept)
     int warmup = 3;      // untimed rounds over every n first
 };
@@ -20,5 +20,15 @@ struct CostCurveOptions {
 // cached tokens, interleaving the n values within each round so drift hits all of them alike.
 // Throws rewind::Error on options out of range or prefix + max_n beyond the model's context.
 std::vector<CostPoint> measure_cost_curve(Context& ctx, const CostCurveOptions& opts = {});
+
+struct ThroughputOptions {
+    int64_t prompt_tokens = 128; // one prefill pass over this many tokens
+    int64_t decode_tokens = 64;  // then this many single-token passes (greedy on the logits)
+    int rounds = 5;              // timed rounds (the median is kept), after one untimed round
+};
+
+// Prefill and decode speed of plain forward passes on a fresh cache. Throws rewind::Error on
+// options out of range or prompt + decode tokens beyond the model's context.
+Throughput measure_throughput(Context& ctx, const ThroughputOptions& opts = {});
 
 } // namespace rewind::bench

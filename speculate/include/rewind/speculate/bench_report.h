@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <ostream>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -16,9 +17,14 @@ namespace rewind::bench {
 // item, configuration and first differing position of each failure).
 void write_markdown(std::ostream& out, const BenchResult& r);
 
-// The verification cost curve alone as a Markdown table (with the model, threads and machine
-// when the result holds no items, as from `rewind bench --cost-curve`).
-void write_cost_markdown(std::ostream& out, const BenchResult& r);
+// The pass sizes the Markdown cost table shows by default: single decode, k = 1, 3, 7, 8, 15, 16
+// verification passes (the JSON keeps every n measured).
+inline constexpr int64_t kCostRows[] = {1, 2, 4, 8, 9, 16, 17};
+
+// The verification cost curve as a Markdown table of the rows `show` (those measured), preceded
+// by prefill/decode throughput when measured and, when the result holds no items (as from
+// `rewind bench --cost-curve`), the model, threads and machine.
+void write_cost_markdown(std::ostream& out, const BenchResult& r, std::span<const int64_t> show = kCostRows);
 
 // One JSON document: setup (model files, threads, seed, ...), machine, configurations, every item
 // with every repeat's raw figures, summaries (all and per kind), the cost curve and the verdict.

@@ -80,6 +80,13 @@ struct CostPoint {
     std::vector<double> samples;
 };
 
+// Plain forward-pass throughput: one pass over a whole prompt, then single-token decode passes.
+struct Throughput {
+    int64_t prompt_tokens = 0, decode_tokens = 0; // 0: not measured
+    double prefill_seconds = 0;                   // median, one pass over the prompt
+    double decode_seconds = 0;                    // median, all decode_tokens passes together
+};
+
 struct BenchResult {
     SetupInfo setup;
     MachineInfo machine;
@@ -87,6 +94,7 @@ struct BenchResult {
     std::vector<ItemResult> items;
     int64_t cost_prefix = 0;
     std::vector<CostPoint> cost_curve; // empty when not measured
+    Throughput throughput;             // measured by `rewind bench --cost-curve`
     bool lossless() const;
     std::vector<std::string> kinds() const; // distinct non-empty kinds, in first-seen order
 };

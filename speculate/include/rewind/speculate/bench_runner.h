@@ -1,0 +1,57 @@
+// The measurement loop of `rewind bench`: per workload item, the baseline (plain decoding) and
+// every speculative configuration, interleaved and repeated, each output checked token for token
+// against the baseline's.
+#pragma once
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "rewind/model.h"
+#include "rewind/sampler.h"
+#include "rewind/speculate/bench_cost.h"
+#include "rewind/speculate/bench_report.h"
+#include "rewind/speculate/bench_result.h"
+#include "rewind/speculate/bench_workload.h"
+
+namespace rewind::bench {
+
+// Which k policies each (source, k) pair is measured with.
+enum class KModes { Fixed, Adaptive, Both };
+
+// Every source × k × policy, in that nesting order. Adaptive k = 1 is skipped when Fixed k = 1
+// is also measured (it cannot move, so it is the same configuration). Throws rewind::Error on an
+// empty list, a baseline source, or k outside [1, 255].
+std::vector<Config> make_configs(std::span<const Source> sources, std::span<const int> ks, KModes modes);
+
+struct RunnerOptions {
+    std::vector<Config> configs;  // speculative configurations; the baseline is added first
+    int repeat = 3;               // timed requests per item and configuration (median kept)
+    int warmup = 1;               // untimed rounds of the first item under every configuration
+    int n_threads = 1;            // target's and draft's contexts
+    SamplerOptions sampler;       // greedy by default
+    int64_t max_tokens = 0;       // > 0: overrides every item's max_tokens
+    bool cost_curve = true;       // measure the verification cost curve after the items
+    CostCurveOptions cost;
+};
+
+struct BenchModels {
+    std::shared_ptr<const Model> target;
+    std::shared_ptr<const Model> draft; // null: no draft model (draft configurations refused)
+};
+
+using ProgressFn = std::function<void(const Progress&)>;
+
+// Runs the benchmark. Items without references are not measured under "ref" (the source has
+// nothing to copy from; their cells stay empty); "auto" uses references when an item has them,
+// prompt lookup, and the draft model when one is loaded. Lossless failures are recorded in the
+// result, not thrown: the report names them. Throws rewind::Error on bad options (no items,
+// repeat < 1, a draft configuration without a draft model, "ref" with no item having references).
+// result.setup gets threads, sampling, repeat and warm-up; the caller fills in file names.
+BenchResult run_bench(const BenchModels& models, const std::vector<WorkItem>& items, const RunnerOptions& opts,
+                      const ProgressFn& progress = {});
+
+// The CPU model (/proc/cpuinfo), the kernels' SIMD level, and the hardware thread count.
+MachineInfo detect_machine();
+
+} // namespace rewind::bench

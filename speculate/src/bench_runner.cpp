@@ -1,0 +1,294 @@
+// The benchmark loop. One target context and cache serve every run (the cache is truncated to 0
+// before each), so no run pays for allocation or first-touch page faults that another skipped;
+// one draft source likewise serves the "draft" and "auto" configurations.
+#include "rewind/speculate/bench_runner.h"
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "rewind/error.h"
+#include "rewind/generate.h"
+#include "rewind/kernels/simd.h"
+#include "rewind/speculate/composite_source.h"
+#include "rewind/speculate/decoder.h"
+#include "rewind/speculate/draft_source.h"
+#include "rewind/speculate/ngram_source.h"
+#include "rewind/speculate/reference_source.h"
+
+namespace rewind::bench {
+namespace {
+
+namespace sp = rewind::speculate;
+using Clock = std::chrono::steady_clock;
+
+// Lends a source to a CompositeSource (which owns its members) without giving it away, so the
+// draft model's context and cache are built once, not once per request.
+class BorrowedSource final : public sp::GuessSource {
+public:
+    explicit BorrowedSource(sp::GuessSource& inner) : inner_(inner) {}
+    std::string_view name() const override { return inner_.name(); }
+    void reset(const sp::GenerationStart& start) override { inner_.reset(start); }
+    void propose(std::span<const TokenId> context, int k, sp::Proposal& out) override { inner_.propose(context, k, out); }
+    void accept(std::span<const TokenId> context) override { inner_.accept(context); }
+
+private:
+    sp::GuessSource& inner_;
+};
+
+bool applies(const Config& c, const WorkItem& item) {
+    return c.source != Source::Ref || !item.references.empty();
+}
+
+struct Outcome {
+    RunSample sample;
+    std::vector<TokenId> tokens;
+};
+
+class Engine {
+public:
+    Engine(const BenchModels& models, const RunnerOptions& opts)
+        : opts_(opts), target_(models.target, ContextOptions{opts.n_threads}), cache_(*models.target) {
+        if (models.draft) {
+            sp::DraftSourceOptions d;
+            d.context.n_threads = opts.n_threads;
+            draft_ = std::make_unique<sp::DraftSource>(models.draft, *models.target, cache_.capacity(), d);
+        }
+    }
+
+    Context& target() { return target_; }
+
+    Outcome run(const Config& c, const WorkItem& item, const std::vector<TokenId>& prompt, int64_t max_tokens) {
+        GenerateOptions g;
+        g.max_tokens = max_tokens;
+        g.sampler = opts_.sampler;
+        cache_.truncate(0);
+        Outcome out;
+        if (c.source == Source::Baseline) {
+            const auto t0 = Clock::now();
+            GenerateResult res = generate_plain(target_, cache_, prompt, g);
+            out.sample.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+            out.sample.prompt_seconds = res.prompt_seconds;
+            out.sample.tokens = static_cast<int64_t>(res.tokens.size());
+            out.sample.passes = out.sample.tokens; // one token per pass, by definition
+            out.tokens = std::move(res.tokens);
+            return out;
+        }
+        sp::SpeculativeOptions so;
+        so.generate = g;
+        so.k = c.k;
+        so.k_policy = c.adaptive ? sp::KPolicy::Adaptive : sp::KPolicy::Fixed;
+        so.verify = sp::VerifyMode::Exact;
+        // The clock starts before the source is built: indexing a request's reference documents
+        // is part of serving that request.
+        const auto t0 = Clock::now();
+        std::unique_ptr<sp::GuessSource> source = make_source(c, item);
+        sp::SpeculativeResult res = sp::generate_speculative(target_, cache_, prompt, *source, so);
+        out.sample.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+        out.sample.prompt_seconds = res.prompt_seconds;
+        out.sample.tokens = static_cast<int64_t>(res.tokens.size());
+        out.sample.passes = res.stats.passes;
+        out.sample.proposed = res.stats.proposed;
+        out.sample.accepted = res.stats.accepted;
+        out.sample.propose_seconds = res.stats.propose_seconds;
+        out.sample.verify_seconds = res.stats.verify_seconds;
+        out.tokens = std::move(res.tokens);
+        return out;
+    }
+
+private:
+    std::unique_ptr<sp::GuessSource> make_source(const Config& c, const WorkItem& item) {
+        const Tokenizer& tok = target_.model().tokenizer();
+        switch (c.source) {
+        case Source::Ngram: return std::make_unique<sp::NgramSource>();
+        case Source::Ref: return std::make_unique<sp::ReferenceSource>(sp::ReferenceSource::from_texts(tok, item.references));
+        case Source::Draft: return std::make_unique<BorrowedSource>(*draft_);
+        case Source::Auto: {
+            // The order of preference of "auto": documents the user supplied, then the text so
+            // far, then the draft model (the only member that costs forward passes).
+            std::vector<std::unique_ptr<sp::GuessSource>> members;
+            if (!item.references.empty())
+                members.push_back(std::make_unique<sp::ReferenceSource>(sp::ReferenceSource::from_texts(tok, item.references)));
+            members.push_back(std::make_unique<sp::NgramSource>());
+            if (draft_) members.push_back(std::make_unique<BorrowedSource>(*draft_));
+            return std::make_unique<sp::CompositeSource>(std::move(members));
+        }
+        case Source::Baseline: break;
+        }
+        throw Error("bench: no guess source for configuration '" + c.label() + "'");
+    }
+
+    const RunnerOptions& opts_;
+    Context target_;
+    KvCache cache_;
+    std::unique_ptr<sp::DraftSource> draft_;
+};
+
+void validate(const BenchModels& models, const std::vector<WorkItem>& items, const RunnerOptions& opts) {
+    if (!models.target) throw Error("bench: no target model");
+    if (items.empty()) throw Error("bench: no workload items");
+    if (opts.repeat < 1) throw Error("bench: repeat must be at least 1");
+    if (opts.warmup < 0) throw Error("bench: warmup must not be negative");
+    if (opts.n_threads < 1) throw Error("bench: threads must be at least 1");
+    bool any_refs = false;
+    for (const auto& it : items) any_refs = any_refs || !it.references.empty();
+    for (const auto& c : opts.configs) {
+        if (c.source == Source::Baseline) throw Error("bench: the baseline is always measured; do not list it");
+        if (c.source == Source::Draft && !models.draft)
+            throw Error("bench: configuration '" + c.label() + "' needs a draft model (--draft)");
+        if (c.source == Source::Ref && !any_refs)
+            throw Error("bench: configuration '" + c.label() + "' needs items with references (--ref or a workload with \"references\")");
+    }
+    const Sampler check(opts.sampler, models.target->n_vocab()); // throws on invalid sampling options
+    (void)check;
+}
+
+} // namespace
+
+std::vector<Config> make_configs(std::span<const Source> sources, std::span<const int> ks, KModes modes) {
+    if (sources.empty()) throw Error("bench: no guess source given");
+    if (ks.empty()) throw Error("bench: no k given");
+    std::vector<Config> out;
+    for (Source s : sources) {
+        if (s == Source::Baseline) throw Error("bench: the baseline is always measured; do not list it");
+        for (int k : ks) {
+            if (k < 1 || k > sp::SpeculativeOptions::kMaxK)
+                throw Error("bench: k " + std::to_string(k) + " is outside [1, " +
+                            std::to_string(sp::SpeculativeOptions::kMaxK) + "]");
+            if (modes != KModes::Adaptive) out.push_back({s, k, false});
+            if (modes == KModes::Adaptive || (modes == KModes::Both && k > 1)) out.push_back({s, k, true});
+        }
+    }
+    // A repeated source or k would measure one configuration twice under two rows.
+    for (size_t i = 0; i < out.size(); ++i)
+        for (size_t j = i + 1; j < out.size(); ++j)
+            if (out[i] == out[j]) throw Error("bench: configuration '" + out[i].label() + "' listed twice");
+    return out;
+}
+
+BenchResult run_bench(const BenchModels& models, const std::vector<WorkItem>& items, const RunnerOptions& opts,
+                      const ProgressFn& progress) {
+    validate(models, items, opts);
+    BenchResult result;
+    result.machine = detect_machine();
+    result.setup.threads = opts.n_threads;
+    result.setup.temperature = opts.sampler.temperature;
+    result.setup.seed = opts.sampler.seed;
+    result.setup.repeat = opts.repeat;
+    result.setup.warmup = opts.warmup;
+    result.setup.max_tokens = opts.max_tokens;
+    result.configs.push_back(Config{});
+    result.configs.insert(result.configs.end(), opts.configs.begin(), opts.configs.end());
+    const auto& configs = result.configs;
+    const size_t nc = configs.size();
+
+    Engine engine(models, opts);
+    const Tokenizer& tok = models.target->tokenizer();
+    auto max_tokens_of = [&](const WorkItem& it) { return opts.max_tokens > 0 ? opts.max_tokens : it.max_tokens; };
+    auto run_checked = [&](const Config& c, const WorkItem& it, const std::vector<TokenId>& prompt) {
+        try {
+            return engine.run(c, it, prompt, max_tokens_of(it));
+        } catch (const Error& e) {
+            throw Error("bench: item '" + it.id + "', " + c.label() + ": " + e.what());
+        }
+    };
+
+    std::vector<std::vector<TokenId>> prompts;
+    prompts.reserve(items.size());
+    for (const auto& it : items) prompts.push_back(tok.encode(it.prompt));
+
+    Progress prog;
+    prog.items_total = static_cast<int64_t>(items.size());
+    for (const auto& it : items)
+        for (const auto& c : configs)
+            if (applies(c, it)) prog.runs_total += opts.repeat;
+    const auto start = Clock::now();
+    auto report = [&](const std::string& current) {
+        if (!progress) return;
+        prog.elapsed_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        prog.current = current;
+        progress(prog);
+    };
+
+    // Warm-up: caches, page tables and branch predictors see every code path once before any
+    // timing counts; each configuration on the first item it applies to.
+    for (int w = 0; w < opts.warmup; ++w)
+        for (const auto& c : configs)
+            for (size_t i = 0; i < items.size(); ++i)
+                if (applies(c, items[i])) {
+                    report("warm-up: " + c.label());
+                    run_checked(c, items[i], prompts[i]);
+                    break;
+                }
+
+    for (size_t i = 0; i < items.size(); ++i) {
+        const WorkItem& it = items[i];
+        ItemResult ir;
+        ir.id = it.id;
+        ir.kind = it.kind;
+        ir.workload = it.workload;
+        ir.prompt_tokens = static_cast<int64_t>(prompts[i].size());
+        ir.max_tokens = max_tokens_of(it);
+        ir.cells.resize(nc);
+        // outputs[ci][r]: the ids each run produced, compared once the item is done.
+        std::vector<std::vector<std::vector<TokenId>>> outputs(nc);
+        for (int r = 0; r < opts.repeat; ++r) {
+            // Rotating the order each repeat (and item) keeps any one configuration from always
+            // running right after the same neighbour, whose cache footprint it would inherit.
+            for (size_t j = 0; j < nc; ++j) {
+                const size_t ci = (j + static_cast<size_t>(r) + i) % nc;
+                if (!applies(configs[ci], it)) continue;
+                report(it.id + ": " + configs[ci].label());
+                Outcome o = run_checked(configs[ci], it, prompts[i]);
+                ir.cells[ci].repeats.push_back(o.sample);
+                outputs[ci].push_back(std::move(o.tokens));
+                ++prog.runs_done;
+            }
+        }
+        // The lossless check: every run, the baseline's own repeats included, must reproduce
+        // the baseline's first output exactly.
+        const std::vector<TokenId> expected = outputs[0].front(); // a copy: outputs are moved below
+        for (size_t ci = 0; ci < nc; ++ci) {
+            Cell& cell = ir.cells[ci];
+            for (size_t r = 0; r < outputs[ci].size(); ++r) {
+                const int64_t d = first_difference(expected, outputs[ci][r]);
+                if (d >= 0 && cell.lossless()) {
+                    cell.first_difference = d;
+                    cell.failed_repeat = static_cast<int64_t>(r);
+                }
+            }
+            if (!outputs[ci].empty()) cell.output = std::move(outputs[ci].front());
+        }
+        result.items.push_back(std::move(ir));
+        ++prog.items_done;
+        report(it.id);
+    }
+
+    if (opts.cost_curve) {
+        report("verification cost curve");
+        result.cost_prefix = opts.cost.prefix;
+        result.cost_curve = measure_cost_curve(engine.target(), opts.cost);
+    }
+    return result;
+}
+
+MachineInfo detect_machine() {
+    MachineInfo m;
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("model name", 0) == 0) {
+            const auto colon = line.find(':');
+            if (colon != std::string::npos) {
+                m.cpu_model = line.substr(colon + 1);
+                m.cpu_model.erase(0, m.cpu_model.find_first_not_of(" \t"));
+            }
+            break;
+        }
+    }
+    m.simd = simd_name(detect_simd());
+    m.cores = static_cast<int>(std::thread::hardware_concurrency());
+    return m;
+}
+
+} // namespace rewind::bench
