@@ -1,0 +1,59 @@
+// guidance_example: the library in a few lines. A Session keeps text, tokens and KV cache
+// together: append a prompt, generate, append more text, generate again. Every token is run
+// through the model once; the prefix is reused, never recomputed.
+//
+//   guidance_example [MODEL.gguf]   (default: the bundled pycode-4m-q8_0.gguf)
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "rewind/model.h"
+#include "rewind/session.h"
+
+namespace {
+
+// What one generate() call did: tokens produced, tokens run, tokens reused from the cache.
+void show(const char* what, const rewind::GenerateResult& r, const rewind::Context& ctx, uint64_t processed_before) {
+    std::printf("[%s] generated %zu tokens (stop: %s); this call ran %llu tokens through the model, "
+                "reusing %zu cached ones\n",
+                what, r.tokens.size(), rewind::stop_reason_name(r.stop),
+                static_cast<unsigned long long>(ctx.tokens_processed() - processed_before),
+                static_cast<size_t>(processed_before));
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    const std::string path = argc > 1 ? argv[1] : std::string(REWIND_ASSETS_DIR) + "/pycode-4m-q8_0.gguf";
+    try {
+        auto model = rewind::Model::load(path);
+        rewind::Session session(model, {.context = {.n_threads = 1}, .cache = {.capacity = 512}});
+
+        rewind::GenerateOptions opts;
+        opts.max_tokens = 40;
+        opts.stop_strings = {"\n\n"};
+
+        // 1. A prompt, then generation.
+        session.append_text("def read_config(path):\n    \"\"\"");
+        uint64_t before = session.context().tokens_processed();
+        auto r1 = session.generate(opts);
+        show("first generate", r1, session.context(), before);
+
+        // 2. More text of our own, then generation again: only the new tokens are run.
+        before = session.context().tokens_processed();
+        session.append_text("\n\ndef write_config(path, config):\n    ");
+        const uint64_t appended = session.context().tokens_processed() - before;
+        before = session.context().tokens_processed();
+        auto r2 = session.generate(opts);
+        std::printf("[append] ran %llu new tokens\n", static_cast<unsigned long long>(appended));
+        show("second generate", r2, session.context(), before);
+
+        std::printf("\n--- session text (%zu tokens, %llu run through the model in all) ---\n%s\n",
+                    session.tokens().size(), static_cast<unsigned long long>(session.context().tokens_processed()),
+                    session.text().c_str());
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "guidance_example: %s\n", e.what());
+        return 1;
+    }
+}
