@@ -38,27 +38,31 @@ bool is_c_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 
 } // namespace
 
 std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
+    // The getters' own errors (a key of the wrong type) already name the file.
+    const auto missing = [&](const char* key, const char* why) {
+        return Error(gguf.path() + ": tokenizer: " + key + " is missing" + why);
+    };
     TokenizerSpec spec;
+    auto model = gguf.get_string(kModelKey);
+    if (!model) throw missing(kModelKey, ": the file holds no tokenizer");
+    spec.model = *model;
+    auto tokens = gguf.get_string_array(kTokensKey);
+    if (!tokens) throw missing(kTokensKey, "");
+    spec.tokens = std::move(*tokens);
+    if (auto v = gguf.get_float_array(kScoresKey)) spec.scores = std::move(*v);
+    if (auto v = gguf.get_int_array(kTypesKey)) spec.token_types = std::move(*v);
+    if (auto v = gguf.get_string_array("tokenizer.ggml.merges")) spec.merges = std::move(*v);
+    if (auto v = gguf.get_string("tokenizer.ggml.pre")) spec.pre = *v;
+    if (auto v = gguf.get_string("general.name")) spec.name = *v;
+    spec.bos = gguf.get_int("tokenizer.ggml.bos_token_id");
+    spec.eos = gguf.get_int("tokenizer.ggml.eos_token_id");
+    spec.eot = gguf.get_int("tokenizer.ggml.eot_token_id");
+    spec.unk = gguf.get_int("tokenizer.ggml.unknown_token_id");
+    spec.pad = gguf.get_int("tokenizer.ggml.padding_token_id");
+    spec.add_bos = gguf.get_bool("tokenizer.ggml.add_bos_token");
+    spec.add_eos = gguf.get_bool("tokenizer.ggml.add_eos_token");
+    spec.add_space_prefix = gguf.get_bool("tokenizer.ggml.add_space_prefix");
     try {
-        auto model = gguf.get_string(kModelKey);
-        if (!model) fail(std::string(kModelKey) + " is missing: the file holds no tokenizer");
-        spec.model = *model;
-        auto tokens = gguf.get_string_array(kTokensKey);
-        if (!tokens) fail(std::string(kTokensKey) + " is missing");
-        spec.tokens = std::move(*tokens);
-        if (auto v = gguf.get_float_array(kScoresKey)) spec.scores = std::move(*v);
-        if (auto v = gguf.get_int_array(kTypesKey)) spec.token_types = std::move(*v);
-        if (auto v = gguf.get_string_array("tokenizer.ggml.merges")) spec.merges = std::move(*v);
-        if (auto v = gguf.get_string("tokenizer.ggml.pre")) spec.pre = *v;
-        if (auto v = gguf.get_string("general.name")) spec.name = *v;
-        spec.bos = gguf.get_int("tokenizer.ggml.bos_token_id");
-        spec.eos = gguf.get_int("tokenizer.ggml.eos_token_id");
-        spec.eot = gguf.get_int("tokenizer.ggml.eot_token_id");
-        spec.unk = gguf.get_int("tokenizer.ggml.unknown_token_id");
-        spec.pad = gguf.get_int("tokenizer.ggml.padding_token_id");
-        spec.add_bos = gguf.get_bool("tokenizer.ggml.add_bos_token");
-        spec.add_eos = gguf.get_bool("tokenizer.ggml.add_eos_token");
-        spec.add_space_prefix = gguf.get_bool("tokenizer.ggml.add_space_prefix");
         return from_spec(spec);
     } catch (const Error& e) {
         throw Error(gguf.path() + ": " + e.what());
