@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gguf_test_util.h"
 #include "rewind/error.h"
 #include "rewind/gguf.h"
 #include "rewind/tokenizer.h"
@@ -502,6 +503,46 @@ TEST(Tokenizer, DraftAndTargetShareTheTokenizer) {
     for (TokenId i = 0; i < a->n_vocab(); ++i) ASSERT_EQ(a->piece(i), b->piece(i));
     const std::string text = "import os\nprint(os.getcwd())\n";
     EXPECT_EQ(a->encode(text), b->encode(text));
+}
+
+// from_gguf on real files with one tokenizer key broken: the error names the file and the key.
+TEST(TokenizerErrors, FromGgufNamesFileAndKey) {
+    using namespace gguf_test;
+    const std::string src = model_path("aidreams260K.gguf");
+    TempDir dir;
+    const auto expect_gguf_error = [&](Builder b, const std::vector<std::string>& needles) {
+        const std::string path = dir.file("broken.gguf");
+        b.write(path);
+        const GgufFile gguf = GgufFile::open(path);
+        try {
+            Tokenizer::from_gguf(gguf);
+            ADD_FAILURE() << "no error; expected one mentioning '" << needles.back() << "'";
+        } catch (const Error& e) {
+            for (const std::string& n : needles)
+                EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+        }
+    };
+    const auto f32_array = [](std::initializer_list<float> v) {
+        Enc e;
+        e.u32(F32).u64(v.size());
+        for (float x : v) e.put(x);
+        return e.b;
+    };
+    expect_gguf_error(Builder::load(src).remove_kv("tokenizer.ggml.model"), {"broken.gguf", "tokenizer.ggml.model"});
+    expect_gguf_error(Builder::load(src).remove_kv("tokenizer.ggml.tokens"), {"broken.gguf", "tokenizer.ggml.tokens"});
+    expect_gguf_error(Builder::load(src).set("tokenizer.ggml.scores", ARR, f32_array({0, 1, 2})),
+                      {"broken.gguf", "tokenizer.ggml.scores has 3 entries"});
+    expect_gguf_error(Builder::load(src).set("tokenizer.ggml.bos_token_id", U32, raw<uint32_t>(9999)),
+                      {"broken.gguf", "tokenizer.ggml.bos_token_id = 9999"});
+    expect_gguf_error(Builder::load(src).set("tokenizer.ggml.model", STR, raw_str("bert")),
+                      {"broken.gguf", "'bert' is not supported"});
+    expect_gguf_error(Builder::load(src).set("tokenizer.ggml.tokens", ARR, f32_array({0, 1})),
+                      {"broken.gguf", "tokenizer.ggml.tokens"});
+
+    // Untouched, the same round trip loads.
+    const std::string path = dir.file("ok.gguf");
+    Builder::load(src).write(path);
+    EXPECT_EQ(Tokenizer::from_gguf(GgufFile::open(path))->n_vocab(), 512);
 }
 
 } // namespace
