@@ -154,7 +154,7 @@ TEST(Attention, ExtremeScoresStayFinite) {
 TEST(Attention, RejectsBadArguments) {
     const AttentionShape good{2, 3, 4, 2, 8};
     const Case c = make_case(good, DType::F32, 1);
-    std::vector<float> out(64), scratch(64);
+    std::vector<float> out(64), scratch(static_cast<size_t>(attention_scratch_floats(good, 1)));
     auto call = [&](AttentionShape s, DType t) {
         attention(s, c.q.data(), c.k.data(), c.v.data(), t, out.data(), scratch.data(), nullptr);
     };
