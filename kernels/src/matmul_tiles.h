@@ -68,9 +68,10 @@ inline void tile_float(const std::byte* w, size_t row_bytes, const float* x, int
     const int64_t kv = cols - cols % V::kLanes;
     // Prefetch the tile after next (its NR rows are contiguous) at the pace this tile reads its
     // own rows, so weights streaming from DRAM or L3 arrive in time even when few rows are in
-    // flight. Prefetches never fault, so running past the matrix end is harmless.
+    // flight. Prefetches never fault, so running past the matrix end is harmless (the address
+    // is formed as an integer, never as a pointer past the buffer).
     constexpr size_t kPfStep = size_t(NR) * V::kLanes * (T == DType::F32 ? 4 : 2);
-    const std::byte* pf = w + 2 * size_t(NR) * row_bytes;
+    uintptr_t pf = reinterpret_cast<uintptr_t>(w) + 2 * size_t(NR) * row_bytes;
     for (int64_t k = 0; k < kv; k += V::kLanes, pf += kPfStep) {
         for (size_t o = 0; o < kPfStep; o += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
         // Keep the smaller side in registers and stream the other, so accumulators + operands
