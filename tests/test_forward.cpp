@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <string>
@@ -250,6 +253,45 @@ TEST(ForwardErrors, BadOptionsAndFiles) {
               model->hparams().n_ctx_train);
     EXPECT_THROW(Model::load("/nonexistent/model.gguf"), Error);
     EXPECT_THROW(Model::load(std::string(REWIND_SHARED_DIR) + "/vocab/ggml-vocab-llama-spm.gguf"), Error);
+}
+
+// A weight stored as a type the kernels cannot compute with is refused by name. The file is a
+// copy of pycode-600k with one tensor's type id patched from F32 to Q4_0 (its data shrinks, so
+// the file stays well-formed).
+TEST(ModelLoad, RefusesUnsupportedWeightTypeByName) {
+    const std::string src = std::string(REWIND_SHARED_DIR) + "/models/pycode-600k.gguf";
+    std::ifstream in(src, std::ios::binary);
+    std::vector<char> bytes{std::istreambuf_iterator<char>(in), {}};
+    const std::string name = "blk.1.ffn_up.weight";
+    // Tensor info: u64 name length, name, u32 n_dims, u64 dims[n_dims], u32 type, u64 offset.
+    std::string needle(8, '\0');
+    const uint64_t len = name.size();
+    std::memcpy(needle.data(), &len, 8);
+    needle += name;
+    const auto at = std::search(bytes.begin(), bytes.end(), needle.begin(), needle.end());
+    ASSERT_NE(at, bytes.end());
+    size_t pos = static_cast<size_t>(at - bytes.begin()) + needle.size();
+    uint32_t n_dims = 0, type = 0;
+    std::memcpy(&n_dims, &bytes[pos], 4);
+    pos += 4 + 8 * size_t{n_dims};
+    std::memcpy(&type, &bytes[pos], 4);
+    ASSERT_EQ(type, 0u); // F32
+    type = 2;            // Q4_0
+    std::memcpy(&bytes[pos], &type, 4);
+    const std::string path = ::testing::TempDir() + "rewind_q4_0_patched.gguf";
+    {
+        std::ofstream out(path, std::ios::binary | std::ios::trunc);
+        out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+    try {
+        Model::load(path);
+        ADD_FAILURE() << "loaded a Q4_0 weight";
+    } catch (const Error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find(name), std::string::npos) << msg;
+        EXPECT_NE(msg.find("Q4_0"), std::string::npos) << msg;
+    }
+    std::remove(path.c_str());
 }
 
 TEST(ModelLoad, WeightsAndHyperparameters) {
