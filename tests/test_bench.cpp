@@ -178,7 +178,7 @@ rb::BenchResult synthetic_result() {
     r.setup.threads = 1;
     r.setup.repeat = 2;
     r.setup.seed = 42;
-    r.machine = {"Test CPU", "avx2", 2};
+    r.machine = {"Test CPU", "avx2", 2, 0.5};
     r.configs = {rb::Config{}, {rb::Source::Ngram, 2, false}, {rb::Source::Ngram, 4, false}, {rb::Source::Ref, 4, false}};
     auto sample = [](double s, int64_t tokens, int64_t passes, int64_t proposed, int64_t accepted) {
         rb::RunSample x;
@@ -268,6 +268,7 @@ TEST(BenchReport, JsonParsesBackWithEveryRawFigure) {
     EXPECT_EQ(j["setup"]["seed"], 42);
     EXPECT_EQ(j["machine"]["cpu_model"], "Test CPU");
     EXPECT_EQ(j["machine"]["simd"], "avx2");
+    EXPECT_DOUBLE_EQ(j["machine"]["load_average"].get<double>(), 0.5);
     ASSERT_EQ(j["configs"].size(), 4u);
     ASSERT_EQ(j["items"].size(), 2u);
     const auto& run = j["items"][0]["runs"][2];

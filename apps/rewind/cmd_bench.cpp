@@ -1,160 +1,326 @@
-// `rewind bench --cost-curve`: what the runtime's forward pass costs on this machine: prompt
-// (prefill) and decode throughput, and the cost of one pass over n new tokens on a warm context
-// (the verification cost that decides whether speculation pays), as a Markdown table.
+// `rewind bench`: measures plain against speculative decoding on a workload (or one prompt) and
+// prints a Markdown table; --json and --svg keep every raw figure and a plot. --cost-curve alone
+// measures prefill/decode speed and the cost of one forward pass over n new tokens (what decides
+// whether verifying k guesses at once pays). The measuring logic lives in rewind::bench.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "commands.h"
-#include "rewind/context.h"
 #include "rewind/error.h"
-#include "rewind/kernels/simd.h"
-#include "rewind/kv_cache.h"
 #include "rewind/model.h"
 #include "rewind/speculate/bench_cost.h"
-#include "rewind/speculate/bench_stats.h"
+#include "rewind/speculate/bench_report.h"
+#include "rewind/speculate/bench_runner.h"
+#include "rewind/speculate/bench_workload.h"
+#include "rewind/speculate/reference_source.h"
 
 namespace rewind::cli {
+
 namespace {
 
-struct BenchFlags {
-    std::string model = default_model_path();
-    bool cost_curve = false;
-    int threads = 1;
-    std::string n_list = "1,2,4,8,9,16,17";
-    int64_t prefix = 100;        // warm context for the cost curve
-    int64_t prompt_tokens = 128; // prefill measurement
-    int64_t decode_tokens = 64;  // decode measurement, after the prompt
-    int repeat = 25;
+namespace rb = rewind::bench;
+
+struct BenchCliOptions {
+    std::string model, draft;
+    std::vector<std::string> workloads;
+    std::string prompt;
+    std::vector<std::string> refs;
+    int64_t n_predict = 0;  // -n: tokens per item (overrides the workload's max_tokens)
+    int64_t items = 0;      // first N items of each workload file
+    std::vector<std::string> spec{"ngram"};
+    std::vector<int> ks{2, 4, 8};
+    bool adaptive = false, adaptive_only = false;
+    int repeat = 3, warmup = 1, threads = 1;
+    float temp = 0.0f;
+    uint64_t seed = 0;
+    std::string json_path, svg_path, markdown_path;
+    bool progress = false, no_progress = false;
+    bool repeat_given = false;
+    bool cost_only = false, no_cost = false;
+    std::vector<int64_t> cost_n{std::begin(rb::kCostRows), std::end(rb::kCostRows)};
+    int64_t cost_prefix = 100;
+    int cost_repeat = 25;
+    int64_t prompt_tokens = 128, decode_tokens = 64; // --cost-curve's throughput measurement
+    std::string from_json; // redraw the reports of a saved --json file instead of measuring
 };
 
-void add_bench_flags(CLI::App& cmd, BenchFlags& f) {
-    cmd.add_option("-m,--model", f.model, "GGUF model file")->capture_default_str();
-    cmd.add_flag("--cost-curve", f.cost_curve, "Measure prefill, decode and the cost of a pass over n new tokens");
-    cmd.add_option("-t,--threads", f.threads, "Threads")->capture_default_str();
-    cmd.add_option("--n", f.n_list, "Comma-separated token counts per pass")->capture_default_str();
-    cmd.add_option("--prefix", f.prefix, "Tokens already cached before each timed pass")->capture_default_str();
-    cmd.add_option("--prompt-tokens", f.prompt_tokens, "Prompt length for the prefill measurement")
-        ->capture_default_str();
-    cmd.add_option("--decode-tokens", f.decode_tokens, "Tokens decoded one by one after the prompt")
-        ->capture_default_str();
-    cmd.add_option("--repeat", f.repeat, "Timed repetitions (the median is reported)")->capture_default_str();
-}
-
-std::vector<int64_t> parse_n_list(const std::string& s) {
-    std::vector<int64_t> out;
-    std::stringstream in(s);
-    std::string item;
-    while (std::getline(in, item, ',')) {
-        size_t used = 0;
-        long long v = 0;
-        try {
-            v = std::stoll(item, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (used != item.size() || v < 1) throw Error("bench: --n wants positive integers, got '" + item + "'");
-        out.push_back(v);
-    }
-    if (out.empty()) throw Error("bench: --n is empty");
+std::string join(const std::vector<std::string>& v, const char* sep) {
+    std::string out;
+    for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
     return out;
 }
 
-// Deterministic, spread-out ids: the cost of a pass does not depend on which tokens it runs.
-std::vector<TokenId> filler_tokens(int64_t n, int64_t n_vocab) {
-    std::vector<TokenId> t(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) t[static_cast<size_t>(i)] = static_cast<TokenId>((7 + 613 * i) % n_vocab);
-    return t;
+// Shell-quotes an argument only when it needs it, so the recorded command stays readable.
+std::string arg(const std::string& s) {
+    if (!s.empty() && s.find_first_of(" \t\n'\"\\$`*?;&|<>(){}[]!#~") == std::string::npos) return s;
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+// The command that reproduces this run, with every setting spelled out (defaults included), so
+// the JSON and Markdown carry it whatever the user typed.
+std::string canonical_command(const BenchCliOptions& o, const std::string& model) {
+    std::ostringstream c;
+    c << "rewind bench -m " << arg(model);
+    if (!o.draft.empty()) c << " --draft " << arg(o.draft);
+    if (!o.workloads.empty()) {
+        for (const auto& w : o.workloads) c << " --workload " << arg(w);
+        if (o.items > 0) c << " --items " << o.items;
+    } else {
+        c << " -p " << arg(o.prompt);
+        for (const auto& r : o.refs) c << " --ref " << arg(r);
+    }
+    if (o.n_predict > 0) c << " -n " << o.n_predict;
+    std::vector<std::string> ks;
+    for (int k : o.ks) ks.push_back(std::to_string(k));
+    c << " --spec " << join(o.spec, ",") << " --k " << join(ks, ",");
+    if (o.adaptive) c << " --adaptive";
+    if (o.adaptive_only) c << " --adaptive-only";
+    c << " --repeat " << o.repeat << " --warmup " << o.warmup << " -t " << o.threads;
+    c << " --temp " << o.temp << " --seed " << o.seed;
+    if (o.no_cost) c << " --no-cost-curve";
+    else c << " --prefix " << o.cost_prefix << " --cost-repeat " << o.cost_repeat;
+    return c.str();
 }
 
-struct Throughput {
-    double prefill_seconds = 0; // median over repeats, one pass over the whole prompt
-    double decode_seconds = 0;  // median over repeats of decode_tokens single-token passes
+void write_file(const std::string& path, const std::string& text) {
+    std::ofstream f(path, std::ios::binary);
+    if (!f) throw Error("cannot write '" + path + "'");
+    f << text;
+    if (!f.flush()) throw Error("cannot write '" + path + "'");
+}
+
+// Redraws one stderr line at most ten times a second; finish() leaves the cursor on a fresh line.
+class ProgressLine {
+public:
+    void update(const rb::Progress& p) {
+        const auto now = std::chrono::steady_clock::now();
+        if (drawn_ && now - last_ < std::chrono::milliseconds(100) && p.runs_done < p.runs_total) return;
+        last_ = now;
+        drawn_ = true;
+        std::fprintf(stderr, "\r%s\x1b[K", rb::format_progress(p).c_str());
+        std::fflush(stderr);
+    }
+    void finish() {
+        if (drawn_) std::fprintf(stderr, "\r\x1b[K");
+        drawn_ = false;
+    }
+
+private:
+    std::chrono::steady_clock::time_point last_{};
+    bool drawn_ = false;
 };
 
-Throughput measure_throughput(Context& ctx, const BenchFlags& f) {
-    const Model& m = ctx.model();
-    const auto prompt = filler_tokens(f.prompt_tokens, m.n_vocab());
-    KvCache cache(m, KvCacheOptions{.capacity = f.prompt_tokens + f.decode_tokens, .type = KvType::F32});
-    const int rounds = std::max(3, f.repeat / 5);
-    std::vector<double> prefill, decode;
-    for (int r = 0; r < rounds + 1; ++r) { // round 0 warms up
-        cache.truncate(0);
-        auto t0 = std::chrono::steady_clock::now();
-        auto logits = ctx.forward(cache, prompt, Logits::Last);
-        const double p = seconds_since(t0);
-        t0 = std::chrono::steady_clock::now();
-        for (int64_t i = 0; i < f.decode_tokens; ++i) {
-            const auto next = static_cast<TokenId>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-            logits = ctx.forward(cache, std::span<const TokenId>(&next, 1), Logits::Last);
-        }
-        const double d = seconds_since(t0);
-        if (r > 0) {
-            prefill.push_back(p);
-            decode.push_back(d);
-        }
+int64_t max_of(const std::vector<int64_t>& ns) {
+    if (ns.empty()) throw Error("bench: --n is empty");
+    int64_t m = 0;
+    for (int64_t n : ns) {
+        if (n < 1) throw Error("bench: --n wants positive integers, got " + std::to_string(n));
+        m = std::max(m, n);
     }
-    return {bench::median(prefill), bench::median(decode)};
+    return m;
 }
 
-int run_bench(const BenchFlags& f) {
-    if (!f.cost_curve) throw Error("bench: say what to measure (--cost-curve)");
-    if (f.repeat < 1 || f.prompt_tokens < 1 || f.decode_tokens < 1 || f.prefix < 0)
-        throw Error("bench: --repeat, --prompt-tokens and --decode-tokens must be positive, --prefix >= 0");
-    const std::vector<int64_t> ns = parse_n_list(f.n_list);
-    const int64_t max_n = *std::max_element(ns.begin(), ns.end());
+int run_cost_curve(const BenchCliOptions& o, const std::string& model_path) {
+    const int64_t max_n = max_of(o.cost_n);
+    // In this mode --repeat (when given) counts timed passes, as --cost-repeat does.
+    const int repeat = o.repeat_given ? o.repeat : o.cost_repeat;
+    auto model = Model::load(model_path);
+    Context ctx(model, ContextOptions{o.threads, std::max<int64_t>(max_n, 256)});
 
-    auto model = Model::load(f.model);
-    const int64_t n_ctx = model->hparams().n_ctx_train;
-    if (f.prompt_tokens + f.decode_tokens > n_ctx)
-        throw Error("bench: --prompt-tokens + --decode-tokens exceed the model's context of " + std::to_string(n_ctx));
-    Context ctx(model, ContextOptions{.n_threads = f.threads, .max_batch = std::max<int64_t>(max_n, 256)});
+    rb::BenchResult r;
+    r.setup.model_path = model_path;
+    r.setup.threads = o.threads;
+    r.setup.repeat = repeat;
+    std::vector<std::string> ns;
+    for (int64_t n : o.cost_n) ns.push_back(std::to_string(n));
+    r.setup.command_line = "rewind bench --cost-curve -m " + arg(model_path) + " -t " + std::to_string(o.threads) +
+                           " --n " + join(ns, ",") + " --prefix " + std::to_string(o.cost_prefix) + " --repeat " +
+                           std::to_string(repeat) + " --prompt-tokens " + std::to_string(o.prompt_tokens) +
+                           " --decode-tokens " + std::to_string(o.decode_tokens);
+    r.machine = rb::detect_machine();
 
-    std::printf("model: %s (%s, %lld layers, n_embd %lld, weights %s)\n", f.model.c_str(),
-                model->hparams().architecture.c_str(), static_cast<long long>(model->hparams().n_layer),
-                static_cast<long long>(model->hparams().n_embd), dtype_name(model->layers.at(0).wq.type));
-    std::printf("threads: %d, SIMD: %s\n\n", f.threads, simd_name(detect_simd()));
+    rb::ThroughputOptions t;
+    t.prompt_tokens = o.prompt_tokens;
+    t.decode_tokens = o.decode_tokens;
+    t.rounds = std::max(3, repeat / 5);
+    r.throughput = rb::measure_throughput(ctx, t);
+    rb::CostCurveOptions c;
+    c.max_n = max_n;
+    c.prefix = o.cost_prefix;
+    c.repeat = repeat;
+    r.cost_prefix = c.prefix;
+    r.cost_curve = rb::measure_cost_curve(ctx, c);
 
-    const Throughput tp = measure_throughput(ctx, f);
-    std::printf("prefill: %lld tokens in %.2f ms = %.0f tokens/s\n", static_cast<long long>(f.prompt_tokens),
-                tp.prefill_seconds * 1e3, static_cast<double>(f.prompt_tokens) / tp.prefill_seconds);
-    std::printf("decode:  %lld tokens after the prompt in %.2f ms = %.0f tokens/s (%.3f ms/token)\n\n",
-                static_cast<long long>(f.decode_tokens), tp.decode_seconds * 1e3,
-                static_cast<double>(f.decode_tokens) / tp.decode_seconds,
-                tp.decode_seconds * 1e3 / static_cast<double>(f.decode_tokens));
+    const auto& hp = model->hparams();
+    std::printf("model: %s (%s, %lld layers, n_embd %lld, weights %s)\n\n", model_path.c_str(),
+                hp.architecture.c_str(), static_cast<long long>(hp.n_layer), static_cast<long long>(hp.n_embd),
+                dtype_name(model->layers.at(0).wq.type));
+    std::ostringstream md;
+    rb::write_cost_markdown(md, r, o.cost_n);
+    md << "\n`" << r.setup.command_line << "`\n";
+    std::cout << md.str() << std::flush;
+    if (!o.json_path.empty()) write_file(o.json_path, rb::to_json(r) + "\n");
+    return 0;
+}
 
-    bench::CostCurveOptions co;
-    co.max_n = max_n;
-    co.prefix = f.prefix;
-    co.repeat = f.repeat;
-    const std::vector<bench::CostPoint> curve = bench::measure_cost_curve(ctx, co);
-    const double one = curve.at(0).seconds;
-    std::printf("cost of one forward pass over n new tokens after %lld cached (median of %d, all logits):\n\n",
-                static_cast<long long>(f.prefix), f.repeat);
-    std::printf("| n | ms/pass | ms/token | ratio to n=1 |\n| ---: | ---: | ---: | ---: |\n");
-    for (int64_t n : ns) {
-        const double s = curve.at(static_cast<size_t>(n - 1)).seconds;
-        std::printf("| %lld | %.3f | %.3f | %.2fx |\n", static_cast<long long>(n), s * 1e3,
-                    s * 1e3 / static_cast<double>(n), s / one);
+// Writes the Markdown report to stdout (and --markdown), --json and --svg; returns 2 when the
+// lossless check failed, so scripts and CI notice.
+int emit_reports(const rb::BenchResult& r, const BenchCliOptions& o) {
+    std::ostringstream md;
+    rb::write_markdown(md, r);
+    std::cout << md.str() << std::flush;
+    if (!o.markdown_path.empty()) write_file(o.markdown_path, md.str());
+    if (!o.json_path.empty()) write_file(o.json_path, rb::to_json(r) + "\n");
+    if (!o.svg_path.empty()) {
+        std::ostringstream svg;
+        rb::write_svg(svg, r);
+        write_file(o.svg_path, svg.str());
+    }
+    if (!r.lossless()) {
+        for (const auto& f : rb::lossless_failures(r))
+            std::fprintf(stderr, "rewind bench: LOSSLESS CHECK FAILED: item %s, %s: first difference at generated token %lld (repeat %lld)\n",
+                         f.item.c_str(), f.config.c_str(), static_cast<long long>(f.position),
+                         static_cast<long long>(f.repeat));
+        return 2;
     }
     return 0;
+}
+
+
+int run_bench(const BenchCliOptions& o) {
+    const std::string model_path = o.model.empty() ? default_model_path() : o.model;
+    if (o.cost_only) return run_cost_curve(o, model_path);
+    if (!o.from_json.empty()) {
+        std::ifstream f(o.from_json, std::ios::binary);
+        if (!f) throw Error("cannot open '" + o.from_json + "'");
+        std::ostringstream text;
+        text << f.rdbuf();
+        return emit_reports(rb::from_json(text.str(), o.from_json), o);
+    }
+
+    std::vector<rb::WorkItem> items;
+    std::vector<std::string> sources_used;
+    if (!o.workloads.empty()) {
+        for (const auto& w : o.workloads) {
+            auto part = rb::take_first(rb::load_workload(w), o.items);
+            items.insert(items.end(), part.begin(), part.end());
+        }
+    } else {
+        if (o.prompt.empty()) throw Error("bench: give --workload FILE or -p PROMPT");
+        rb::WorkItem item;
+        item.id = "prompt";
+        item.workload = "prompt";
+        item.prompt = o.prompt;
+        for (const auto& r : o.refs) item.references.push_back(speculate::read_text_file(r));
+        item.max_tokens = o.n_predict > 0 ? o.n_predict : 128;
+        items.push_back(std::move(item));
+    }
+
+    std::vector<rb::Source> sources;
+    for (const auto& s : o.spec) sources.push_back(rb::parse_source(s));
+    const rb::KModes modes = o.adaptive_only ? rb::KModes::Adaptive : o.adaptive ? rb::KModes::Both : rb::KModes::Fixed;
+
+    rb::RunnerOptions ro;
+    ro.configs = rb::make_configs(sources, o.ks, modes);
+    ro.repeat = o.repeat;
+    ro.warmup = o.warmup;
+    ro.n_threads = o.threads;
+    ro.sampler.temperature = o.temp;
+    ro.sampler.seed = o.seed;
+    ro.max_tokens = o.n_predict;
+    ro.cost_curve = !o.no_cost;
+    ro.cost.prefix = o.cost_prefix;
+    ro.cost.max_n = std::max<int64_t>(max_of(o.cost_n), 17);
+    ro.cost.repeat = o.cost_repeat;
+
+    rb::BenchModels models;
+    models.target = Model::load(model_path);
+    if (!o.draft.empty()) models.draft = Model::load(o.draft);
+
+    const bool show = !o.no_progress && (o.progress || isatty(STDERR_FILENO));
+    ProgressLine line;
+    rb::ProgressFn on_progress;
+    if (show) on_progress = [&line](const rb::Progress& p) { line.update(p); };
+    rb::BenchResult r;
+    try {
+        r = rb::run_bench(models, items, ro, on_progress);
+    } catch (...) {
+        line.finish();
+        throw;
+    }
+    line.finish();
+
+    r.setup.model_path = model_path;
+    r.setup.draft_path = o.draft;
+    r.setup.workloads = o.workloads.empty() ? std::vector<std::string>{"prompt"} : o.workloads;
+    r.setup.items_per_workload = o.items;
+    r.setup.command_line = canonical_command(o, model_path);
+
+    return emit_reports(r, o);
 }
 
 } // namespace
 
 void register_bench(CLI::App& app, Runner& run) {
-    auto flags = std::make_shared<BenchFlags>();
-    CLI::App* cmd = app.add_subcommand("bench", "Measure the runtime: forward-pass cost curve");
-    add_bench_flags(*cmd, *flags);
-    cmd->callback([flags, &run] { run = [flags] { return run_bench(*flags); }; });
+    auto o = std::make_shared<BenchCliOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "bench", "Measure speculative against plain decoding (speedup, acceptance, lossless check)");
+    cmd->add_option("-m,--model", o->model, "Target GGUF model; default: the bundled model");
+    cmd->add_option("--draft", o->draft, "Draft GGUF model for the 'draft' (and 'auto') guess source");
+    auto* wl = cmd->add_option("--workload", o->workloads,
+                               "JSON-lines workload file {id, kind?, prompt, references?, max_tokens}; repeatable");
+    auto* p = cmd->add_option("-p,--prompt", o->prompt, "A single prompt instead of a workload");
+    cmd->add_option("--ref", o->refs, "Reference document file for -p (repeatable)")->needs(p);
+    wl->excludes(p);
+    cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate per item (default: the workload's max_tokens; 128 for -p)");
+    cmd->add_option("--items,--limit", o->items, "Take only the first N items of each workload file");
+    cmd->add_option("--spec", o->spec, "Guess sources to measure: ngram, ref, draft, auto (comma-separated)")
+        ->delimiter(',')->capture_default_str();
+    cmd->add_option("-k,--k", o->ks, "Guesses per pass to measure (comma-separated)")->delimiter(',')->capture_default_str();
+    auto* ad = cmd->add_flag("--adaptive", o->adaptive, "Also measure adaptive k (k the ceiling) next to fixed k");
+    cmd->add_flag("--adaptive-only", o->adaptive_only, "Measure adaptive k only")->excludes(ad);
+    auto* rep = cmd->add_option("--repeat", o->repeat,
+                                "Timed runs per item and configuration, the median kept (with --cost-curve: timed "
+                                "passes per n)")->capture_default_str();
+    cmd->add_option("--warmup", o->warmup, "Untimed warm-up rounds")->capture_default_str();
+    cmd->add_option("-t,--threads", o->threads, "Threads of the target and draft contexts")->capture_default_str();
+    cmd->add_option("--temp", o->temp, "Sampling temperature (0: greedy)")->capture_default_str();
+    cmd->add_option("--seed", o->seed, "Sampling seed")->capture_default_str();
+    cmd->add_option("--json", o->json_path, "Write every raw figure, the machine and settings as JSON");
+    cmd->add_option("--svg", o->svg_path, "Write a plot of speedup and tokens per pass against k");
+    cmd->add_option("--markdown", o->markdown_path, "Also write the Markdown report to this file");
+    auto* pr = cmd->add_flag("--progress", o->progress, "Show the progress line even when stderr is not a terminal");
+    cmd->add_flag("--no-progress", o->no_progress, "Never show the progress line")->excludes(pr);
+    auto* cc = cmd->add_flag("--cost-curve", o->cost_only,
+                             "Only measure the runtime: prefill and decode speed, and the cost of one forward pass "
+                             "over n new tokens");
+    cmd->add_flag("--no-cost-curve", o->no_cost, "Skip the cost curve after the workload")->excludes(cc);
+    cmd->add_option("--n", o->cost_n, "Pass sizes the cost table shows (comma-separated; the curve is measured up to "
+                                      "the largest)")->delimiter(',')->capture_default_str();
+    cmd->add_option("--prefix,--cost-prefix", o->cost_prefix, "Tokens already cached before each timed pass of the cost curve")
+        ->capture_default_str();
+    cmd->add_option("--cost-repeat", o->cost_repeat, "Timed passes per n of the cost curve")->capture_default_str();
+    cmd->add_option("--prompt-tokens", o->prompt_tokens, "--cost-curve: prompt length of the prefill measurement")
+        ->capture_default_str();
+    cmd->add_option("--decode-tokens", o->decode_tokens, "--cost-curve: tokens decoded one by one after the prompt")
+        ->capture_default_str();
+    cmd->add_option("--from-json", o->from_json, "Redraw the reports (Markdown, --svg, --json) of a saved --json file; measures nothing");
+    cmd->callback([o, rep, &run] {
+        o->repeat_given = rep->count() > 0;
+        run = [o] { return run_bench(*o); };
+    });
 }
 
 } // namespace rewind::cli

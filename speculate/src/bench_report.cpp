@@ -29,6 +29,11 @@ using nlohmann::json;
     return buf;
 }
 
+// "1 item", "3 items".
+std::string count_text(int64_t n, const char* noun) {
+    return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 std::string basename(const std::string& path) {
     return path.empty() ? path : std::filesystem::path(path).filename().string();
 }
@@ -51,8 +56,10 @@ std::string model_text(const SetupInfo& s) {
 }
 
 std::string machine_text(const MachineInfo& m) {
-    return (m.cpu_model.empty() ? std::string("unknown CPU") : m.cpu_model) + " (" +
-           (m.simd.empty() ? "?" : m.simd) + ", " + std::to_string(m.cores) + " cores)";
+    std::string s = (m.cpu_model.empty() ? std::string("unknown CPU") : m.cpu_model) + " (" +
+                    (m.simd.empty() ? "?" : m.simd) + ", " + std::to_string(m.cores) + " cores";
+    if (m.load_average >= 0) s += fmt(", load %.1f", m.load_average);
+    return s + ")";
 }
 
 void write_table(std::ostream& out, const std::vector<ConfigSummary>& rows) {
@@ -242,9 +249,14 @@ void draw_panel(std::ostream& o, const Panel& p, const Axis& ax, const std::vect
 
 void write_markdown(std::ostream& out, const BenchResult& r) {
     const SetupInfo& s = r.setup;
+    if (r.items.empty()) { // a `--cost-curve` result: there is no workload table to show
+        write_cost_markdown(out, r);
+        if (!s.command_line.empty()) out << "\n`" << s.command_line << "`\n";
+        return;
+    }
     out << "## rewind bench: " << model_text(s) << " on " << workloads_text(s) << "\n\n";
     out << sampling_text(s) << " · " << s.threads << (s.threads == 1 ? " thread" : " threads") << " · "
-        << r.items.size() << " items × " << s.repeat << (s.repeat == 1 ? " repeat" : " repeats")
+        << count_text(static_cast<int64_t>(r.items.size()), "item") << " × " << count_text(s.repeat, "repeat")
         << " (median), " << s.warmup << " warm-up · " << machine_text(r.machine) << "\n\n";
     if (!s.command_line.empty()) out << "`" << s.command_line << "`\n\n";
 
@@ -320,7 +332,10 @@ std::string to_json(const BenchResult& r, int indent) {
                   {"items_per_workload", s.items_per_workload},
                   {"max_tokens_override", s.max_tokens},
                   {"command_line", s.command_line}};
-    j["machine"] = {{"cpu_model", r.machine.cpu_model}, {"simd", r.machine.simd}, {"cores", r.machine.cores}};
+    j["machine"] = {{"cpu_model", r.machine.cpu_model},
+                    {"simd", r.machine.simd},
+                    {"cores", r.machine.cores},
+                    {"load_average", r.machine.load_average < 0 ? json(nullptr) : json(r.machine.load_average)}};
     json configs = json::array();
     for (const auto& c : r.configs)
         configs.push_back({{"label", c.label()}, {"source", source_name(c.source)}, {"k", c.k}, {"adaptive", c.adaptive}});
@@ -400,7 +415,8 @@ BenchResult from_json(const std::string& text, const std::string& source) {
         r.setup.max_tokens = s.at("max_tokens_override").get<int64_t>();
         r.setup.command_line = s.at("command_line").get<std::string>();
         const json& m = j.at("machine");
-        r.machine = {m.at("cpu_model").get<std::string>(), m.at("simd").get<std::string>(), m.at("cores").get<int>()};
+        r.machine = {m.at("cpu_model").get<std::string>(), m.at("simd").get<std::string>(), m.at("cores").get<int>(),
+                     m.value("load_average", json(nullptr)).is_null() ? -1.0 : m.at("load_average").get<double>()};
         for (const auto& c : j.at("configs"))
             r.configs.push_back({parse_source(c.at("source").get<std::string>()), c.at("k").get<int>(),
                                  c.at("adaptive").get<bool>()});
@@ -527,8 +543,8 @@ void write_svg(std::ostream& o, const BenchResult& r, const SvgOptions& opts) {
     };
     header(30, "title", 10.8, "rewind bench: " + model_text(s));
     header(52, "sub", 6.6,
-           "workloads: " + workloads_text(s) + " · " + std::to_string(r.items.size()) + " items × " +
-               std::to_string(s.repeat) + (s.repeat == 1 ? " repeat" : " repeats") + " · " + sampling_text(s) + " · " +
+           "workloads: " + workloads_text(s) + " · " + count_text(static_cast<int64_t>(r.items.size()), "item") +
+               " × " + count_text(s.repeat, "repeat") + " · " + sampling_text(s) + " · " +
                std::to_string(s.threads) + (s.threads == 1 ? " thread" : " threads"));
     header(70, "sub", 6.6, machine_text(r.machine) + " · lossless " + (r.lossless() ? "✓" : "✗"));
     header(88, "sub", 6.6, "points: median over items; bars: interquartile range of the per-item speedups");
@@ -571,9 +587,13 @@ std::string format_duration(double seconds) {
 
 std::string format_progress(const Progress& p, int bar_width) {
     const double frac = p.runs_total > 0 ? std::clamp(static_cast<double>(p.runs_done) / static_cast<double>(p.runs_total), 0.0, 1.0) : 0.0;
-    const int filled = static_cast<int>(std::lround(frac * bar_width));
-    std::string line = "[" + std::string(static_cast<size_t>(filled), '#') +
-                       std::string(static_cast<size_t>(std::max(0, bar_width - filled)), '-') + "] ";
+    const int width = std::max(0, bar_width);
+    const int filled = static_cast<int>(std::lround(frac * width));
+    // Built by appending: GCC 12 warns falsely (-Wrestrict) on "[" + std::string(...).
+    std::string line = "[";
+    line.append(static_cast<size_t>(filled), '#');
+    line.append(static_cast<size_t>(width - filled), '-');
+    line += "] ";
     line += std::to_string(p.items_done) + "/" + std::to_string(p.items_total) + " items  " +
             format_duration(p.elapsed_seconds) + " elapsed";
     if (p.runs_done > 0 && p.runs_done < p.runs_total)

@@ -286,6 +286,8 @@ MachineInfo detect_machine() {
             break;
         }
     }
+    std::ifstream load("/proc/loadavg");
+    if (double l = 0; load >> l) m.load_average = l;
     m.simd = simd_name(detect_simd());
     m.cores = static_cast<int>(std::thread::hardware_concurrency());
     return m;

@@ -14,7 +14,8 @@ namespace rewind::bench {
 
 // Heading, settings line, the reproducing command, the summary table, one table per workload kind when there are two or
 // more kinds, the verification cost curve when measured, and the lossless verdict (naming the
-// item, configuration and first differing position of each failure).
+// item, configuration and first differing position of each failure). A result without items
+// (the cost curve alone) gets write_cost_markdown and its command.
 void write_markdown(std::ostream& out, const BenchResult& r);
 
 // The pass sizes the Markdown cost table shows by default: single decode, k = 1, 3, 7, 8, 15, 16

@@ -59,6 +59,9 @@ struct MachineInfo {
     std::string cpu_model; // /proc/cpuinfo "model name"
     std::string simd;      // the kernels' level: scalar, avx2, avx512
     int cores = 0;         // hardware threads the OS reports
+    // The 1-minute load average when the run started (/proc/loadavg; -1 if unknown): a load well
+    // above the thread count means other work shared the cores and the timings are noisy.
+    double load_average = -1;
 };
 
 struct SetupInfo {
