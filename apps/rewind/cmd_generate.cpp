@@ -1,12 +1,13 @@
-// `rewind generate`: plain decoding of a prompt with the runtime. Streams the text as it is
-// produced and prints prompt and generation speed to stderr, or with --json one JSON object.
-// Flags are parsed into GenerateFlags, which to_generate_options() turns into the runtime's
-// GenerateOptions, so other decoders (speculative) can reuse the same flags and options.
+// `rewind generate`: plain or (--spec) speculative decoding of a prompt. Streams the text as it
+// is produced and prints speed (and speculation statistics) to stderr, or with --json one JSON
+// object. Flags are parsed into GenerateFlags, which to_generate_options() turns into the
+// runtime's GenerateOptions, shared by both decoders.
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,11 @@
 #include "rewind/generate.h"
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
+#include "rewind/speculate/composite_source.h"
+#include "rewind/speculate/decoder.h"
+#include "rewind/speculate/draft_source.h"
+#include "rewind/speculate/ngram_source.h"
+#include "rewind/speculate/reference_source.h"
 
 namespace rewind::cli {
 namespace {
@@ -38,6 +44,13 @@ struct GenerateFlags {
     std::vector<std::string> stop;
     bool ignore_eos = false;
     bool json = false;
+    // Speculative decoding.
+    std::string spec = "none";
+    std::vector<std::string> refs;
+    std::string draft;
+    int k = 8;
+    bool adaptive = false;
+    std::string verify = "exact";
 };
 
 void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
@@ -64,6 +77,22 @@ void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
                    "Stop after the token that completes this text (repeatable; \\n, \\t and \\\\ are escapes)");
     cmd.add_flag("--ignore-eos", f.ignore_eos, "Keep generating after end-of-generation tokens");
     cmd.add_flag("--json", f.json, "Print one JSON object (ids, text, stop reason, timings) instead of streaming");
+    cmd.add_option("--spec", f.spec,
+                   "Speculative decoding guess source: none, ngram (prompt lookup), ref (--ref documents), "
+                   "draft (--draft model), auto (ref, then ngram, then draft, as available)")
+        ->check(CLI::IsMember({"none", "ngram", "ref", "draft", "auto"}))
+        ->capture_default_str();
+    cmd.add_option("--ref", f.refs, "Reference document to copy guesses from (repeatable; --spec ref/auto)")
+        ->check(CLI::ExistingFile);
+    cmd.add_option("--draft", f.draft, "Draft GGUF model with the target's vocabulary (--spec draft/auto)")
+        ->check(CLI::ExistingFile);
+    cmd.add_option("-k", f.k, "Guesses per verification pass (the ceiling with --adaptive)")->capture_default_str();
+    cmd.add_flag("--adaptive", f.adaptive, "Adapt the guesses per pass to recent acceptance");
+    cmd.add_option("--verify", f.verify,
+                   "exact: output identical to plain decoding; rejection: speculative sampling "
+                   "(the target's distribution, not its exact tokens)")
+        ->check(CLI::IsMember({"exact", "rejection"}))
+        ->capture_default_str();
 }
 
 // "\n", "\t" and "\\" in a command-line stop string stand for newline, tab and backslash.
@@ -112,15 +141,88 @@ std::string read_prompt(const GenerateFlags& f) {
 
 double per_second(int64_t n, double seconds) { return seconds > 0 ? static_cast<double>(n) / seconds : 0.0; }
 
+// The guess source --spec names, or null for plain decoding. Refuses flags that would be ignored.
+std::unique_ptr<speculate::GuessSource> make_guess_source(const GenerateFlags& f, const Model& target,
+                                                          const KvCache& cache, const ContextOptions& copts) {
+    namespace sp = speculate;
+    if (f.spec == "none") {
+        if (!f.refs.empty() || !f.draft.empty())
+            throw Error("generate: --ref and --draft need --spec ref, draft or auto");
+        return nullptr;
+    }
+    if (!f.refs.empty() && f.spec != "ref" && f.spec != "auto")
+        throw Error("generate: --ref is only used with --spec ref or auto");
+    if (!f.draft.empty() && f.spec != "draft" && f.spec != "auto")
+        throw Error("generate: --draft is only used with --spec draft or auto");
+    auto make_ref = [&]() -> std::unique_ptr<sp::GuessSource> {
+        std::vector<std::string> texts;
+        for (const std::string& path : f.refs) texts.push_back(sp::read_text_file(path));
+        return std::make_unique<sp::ReferenceSource>(sp::ReferenceSource::from_texts(target.tokenizer(), texts));
+    };
+    auto make_draft = [&]() -> std::unique_ptr<sp::GuessSource> {
+        return std::make_unique<sp::DraftSource>(Model::load(f.draft), target, cache.capacity(),
+                                                 sp::DraftSourceOptions{.context = copts, .cache_type = cache.type()});
+    };
+    if (f.spec == "ngram") return std::make_unique<sp::NgramSource>();
+    if (f.spec == "ref") {
+        if (f.refs.empty()) throw Error("generate: --spec ref needs at least one --ref FILE");
+        return make_ref();
+    }
+    if (f.spec == "draft") {
+        if (f.draft.empty()) throw Error("generate: --spec draft needs --draft MODEL");
+        return make_draft();
+    }
+    std::vector<std::unique_ptr<sp::GuessSource>> members; // auto
+    if (!f.refs.empty()) members.push_back(make_ref());
+    members.push_back(std::make_unique<sp::NgramSource>());
+    if (!f.draft.empty()) members.push_back(make_draft());
+    return std::make_unique<sp::CompositeSource>(std::move(members));
+}
+
+nlohmann::ordered_json stats_json(const speculate::SpecStats& s, const speculate::SpeculativeOptions& so,
+                                  std::string_view source) {
+    return {
+        {"source", source},
+        {"k", so.k},
+        {"k_policy", speculate::k_policy_name(so.k_policy)},
+        {"verify", speculate::verify_mode_name(so.verify)},
+        {"passes", s.passes},
+        {"proposed", s.proposed},
+        {"accepted", s.accepted},
+        {"emitted", s.emitted},
+        {"empty_passes", s.empty_passes},
+        {"acceptance_rate", s.acceptance_rate()},
+        {"tokens_per_pass", s.tokens_per_pass()},
+        {"proposed_at", s.proposed_at},
+        {"accepted_at", s.accepted_at},
+        {"propose_seconds", s.propose_seconds},
+        {"verify_seconds", s.verify_seconds},
+        {"prompt_seconds", s.prompt_seconds},
+        {"total_seconds", s.total_seconds},
+    };
+}
+
 int run_generate(const GenerateFlags& f) {
     const std::string prompt = read_prompt(f);
     if (prompt.empty()) throw Error("generate: the prompt is empty (give -p TEXT or -f FILE)");
     auto model = Model::load(f.model);
-    Context ctx(model, ContextOptions{.n_threads = f.threads});
+    const ContextOptions copts{.n_threads = f.threads};
+    Context ctx(model, copts);
     KvCache cache(*model, to_cache_options(f));
     const Tokenizer& tok = model->tokenizer();
     const std::vector<TokenId> prompt_ids = tok.encode(prompt);
     const GenerateOptions opts = to_generate_options(f);
+    const std::unique_ptr<speculate::GuessSource> source = make_guess_source(f, *model, cache, copts);
+    speculate::SpeculativeOptions so;
+    so.generate = opts;
+    so.k = f.k;
+    so.k_policy = f.adaptive ? speculate::KPolicy::Adaptive : speculate::KPolicy::Fixed;
+    so.verify = f.verify == "rejection" ? speculate::VerifyMode::Rejection : speculate::VerifyMode::Exact;
+    if (!source && (f.adaptive || f.verify != "exact"))
+        throw Error("generate: --adaptive and --verify need --spec");
+    // Built before any output, so bad speculation options fail cleanly.
+    std::optional<speculate::SpeculativeDecoder> spec;
+    if (source) spec.emplace(ctx, cache, *source, so);
 
     // Generated text, complete UTF-8 only: a continuation, so no leading-space rule.
     Utf8StreamDecoder decoder(tok, /*at_text_start=*/false);
@@ -129,7 +231,7 @@ int run_generate(const GenerateFlags& f) {
         std::fwrite(prompt.data(), 1, prompt.size(), stdout);
         std::fflush(stdout);
     }
-    const GenerateResult r = generate_plain(ctx, cache, prompt_ids, opts, [&](TokenId id) {
+    const TokenCallback on_token = [&](TokenId id) {
         const std::string piece = decoder.push(id);
         text += piece;
         if (!f.json && !piece.empty()) {
@@ -137,7 +239,16 @@ int run_generate(const GenerateFlags& f) {
             std::fflush(stdout);
         }
         return true;
-    });
+    };
+    speculate::SpecStats stats;
+    GenerateResult r;
+    if (source) {
+        speculate::SpeculativeResult sr = spec->generate(prompt_ids, on_token);
+        stats = std::move(sr.stats);
+        r = std::move(sr);
+    } else {
+        r = generate_plain(ctx, cache, prompt_ids, opts, on_token);
+    }
     const std::string rest = decoder.flush();
     text += rest;
     const auto n_gen = static_cast<int64_t>(r.tokens.size());
@@ -158,6 +269,7 @@ int run_generate(const GenerateFlags& f) {
             {"generate_seconds", r.generate_seconds},
             {"generated_tokens_per_second", per_second(n_gen, r.generate_seconds)},
         };
+        if (source) j["speculation"] = stats_json(stats, so, source->name());
         const std::string out = j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
         std::printf("%s\n", out.c_str());
         return 0;
@@ -171,6 +283,11 @@ int run_generate(const GenerateFlags& f) {
                  static_cast<long long>(r.prompt_tokens), r.prompt_seconds * 1e3,
                  per_second(r.prompt_tokens, r.prompt_seconds), static_cast<long long>(n_gen),
                  r.generate_seconds * 1e3, per_second(n_gen, r.generate_seconds), stop_reason_name(r.stop));
+    if (source) {
+        std::fprintf(stderr, "source: %s, k %d (%s), verify %s\n%s", std::string(source->name()).c_str(), so.k,
+                     speculate::k_policy_name(so.k_policy), speculate::verify_mode_name(so.verify),
+                     speculate::format_stats(stats).c_str());
+    }
     return 0;
 }
 
@@ -178,7 +295,7 @@ int run_generate(const GenerateFlags& f) {
 
 void register_generate(CLI::App& app, Runner& run) {
     auto flags = std::make_shared<GenerateFlags>();
-    CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt (plain decoding)");
+    CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt (plain or speculative decoding)");
     add_generate_flags(*cmd, *flags);
     cmd->callback([flags, &run] { run = [flags] { return run_generate(*flags); }; });
 }
