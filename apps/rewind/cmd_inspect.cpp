@@ -199,10 +199,11 @@ int inspect(const InspectOptions& opt) {
 void register_inspect(CLI::App& app, Runner& run) {
     auto opt = std::make_shared<InspectOptions>();
     CLI::App* cmd = app.add_subcommand(
-        "inspect",
-        "Show what a GGUF file holds: architecture, hyperparameters, tokenizer, tensor table.\n"
-        "Models are checked as `rewind generate` would load them; vocabulary-only files are\n"
-        "shown with their metadata and tokenizer.");
+        "inspect", "Show a GGUF file's architecture, hyperparameters, tokenizer and tensors");
+    cmd->footer(
+        "Models are checked the way `rewind generate` loads them (shapes, types, tokenizer), so a\n"
+        "non-zero exit means rewind cannot run the file. Vocabulary-only files (no tensors) are shown\n"
+        "with their tokenizer and full metadata.");
     CLI::Option* pos = cmd->add_option("MODEL", opt->model, "GGUF file to inspect (default: the bundled model)");
     CLI::Option* named = cmd->add_option("-m,--model", opt->model, "Same as MODEL");
     pos->excludes(named);
