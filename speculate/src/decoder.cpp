@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "k_controller.h"
 #include "rewind/error.h"
 
 namespace rewind::speculate {
@@ -13,8 +14,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-constexpr int kAdaptiveStart = 4;
 
 } // namespace
 
@@ -142,12 +141,12 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& promp
         st.propose_seconds += seconds_since(t);
     }
     const auto n_vocab = static_cast<size_t>(model.n_vocab());
-    int k_cur = opts_.k_policy == KPolicy::Adaptive ? std::min(k_max, kAdaptiveStart) : k_max;
+    KController kc(opts_.k_policy, k_max);
     for (bool done = false; !done;) {
         const int64_t pc = cache_.size(); // the pending token tokens_.back() goes here
         const int64_t generated = static_cast<int64_t>(res.tokens.size());
         // Every guess must land on a position inside the cache, and a pass emits at most m + 1.
-        const int room = static_cast<int>(std::min<int64_t>({k_cur, capacity - 1 - pc, gen.max_tokens - generated - 1}));
+        const int room = static_cast<int>(std::min<int64_t>({kc.next(), capacity - 1 - pc, gen.max_tokens - generated - 1}));
         proposal_.clear();
         if (room >= 1) {
             const auto t = Clock::now();
@@ -208,10 +207,7 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& promp
             source_.accept(tokens_);
             st.propose_seconds += seconds_since(t);
         }
-        if (opts_.k_policy == KPolicy::Adaptive && m > 0) {
-            if (accepted == static_cast<int>(m) && static_cast<int>(m) >= k_cur) k_cur = std::min(k_max, k_cur + 2);
-            else if (accepted < static_cast<int>(m)) k_cur = std::clamp((k_cur + accepted + 2) / 2, 1, k_max);
-        }
+        kc.observe(static_cast<int>(m), accepted);
         if (observer_) observer_(PassReport{cache_, tokens_, static_cast<int>(m), accepted, room});
     }
     res.generate_seconds = seconds_since(t_gen);

@@ -16,20 +16,22 @@
 
 namespace rewind::speculate {
 
-// How many guesses each pass asks for.
+// How many guesses each pass asks for. Only the pass structure depends on it, never the output.
+// (A cost-aware policy that fitted measured pass times was tried and lost to Adaptive: wall-clock
+// timings on a shared machine are too noisy to steer by.)
 enum class KPolicy {
-    Fixed,    // always k
-    Adaptive, // starts at min(k, 4); a pass that accepts all k_cur guesses grows k_cur by 2; a
-              // miss after a accepted guesses sets k_cur to ceil((k_cur + a + 1) / 2), halfway
-              // toward what would have sufficed; always within [1, k]. Passes where the source
-              // ran out of guesses (fewer than k_cur) leave k_cur alone: they say nothing about
-              // acceptance.
+    Fixed,     // always k
+    Adaptive,  // starts at min(k, 4); a pass that accepts all k_cur guesses grows k_cur by 2; a
+               // miss after a accepted guesses sets k_cur to ceil((k_cur + a + 1) / 2), halfway
+               // toward what would have sufficed; always within [1, k]. Passes where the source
+               // ran out of guesses (fewer than k_cur) leave k_cur alone: they say nothing about
+               // acceptance. Deterministic.
 };
 const char* k_policy_name(KPolicy p);
 
 struct SpeculativeOptions {
     GenerateOptions generate;                // max tokens, sampler, stop strings: as plain decoding
-    int k = 8;                               // guesses per pass (the ceiling when adaptive)
+    int k = 8;                               // guesses per pass (the ceiling when not Fixed)
     KPolicy k_policy = KPolicy::Fixed;
     VerifyMode verify = VerifyMode::Exact;
     static constexpr int kMaxK = 255;        // k is also clamped to the context's max_batch - 1
