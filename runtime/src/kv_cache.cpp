@@ -31,6 +31,7 @@ uint64_t fnv1a(const std::byte* p, size_t n, uint64_t h = 0xcbf29ce484222325ull)
 
 // Converts n values stored as `from` into `to` (same type: a copy).
 void convert(KvType from, const std::byte* src, KvType to, std::byte* dst, size_t n) {
+    if (n == 0) return; // src may be null (an empty span)
     if (from == to) {
         std::memcpy(dst, src, n * elem_bytes(from));
     } else if (from == KvType::F16) {
