@@ -49,6 +49,7 @@ Sampler::Sampler(SamplerOptions opts, int64_t n_vocab) : opts_(opts), n_vocab_(n
     work_.resize(n);
     probs_.resize(n);
     idx_.resize(n);
+    exps_.resize(n);
     seen_.assign(n, 0);
 }
 
@@ -139,10 +140,8 @@ void Sampler::compute(const float* logits, std::span<const TokenId> history) {
     std::fill(probs_.begin(), probs_.end(), 0.0f);
     const double inv_t = 1.0 / static_cast<double>(opts_.temperature);
     double total = 0;
-    for (size_t i = 0; i < count; ++i) total += std::exp((static_cast<double>(w[idx_[i]]) - mx) * inv_t);
-    for (size_t i = 0; i < count; ++i)
-        probs_[static_cast<size_t>(idx_[i])] =
-            static_cast<float>(std::exp((static_cast<double>(w[idx_[i]]) - mx) * inv_t) / total);
+    for (size_t i = 0; i < count; ++i) total += exps_[i] = std::exp((static_cast<double>(w[idx_[i]]) - mx) * inv_t);
+    for (size_t i = 0; i < count; ++i) probs_[static_cast<size_t>(idx_[i])] = static_cast<float>(exps_[i] / total);
 }
 
 TokenId Sampler::sample(const float* logits, int64_t pos, std::span<const TokenId> history) {

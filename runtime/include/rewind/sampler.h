@@ -72,6 +72,7 @@ private:
     std::vector<float> work_;   // [n_vocab] penalised logits
     std::vector<float> probs_;  // [n_vocab] final distribution
     std::vector<int32_t> idx_;  // [n_vocab] candidate ids
+    std::vector<double> exps_;  // [n_vocab] exp((logit - max) / T) of the candidates, in idx_ order
     std::vector<uint8_t> seen_; // [n_vocab] penalty bookkeeping
 };
 
