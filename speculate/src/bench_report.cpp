@@ -261,10 +261,11 @@ void write_markdown(std::ostream& out, const BenchResult& r) {
     if (!s.command_line.empty()) out << "`" << s.command_line << "`\n\n";
 
     write_table(out, summarize_configs(r));
-    out << "\nspeedup: median over items of (baseline time / configuration time), both measured on "
-           "the same item in the same run; times cover the whole request (prompt and generation). "
-           "acceptance: accepted / proposed guesses; tokens/pass: generated tokens / target forward "
-           "passes.\n";
+    out << "\nTimes cover the whole request (prompt and generation). tokens/s: median over items of "
+           "generated tokens per second; speedup: median over items of (baseline time / configuration "
+           "time), both measured on the same item in the same run, p25-p75 their spread; acceptance: "
+           "accepted / proposed guesses; tokens/pass: generated tokens / target forward passes; time "
+           "proposing: the guess source's share of proposing plus verifying.\n";
 
     const auto kinds = r.kinds();
     if (kinds.size() >= 2) {
