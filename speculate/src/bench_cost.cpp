@@ -30,6 +30,7 @@ std::vector<CostPoint> measure_cost_curve(Context& ctx, const CostCurveOptions& 
     if (opts.prefix < 0) throw Error("cost curve: prefix must not be negative");
     if (opts.repeat < 1) throw Error("cost curve: repeat must be at least 1");
     if (opts.warmup < 0) throw Error("cost curve: warmup must not be negative");
+    if (opts.rounds < 1) throw Error("cost curve: rounds must be at least 1");
     if (opts.prefix + opts.max_n > n_ctx)
         throw Error("cost curve: prefix " + std::to_string(opts.prefix) + " + " + std::to_string(opts.max_n) +
                     " tokens exceed the model's context of " + std::to_string(n_ctx));
@@ -48,13 +49,19 @@ std::vector<CostPoint> measure_cost_curve(Context& ctx, const CostCurveOptions& 
 
     std::vector<CostPoint> points(static_cast<size_t>(opts.max_n));
     for (int64_t n = 1; n <= opts.max_n; ++n) points[static_cast<size_t>(n - 1)].n = n;
-    for (int round = 0; round < opts.warmup + opts.repeat; ++round) {
+    const int rounds = std::min(opts.rounds, opts.repeat);
+    for (int round = 0; round < rounds; ++round) {
+        // This round's share of the timed passes: repeat split as evenly as it goes.
+        const int timed = opts.repeat / rounds + (round < opts.repeat % rounds ? 1 : 0);
         for (auto& p : points) {
-            cache.truncate(opts.prefix);
-            const auto t0 = Clock::now();
-            ctx.forward(cache, std::span<const TokenId>(batch.data(), static_cast<size_t>(p.n)), Logits::All);
-            const double s = seconds_since(t0);
-            if (round >= opts.warmup) p.samples.push_back(s);
+            const std::span<const TokenId> tokens(batch.data(), static_cast<size_t>(p.n));
+            for (int i = 0; i < opts.warmup + timed; ++i) {
+                cache.truncate(opts.prefix);
+                const auto t0 = Clock::now();
+                ctx.forward(cache, tokens, Logits::All);
+                const double s = seconds_since(t0);
+                if (i >= opts.warmup) p.samples.push_back(s);
+            }
         }
     }
     for (auto& p : points) p.seconds = median(p.samples);

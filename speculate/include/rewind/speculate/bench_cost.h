@@ -10,15 +10,20 @@
 namespace rewind::bench {
 
 struct CostCurveOptions {
-    int64_t max_n = 17;  // n = 1..max_n new tokens per pass (17 = k 16 plus the target's token)
+    int64_t max_n = 17;   // n = 1..max_n new tokens per pass (17 = k 16 plus the target's token)
     int64_t prefix = 100; // tokens already cached before each pass: a warm context, as in use
-    int repeat = 25;     // timed passes per n (the median is kept)
-    int warmup = 3;      // untimed rounds over every n first
+    int repeat = 25;      // timed passes per n (the median is kept)
+    int warmup = 6;       // untimed passes of each n before its timed ones, every round
+    int rounds = 5;       // the timed passes of each n are split over this many rounds
 };
 
 // Times ctx.forward over n new tokens (all logits, as verification needs them) after `prefix`
-// cached tokens, interleaving the n values within each round so drift hits all of them alike.
-// Throws rewind::Error on options out of range or prefix + max_n beyond the model's context.
+// cached tokens. Each n is timed in blocks of passes of that same size, after untimed ones:
+// a pass right after a pass of another size runs slower (on pycode-4m a 1-token pass right
+// after a 17-token one costs about 1.7x its settled time, and settles over about five passes),
+// while plain decoding runs 1-token passes back to back. The blocks of all n alternate over
+// `rounds` rounds, so slow drift of the machine hits every n alike. Throws rewind::Error on options out of range or
+// prefix + max_n beyond the model's context.
 std::vector<CostPoint> measure_cost_curve(Context& ctx, const CostCurveOptions& opts = {});
 
 struct ThroughputOptions {
