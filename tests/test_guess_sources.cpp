@@ -204,7 +204,9 @@ TEST(DraftSource, RefusesAContextShorterThanTheTargetCache) {
 TEST(DraftSource, DraftsGreedilyAndRollsBackToTheAcceptedText) {
     const auto target = rewind::Model::load(kModels + "pycode-4m.gguf");
     const auto draft = rewind::Model::load(kModels + "pycode-600k.gguf");
-    DraftSource src(draft, *target, 256);
+    DraftSourceOptions all_k;
+    all_k.min_confidence = 0.0f; // draft every guess asked for
+    DraftSource src(draft, *target, 256, all_k);
     const auto& tok = target->tokenizer();
     std::vector<TokenId> ctx = tok.encode("import os\nimport sys\n\ndef main(", rewind::AddBos::Yes);
     src.reset(start_of(ctx));
@@ -232,11 +234,35 @@ TEST(DraftSource, DraftsGreedilyAndRollsBackToTheAcceptedText) {
     EXPECT_EQ(src.tokens_processed() - before, 1u + 2u); // the target's token, then 2 guesses
 
     // Replaying from scratch gives the same guesses: the rolled-back cache is exact.
-    DraftSource fresh(draft, *target, 256);
+    DraftSource fresh(draft, *target, 256, all_k);
     fresh.reset(start_of(ctx));
     EXPECT_EQ(propose(fresh, ctx, 3), g2);
     // k larger than the room left in the cache is clamped, never an overflow.
-    DraftSource tight(draft, *target, static_cast<int64_t>(ctx.size()) + 1);
+    DraftSource tight(draft, *target, static_cast<int64_t>(ctx.size()) + 1, all_k);
     tight.reset(start_of(ctx));
     EXPECT_EQ(propose(tight, ctx, 8).size(), 2u);
+}
+
+TEST(DraftSource, StopsDraftingWhenUnsure) {
+    const auto target = rewind::Model::load(kModels + "pycode-4m.gguf");
+    const auto draft = rewind::Model::load(kModels + "pycode-600k.gguf");
+    const std::vector<TokenId> ctx = target->tokenizer().encode("import os\nimport sys\n\ndef main(", rewind::AddBos::Yes);
+    DraftSourceOptions o;
+    o.min_confidence = 1.0f; // no draft is ever that sure
+    DraftSource never(draft, *target, 256, o);
+    never.reset(start_of(ctx));
+    EXPECT_TRUE(propose(never, ctx, 8).empty());
+    o.min_confidence = 0.0f;
+    DraftSource always(draft, *target, 256, o);
+    always.reset(start_of(ctx));
+    EXPECT_EQ(propose(always, ctx, 8).size(), 8u);
+    o.min_confidence = 0.3f;
+    DraftSource some(draft, *target, 256, o);
+    some.reset(start_of(ctx));
+    const auto g = propose(some, ctx, 8);
+    // Whatever it drafted is a prefix of the full draft.
+    const auto full = propose(always, ctx, 8);
+    EXPECT_TRUE(std::equal(g.begin(), g.end(), full.begin()));
+    o.min_confidence = 1.5f;
+    EXPECT_THROW(DraftSource(draft, *target, 256, o), rewind::Error);
 }

@@ -4,6 +4,7 @@
 #include "rewind/speculate/draft_source.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "rewind/error.h"
@@ -37,6 +38,15 @@ void check_draft_compatible(const Model& draft, const Model& target, int64_t tar
 }
 
 namespace {
+
+// The softmax probability of the largest logit.
+float top_probability(std::span<const float> logits) {
+    const float mx = *std::max_element(logits.begin(), logits.end());
+    float sum = 0.0f;
+    for (float l : logits) sum += std::exp(l - mx);
+    return 1.0f / sum;
+}
+
 // Validates before any member is built, so a mismatched draft never allocates a cache.
 std::shared_ptr<const Model> checked(std::shared_ptr<const Model> draft, const Model& target, int64_t capacity) {
     if (!draft) throw Error("draft source: no draft model");
@@ -49,7 +59,9 @@ DraftSource::DraftSource(std::shared_ptr<const Model> draft, const Model& target
                          DraftSourceOptions opts)
     : ctx_(checked(std::move(draft), target, target_capacity), opts.context),
       cache_(ctx_.model(), KvCacheOptions{target_capacity, opts.cache_type}),
-      sampler_(SamplerOptions{}, ctx_.model().n_vocab()) {
+      sampler_(SamplerOptions{}, ctx_.model().n_vocab()), min_confidence_(opts.min_confidence) {
+    if (!(min_confidence_ >= 0.0f && min_confidence_ <= 1.0f))
+        throw Error("draft source: min_confidence must be in [0, 1], got " + std::to_string(min_confidence_));
     fed_.reserve(static_cast<size_t>(target_capacity));
     history_.reserve(static_cast<size_t>(target_capacity));
 }
@@ -85,6 +97,7 @@ void DraftSource::propose(std::span<const TokenId> context, int k, Proposal& out
     fed_.insert(fed_.end(), pending_.begin(), pending_.end());
     const auto n_vocab = static_cast<size_t>(ctx_.model().n_vocab());
     for (int i = 0; i < n; ++i) {
+        if (min_confidence_ > 0.0f && top_probability(logits) < min_confidence_) break;
         const auto pos = static_cast<int64_t>(history_.size());
         TokenId t;
         if (verify_ == VerifyMode::Rejection) {
