@@ -411,7 +411,11 @@ TEST_F(Speculative, RejectionModePreservesTheTargetDistribution) {
     sampler.distribution(ctx.forward(c, std::span<const TokenId>(&top, 1), Logits::Last).data(), prompt2, p2);
 
     const int runs = long_tests() ? 20000 : 1500;
-    DraftSource draft(draft_, *target_, kCapacity);
+    // Draft every guess asked for: an unsure draft that skips a position leaves it to plain
+    // sampling, which would not test the acceptance rule there.
+    DraftSourceOptions every;
+    every.min_confidence = 0.0f;
+    DraftSource draft(draft_, *target_, kCapacity, every);
     Scripted scripted;
     scripted.guesses = {top, top};
     for (GuessSource* src : std::initializer_list<GuessSource*>{&draft, &scripted}) {
@@ -443,9 +447,11 @@ TEST_F(Speculative, RejectionModePreservesTheTargetDistribution) {
         const auto [x2, df2] = chi_square(second, p2, n_second);
         EXPECT_LT(x1, critical(df1)) << src->name() << ": first token, df " << df1;
         EXPECT_LT(x2, critical(df2)) << src->name() << ": second token, df " << df2 << ", n " << n_second;
-        // The test must have exercised both acceptance and rejection.
+        // The test must have exercised both acceptance and rejection, at both positions.
         EXPECT_GT(accepted, 0) << src->name();
         EXPECT_LT(accepted, proposed) << src->name();
+        // Every run's first pass guessed positions 1 and 2.
+        EXPECT_GE(proposed, 2 * static_cast<int64_t>(runs)) << src->name();
         std::printf("%s: first token chi2 %.1f (df %d, critical %.1f), second %.1f (df %d, n %d), "
                     "acceptance %.2f\n", std::string(src->name()).c_str(), x1, df1, critical(df1), x2, df2,
                     n_second, static_cast<double>(accepted) / static_cast<double>(proposed));
