@@ -6,7 +6,7 @@
 
 namespace rewind::speculate {
 namespace {
-constexpr int kAdaptiveStart = 4;
+constexpr int kAdaptiveStart = 1;
 } // namespace
 
 KController::KController(KPolicy policy, int k_max) : policy_(policy), k_max_(std::max(k_max, 0)) {
@@ -15,8 +15,8 @@ KController::KController(KPolicy policy, int k_max) : policy_(policy), k_max_(st
 
 void KController::observe(int proposed, int accepted) {
     if (policy_ != KPolicy::Adaptive || proposed == 0) return; // no guess: says nothing about acceptance
-    if (accepted == proposed && proposed >= k_cur_) k_cur_ = std::min(k_max_, k_cur_ + 2);
-    else if (accepted < proposed) k_cur_ = std::clamp((k_cur_ + accepted + 2) / 2, 1, k_max_);
+    if (accepted == proposed && proposed >= k_cur_) k_cur_ = std::min(k_max_, k_cur_ + 1);
+    else if (accepted < proposed) k_cur_ = std::clamp(accepted + 1, 1, k_max_);
 }
 
 } // namespace rewind::speculate
