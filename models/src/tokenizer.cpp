@@ -261,6 +261,18 @@ std::vector<VocabTokenizer::Fragment> VocabTokenizer::split_special(std::string_
     return frags;
 }
 
+std::vector<MergeSymbol> utf8_symbols(std::string_view text) {
+    std::vector<MergeSymbol> sym;
+    sym.reserve(text.size());
+    for (size_t off = 0; off < text.size();) {
+        const size_t n = std::min(unicode::utf8_seq_len(static_cast<unsigned char>(text[off])), text.size() - off);
+        const int idx = static_cast<int>(sym.size());
+        off += n;
+        sym.push_back({idx - 1, off == text.size() ? -1 : idx + 1, off - n, n});
+    }
+    return sym;
+}
+
 } // namespace detail
 
 } // namespace rewind

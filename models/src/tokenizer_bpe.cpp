@@ -144,25 +144,6 @@ void split_gpt2(const Text& t, const Range& r, std::vector<Range>& out) {
     }
 }
 
-// One BPE merge candidate: adjacent live symbols `left` and `right`.
-struct Bigram {
-    int rank;
-    int left, right;
-    size_t size; // bytes of the merged text when queued: a mismatch later means it is stale
-};
-
-// Lowest rank first; on ties the leftmost pair.
-struct BigramOrder {
-    bool operator()(const Bigram& a, const Bigram& b) const {
-        return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-    }
-};
-
-struct Symbol {
-    int prev, next;
-    size_t off, n; // bytes of the encoded word; n == 0 once merged into the left neighbour
-};
-
 // Key of a merge pair: the left part's length first, so ("a b", "c") and ("a", "b c") differ.
 void merge_key(std::string& key, std::string_view a, std::string_view b) {
     const auto len = static_cast<uint32_t>(a.size());
@@ -259,46 +240,19 @@ private:
     }
 
     void encode_word(const std::string& w, std::vector<TokenId>& out) const {
-        std::vector<Symbol> sym;
-        for (size_t off = 0; off < w.size();) {
-            const size_t n = std::min(unicode::utf8_seq_len(static_cast<unsigned char>(w[off])), w.size() - off);
-            const int idx = static_cast<int>(sym.size());
-            off += n;
-            sym.push_back({idx - 1, off == w.size() ? -1 : idx + 1, off - n, n});
-        }
-        if (sym.empty()) return;
-
+        std::vector<MergeSymbol> sym = utf8_symbols(w);
         const std::string_view ws(w);
         std::string key;
-        std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
-        const auto try_add = [&](int l, int r) {
-            if (l < 0 || r < 0) return;
-            const Symbol& a = sym[static_cast<size_t>(l)];
-            const Symbol& b = sym[static_cast<size_t>(r)];
+        const int head = merge_symbols(sym, [&](const MergeSymbol& a, const MergeSymbol& b, double& p) {
             merge_key(key, ws.substr(a.off, a.n), ws.substr(b.off, b.n));
             const auto it = ranks_.find(std::string_view(key));
-            if (it == ranks_.end()) return;
-            queue.push({it->second, l, r, a.n + b.n});
-        };
-        for (int i = 1; i < static_cast<int>(sym.size()); ++i) try_add(i - 1, i);
+            if (it == ranks_.end()) return false;
+            p = -static_cast<double>(it->second); // lower rank merges first
+            return true;
+        });
 
-        while (!queue.empty()) {
-            const Bigram b = queue.top();
-            queue.pop();
-            Symbol& left = sym[static_cast<size_t>(b.left)];
-            Symbol& right = sym[static_cast<size_t>(b.right)];
-            // Symbols only grow, so an unchanged total size means neither side changed since.
-            if (left.n == 0 || right.n == 0 || left.n + right.n != b.size) continue;
-            left.n += right.n;
-            right.n = 0;
-            left.next = right.next;
-            if (right.next >= 0) sym[static_cast<size_t>(right.next)].prev = b.left;
-            try_add(left.prev, b.left);
-            try_add(b.left, left.next);
-        }
-
-        for (int i = 0; i != -1; i = sym[static_cast<size_t>(i)].next) {
-            const Symbol& s = sym[static_cast<size_t>(i)];
+        for (int i = head; i != -1; i = sym[static_cast<size_t>(i)].next) {
+            const MergeSymbol& s = sym[static_cast<size_t>(i)];
             const std::string_view piece = ws.substr(s.off, s.n);
             if (const TokenId id = find(piece); id >= 0) {
                 out.push_back(id);

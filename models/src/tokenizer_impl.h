@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <queue>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -70,6 +71,57 @@ private:
     std::vector<TokenId> specials_;     // control, user-defined, unknown; longest piece first
     std::vector<uint8_t> strip_;        // per token: 1 = eat whitespace before, 2 = after (Phi-3)
 };
+
+// One symbol of a word being merged: a byte range in a live doubly linked chain.
+struct MergeSymbol {
+    int prev, next; // neighbours in the live chain, -1 at the ends
+    size_t off, n;  // bytes of the text; n == 0 once merged into the left neighbour
+};
+
+// One symbol per UTF-8 character of `text` (by lead byte; malformed bytes stand alone).
+std::vector<MergeSymbol> utf8_symbols(std::string_view text);
+
+// The merge loop both BPE kinds share: repeatedly merge the adjacent pair of highest priority
+// (leftmost on ties) until no pair is mergeable. `priority(left, right, p)` returns whether the
+// pair of live symbols may merge and, if so, its priority in p (SPM: the piece's score; GPT-2
+// BPE: minus the merge rank). Returns the chain's head (0), or -1 when `sym` is empty.
+template <class Priority>
+int merge_symbols(std::vector<MergeSymbol>& sym, Priority&& priority) {
+    struct Bigram {
+        double priority;
+        int left, right;
+        size_t size; // bytes of the merged text when queued: a mismatch later means it is stale
+    };
+    struct Order {
+        bool operator()(const Bigram& a, const Bigram& b) const {
+            return a.priority < b.priority || (a.priority == b.priority && a.left > b.left);
+        }
+    };
+    if (sym.empty()) return -1;
+    std::priority_queue<Bigram, std::vector<Bigram>, Order> queue;
+    const auto try_add = [&](int l, int r) {
+        if (l < 0 || r < 0) return;
+        double p = 0;
+        if (!priority(sym[static_cast<size_t>(l)], sym[static_cast<size_t>(r)], p)) return;
+        queue.push({p, l, r, sym[static_cast<size_t>(l)].n + sym[static_cast<size_t>(r)].n});
+    };
+    for (int i = 1; i < static_cast<int>(sym.size()); ++i) try_add(i - 1, i);
+    while (!queue.empty()) {
+        const Bigram b = queue.top();
+        queue.pop();
+        MergeSymbol& left = sym[static_cast<size_t>(b.left)];
+        MergeSymbol& right = sym[static_cast<size_t>(b.right)];
+        // Symbols only grow, so an unchanged total size means neither side changed since.
+        if (left.n == 0 || right.n == 0 || left.n + right.n != b.size) continue;
+        left.n += right.n;
+        right.n = 0;
+        left.next = right.next;
+        if (right.next >= 0) sym[static_cast<size_t>(right.next)].prev = b.left;
+        try_add(left.prev, b.left);
+        try_add(b.left, left.next);
+    }
+    return 0;
+}
 
 std::unique_ptr<Tokenizer> make_spm_tokenizer(const TokenizerSpec& spec);
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(const TokenizerSpec& spec);

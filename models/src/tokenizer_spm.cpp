@@ -16,24 +16,6 @@ namespace {
 
 constexpr std::string_view kSpace = "\xE2\x96\x81"; // U+2581, SentencePiece's visible space
 
-struct Symbol {
-    int prev, next;   // neighbours in the live chain, -1 at the ends
-    size_t off, n;    // bytes of the (escaped) text; n == 0 once merged into the left neighbour
-};
-
-struct Bigram {
-    float score;
-    int left, right;
-    size_t size; // bytes of the merged text when queued: a mismatch later means it is stale
-};
-
-// Highest score first; on ties the leftmost pair, as SentencePiece and llama.cpp do.
-struct BigramOrder {
-    bool operator()(const Bigram& a, const Bigram& b) const {
-        return a.score < b.score || (a.score == b.score && a.left > b.left);
-    }
-};
-
 class SpmTokenizer final : public VocabTokenizer {
 public:
     explicit SpmTokenizer(const TokenizerSpec& spec) : VocabTokenizer(spec, TokenizerModel::Spm) {
@@ -87,49 +69,20 @@ private:
                 s += c;
         }
 
-        // One symbol per UTF-8 character (by lead byte; malformed bytes stand alone).
-        std::vector<Symbol> sym;
-        sym.reserve(s.size());
-        for (size_t off = 0; off < s.size();) {
-            const size_t n = std::min(unicode::utf8_seq_len(static_cast<unsigned char>(s[off])), s.size() - off);
-            const int idx = static_cast<int>(sym.size());
-            off += n;
-            sym.push_back({idx - 1, off == s.size() ? -1 : idx + 1, off - n, n});
-        }
-        if (sym.empty()) return;
-
-        std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
-        const auto try_add = [&](int l, int r) {
-            if (l < 0 || r < 0) return;
-            const std::string_view t = std::string_view(s).substr(sym[static_cast<size_t>(l)].off,
-                                                                   sym[static_cast<size_t>(l)].n +
-                                                                       sym[static_cast<size_t>(r)].n);
-            const TokenId id = find(t);
-            if (id < 0) return;
-            queue.push({scores_[static_cast<size_t>(id)], l, r, t.size()});
-        };
-        for (int i = 1; i < static_cast<int>(sym.size()); ++i) try_add(i - 1, i);
-
-        while (!queue.empty()) {
-            const Bigram b = queue.top();
-            queue.pop();
-            Symbol& left = sym[static_cast<size_t>(b.left)];
-            Symbol& right = sym[static_cast<size_t>(b.right)];
-            // Symbols only grow, so an unchanged total size means neither side changed since.
-            if (left.n == 0 || right.n == 0 || left.n + right.n != b.size) continue;
-            left.n += right.n;
-            right.n = 0;
-            left.next = right.next;
-            if (right.next >= 0) sym[static_cast<size_t>(right.next)].prev = b.left;
-            try_add(left.prev, b.left);
-            try_add(b.left, left.next);
-        }
+        std::vector<MergeSymbol> sym = utf8_symbols(s);
+        const std::string_view escaped(s);
+        const int head = merge_symbols(sym, [&](const MergeSymbol& l, const MergeSymbol& r, double& p) {
+            const TokenId id = find(escaped.substr(l.off, l.n + r.n));
+            if (id < 0) return false;
+            p = scores_[static_cast<size_t>(id)]; // higher score merges first
+            return true;
+        });
 
         // Merges only ever produce vocabulary pieces, so a symbol that is no piece is a single
         // character the vocabulary lacks: spell it in bytes.
-        for (int i = 0; i != -1; i = sym[static_cast<size_t>(i)].next) {
-            const Symbol& x = sym[static_cast<size_t>(i)];
-            const std::string_view t = std::string_view(s).substr(x.off, x.n);
+        for (int i = head; i != -1; i = sym[static_cast<size_t>(i)].next) {
+            const MergeSymbol& x = sym[static_cast<size_t>(i)];
+            const std::string_view t = escaped.substr(x.off, x.n);
             if (const TokenId id = find(t); id >= 0) {
                 out.push_back(id);
                 continue;
