@@ -15,12 +15,7 @@ using namespace rewind;
 
 namespace {
 
-std::vector<SimdLevel> levels() {
-    std::vector<SimdLevel> v{SimdLevel::Scalar};
-    if (int(detect_simd()) >= int(SimdLevel::Avx2)) v.push_back(SimdLevel::Avx2);
-    if (detect_simd() == SimdLevel::Avx512) v.push_back(SimdLevel::Avx512);
-    return v;
-}
+std::vector<SimdLevel> levels() { return supported_simd_levels(); }
 
 // A filled cache of `len` positions in `type`, and queries for the new tokens.
 struct Case {

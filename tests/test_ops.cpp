@@ -201,12 +201,7 @@ TEST(Rope, RejectsBadArguments) {
 
 namespace {
 
-std::vector<SimdLevel> levels() {
-    std::vector<SimdLevel> v{SimdLevel::Scalar};
-    if (int(detect_simd()) >= int(SimdLevel::Avx2)) v.push_back(SimdLevel::Avx2);
-    if (detect_simd() == SimdLevel::Avx512) v.push_back(SimdLevel::Avx512);
-    return v;
-}
+std::vector<SimdLevel> levels() { return supported_simd_levels(); }
 
 } // namespace
 

@@ -57,6 +57,13 @@ void require_simd(SimdLevel l) {
                     simd_name(detect_simd()) + ")");
 }
 
+std::vector<SimdLevel> supported_simd_levels() {
+    std::vector<SimdLevel> v;
+    for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512})
+        if (int(l) <= int(detect_simd())) v.push_back(l);
+    return v;
+}
+
 size_t matmul_scratch_bytes(DType type, int64_t n_tokens, int64_t cols) {
     if (type != DType::Q8_0) return 0;
     if (n_tokens < 0) throw Error("matmul_scratch_bytes: negative token count");

@@ -1,6 +1,7 @@
 // SIMD levels the CPU kernels can run at, and the run-time CPU check that picks one. Kept apart
 // from matmul.h so the other kernels (attention, ops) can name a level too.
 #pragma once
+#include <vector>
 
 namespace rewind {
 
@@ -11,5 +12,7 @@ SimdLevel detect_simd();
 const char* simd_name(SimdLevel l);
 // Throws rewind::Error if `l` is above what detect_simd() reports (it would fault).
 void require_simd(SimdLevel l);
+// Every level this CPU can run, lowest first (Scalar always): what tests compare across.
+std::vector<SimdLevel> supported_simd_levels();
 
 } // namespace rewind
