@@ -196,6 +196,34 @@ TEST(ForwardF16, CloseToF32AndBatchInvariant) {
     EXPECT_TRUE(step.contents_equal(c16));
 }
 
+// Numerics::LlamaCpp: ggml's roundings, so rows depend on the pass size (one body under 64
+// tokens, another from 64 on) but never on the thread count, nor on the split below 64.
+TEST(ForwardLlamaCpp, ThreadsAndSmallSplitsKeepBitsPassSizeDoesNot) {
+    auto model = load("pycode-4m");
+    const int64_t V = model->n_vocab();
+    std::mt19937 rng(5);
+    const auto T = random_tokens(rng, 80, V);
+    const KvCacheOptions f16{.capacity = 128, .type = KvType::F16};
+    Context one(model, {.n_threads = 1, .max_batch = 128, .numerics = Numerics::LlamaCpp});
+    Context two(model, {.n_threads = 2, .max_batch = 128, .numerics = Numerics::LlamaCpp});
+    KvCache a(*model, f16), b(*model, f16);
+    const auto la = copy(one.forward(a, T, Logits::All));
+    EXPECT_TRUE(same_bits(la, two.forward(b, T, Logits::All)));
+    EXPECT_TRUE(a.contents_equal(b));
+
+    // 40 tokens, then 30 + 10: both passes under 64 tokens, so the same bits.
+    KvCache c(*model, f16), d(*model, f16);
+    const auto lc = copy(one.forward(c, std::span(T).first(40), Logits::All));
+    one.forward(d, std::span(T).first(30), Logits::None);
+    const auto ld = copy(one.forward(d, std::span(T).subspan(30, 10), Logits::All));
+    EXPECT_TRUE(same_bits(std::span(lc).last(static_cast<size_t>(10 * V)), ld));
+    // The 80-token pass took the tiled body: its first 40 rows differ from the 40-token pass.
+    EXPECT_FALSE(same_bits(std::span(la).first(static_cast<size_t>(40 * V)), lc));
+    double worst = 0;
+    for (size_t i = 0; i < lc.size(); ++i) worst = std::max(worst, std::fabs(double(lc[i]) - la[i]));
+    EXPECT_LT(worst, 0.05) << "the two ggml bodies should differ only by F16 roundings";
+}
+
 // Every bad input throws rewind::Error before anything changes.
 TEST(ForwardErrors, BadInputLeavesCacheUnchanged) {
     auto model = load("pycode-4m");
@@ -247,6 +275,7 @@ TEST(ForwardErrors, BadOptionsAndFiles) {
     auto model = load("pycode-600k");
     EXPECT_THROW(Context(model, {.n_threads = 0}), Error);
     EXPECT_THROW(Context(model, {.n_threads = 1, .max_batch = 0}), Error);
+    EXPECT_THROW(Context(model, {.n_threads = 1, .max_batch = 8, .numerics = static_cast<Numerics>(9)}), Error);
     EXPECT_THROW(Context(nullptr), Error);
     // max_batch is clamped to the context length: no pass can be longer.
     EXPECT_EQ(Context(model, {.n_threads = 1, .max_batch = 100000}).options().max_batch,

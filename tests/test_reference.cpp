@@ -1,7 +1,9 @@
 // Golden tests against llama.cpp: for each ../shared/reference/MODEL.jsonl, our tokenizer gives
 // the same prompt ids, the first logits match, and greedy generation picks the same tokens
 // except where the two best logits are too close for two correct implementations to agree.
-// F32 models are also checked against a plain double-precision forward pass written here.
+// Each file runs twice: with llama.cpp's own numerics reproduced (Numerics::LlamaCpp, F16 cache),
+// where F32 models must match to 1e-3, and with rewind's exact F32 numerics, whose F32 logits are
+// also checked against a plain double-precision forward pass written here.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -58,34 +60,47 @@ TokenId argmax(std::span<const float> l) {
 
 struct Spec {
     const char* name;
+    Numerics numerics; // LlamaCpp also means an F16 KV cache and whole-prompt passes, as llama.cpp runs
     // Below this margin (gap between the two best logits at a step) a different pick is allowed
     // and comparison stops there.
     double margin_threshold;
     // Largest allowed |ours - llama.cpp| over the whole first-logits vector.
     double logit_tol;
-    bool f32; // also checked against the double-precision reference below
+    bool f32; // Exact runs are also checked against the double-precision reference below
 };
 
 // Tolerances, all MEASURED (max over every prompt of the file, 1 thread):
-// * F32 models: rewind agrees with a straightforward double-precision forward pass to ~5e-6
-//   (checked below at 1e-4), but llama.cpp's golden logits sit 1e-3..7.2e-3 away from that same
-//   double result (pycode-4m 3.3e-3, pycode-600k 7.2e-3, aidreams260K 2.8e-3): llama.cpp keeps
-//   its KV cache in F16 and its CPU flash attention rounds Q, the probabilities and the V
-//   accumulators to F16. The 1e-3 is therefore not reachable by any exact F32
-//   implementation; we allow 1e-2 and keep the 1e-3 margin rule (no id differs at all).
-// * F16 weights: ggml also rounds the activations to F16 for its F16 dot products; rewind keeps
-//   them F32. Measured max 5.4e-3; no id differs. Allowed: 1e-2 for both.
+// * F32 models, Numerics::LlamaCpp: llama.cpp (CPU, defaults) keeps its KV cache in F16 and its
+//   flash attention rounds Q and the running V sum to F16 for passes under 64 tokens (every
+//   decode step and the short prompts here) but sums in F32 over 64-position tiles for longer
+//   passes; its F32 matmuls sum 64 lanes. Reproducing exactly that (kernels/ggml_compat.h), the
+//   first logits match to 8.9e-4 (pycode-4m), 4.7e-4 (pycode-600k), 2.3e-4 (aidreams260K) -- the
+//   issue's 1e-3 -- and no greedy id differs in 768 + 768 + 192 steps. What remains is F16
+//   roundings flipped by last-bit differences elsewhere (ggml's vector exp in SiLU, ...).
+// * F32 models, Numerics::Exact (rewind's own F32 attention): within ~5e-6 of a double-precision
+//   forward (checked below at 1e-4) but 2.8e-3..7.2e-3 from llama.cpp (pycode-4m 3.3e-3,
+//   pycode-600k 7.2e-3, aidreams260K 2.8e-3): those are llama.cpp's F16 roundings, not errors of
+//   ours. Allowed 1e-2; the 1e-3 margin rule still holds (no id differs at all).
+// * F16 weights: ggml also rounds the activations to F16 for its F16 dot products, in an order
+//   not reproduced here (rewind keeps them F32). Measured 5.4e-3 (Exact), 4.9e-3 (LlamaCpp); no
+//   id differs. Allowed: 1e-2 for both.
 // * Q8_0 weights: both quantize activations to Q8_0 per 32-block, but quantizing activations
 //   alone moves logits by 0.04-0.1 versus unquantized ones, so any small upstream difference
-//   (the F16 attention above, ggml's SIMD quantizer rounding halves to even) flips quanta and
-//   shows up amplified: measured max 0.084 on the first logits, and greedy ids diverge at steps
-//   with margins up to 0.0835. Allowed: 0.12 for both.
+//   (ggml's SIMD quantizer rounding halves to even, its Q8_0 dot order) flips quanta and shows up
+//   amplified: measured max 0.084 (Exact) / 0.109 (LlamaCpp) on the first logits; greedy ids
+//   diverge at steps with margins up to 0.0835 (Exact) / 0.0146 (LlamaCpp). Allowed: 0.12 for
+//   the logits, 0.12 / 0.03 for the margins.
 const Spec kSpecs[] = {
-    {"pycode-4m", 1e-3, 1e-2, true},
-    {"pycode-600k", 1e-3, 1e-2, true},
-    {"aidreams260K", 1e-3, 1e-2, true},
-    {"pycode-4m-f16", 1e-2, 1e-2, false},
-    {"pycode-4m-q8_0", 0.12, 0.12, false},
+    {"pycode-4m", Numerics::LlamaCpp, 1e-3, 1e-3, true},
+    {"pycode-600k", Numerics::LlamaCpp, 1e-3, 1e-3, true},
+    {"aidreams260K", Numerics::LlamaCpp, 1e-3, 1e-3, true},
+    {"pycode-4m-f16", Numerics::LlamaCpp, 1e-2, 1e-2, false},
+    {"pycode-4m-q8_0", Numerics::LlamaCpp, 0.03, 0.12, false},
+    {"pycode-4m", Numerics::Exact, 1e-3, 1e-2, true},
+    {"pycode-600k", Numerics::Exact, 1e-3, 1e-2, true},
+    {"aidreams260K", Numerics::Exact, 1e-3, 1e-2, true},
+    {"pycode-4m-f16", Numerics::Exact, 1e-2, 1e-2, false},
+    {"pycode-4m-q8_0", Numerics::Exact, 0.12, 0.12, false},
 };
 
 // Plain double-precision llama forward pass over a whole prompt (no cache, no kernels but
@@ -195,7 +210,11 @@ TEST_P(Reference, MatchesLlamaCpp) {
     const auto cases = load_cases(dir + "/reference/" + spec.name + ".jsonl");
     ASSERT_FALSE(cases.empty());
     auto model = Model::load(dir + "/models/" + spec.name + ".gguf");
-    Context ctx(model, {.n_threads = 1, .max_batch = 64});
+    const bool exact = spec.numerics == Numerics::Exact;
+    // Exact: small passes on purpose (long prompts run in chunks, which must not matter).
+    // LlamaCpp: whole prompts in one pass, as llama.cpp's default 512-token ubatch does.
+    Context ctx(model, {.n_threads = 1, .max_batch = exact ? 64 : 512, .numerics = spec.numerics});
+    const KvCacheOptions kv{.capacity = 0, .type = exact ? KvType::F32 : KvType::F16};
 
     double worst_logit = 0, worst_margin_diverged = 0;
     int compared = 0, diverged = 0;
@@ -205,7 +224,7 @@ TEST_P(Reference, MatchesLlamaCpp) {
         if (ci == 0) {
             EXPECT_EQ(model->tokenizer().encode(c.prompt), c.prompt_ids) << "tokenizer disagrees with llama.cpp";
         }
-        KvCache cache(*model);
+        KvCache cache(*model, kv);
         auto logits = ctx.forward(cache, c.prompt_ids, Logits::Last);
         ASSERT_EQ(logits.size(), c.first_logits.size());
         double max_diff = 0;
@@ -213,7 +232,7 @@ TEST_P(Reference, MatchesLlamaCpp) {
             max_diff = std::max(max_diff, std::fabs(static_cast<double>(logits[i]) - c.first_logits[i]));
         worst_logit = std::max(worst_logit, max_diff);
         EXPECT_LE(max_diff, spec.logit_tol) << "first logits differ from llama.cpp";
-        if (spec.f32 && ci == 0) {
+        if (spec.f32 && exact && ci == 0) {
             const std::vector<double> exact = reference_forward(*model, c.prompt_ids);
             double d = 0;
             for (size_t i = 0; i < exact.size(); ++i) d = std::max(d, std::fabs(exact[i] - logits[i]));
@@ -236,15 +255,16 @@ TEST_P(Reference, MatchesLlamaCpp) {
             if (step + 1 < c.generated_ids.size()) logits = ctx.forward(cache, {&ours, 1}, Logits::Last);
         }
     }
-    std::printf("[ %s ] max |first logit diff| %.3g, %d steps matched, %d cases diverged (largest margin there %.3g)\n",
-                spec.name, worst_logit, compared, diverged, worst_margin_diverged);
+    std::printf("[ %s, %s ] max |first logit diff| %.3g, %d steps matched, %d cases diverged (largest margin there "
+                "%.3g)\n",
+                spec.name, exact ? "exact" : "llamacpp", worst_logit, compared, diverged, worst_margin_diverged);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Reference, ::testing::ValuesIn(kSpecs),
                          [](const auto& info) {
                              std::string n = info.param.name;
                              std::replace(n.begin(), n.end(), '-', '_');
-                             return n;
+                             return n + (info.param.numerics == Numerics::Exact ? "_exact" : "_llamacpp");
                          });
 
 } // namespace

@@ -321,6 +321,11 @@ TEST_F(Speculative, ReusesACachedPromptPrefixAndHandlesEdgeCases) {
     KvCache foreign(*other, {kCapacity});
     so.k = 4;
     EXPECT_THROW(SpeculativeDecoder(ctx, foreign, src, so), rewind::Error);
+    // llama.cpp's numerics change with the pass size: refused, the cache untouched.
+    Context llama_like(target_, {.n_threads = 1, .max_batch = 64, .numerics = Numerics::LlamaCpp});
+    sc.truncate(0);
+    EXPECT_THROW(generate_speculative(llama_like, sc, prompt, src, so), rewind::Error);
+    EXPECT_EQ(sc.size(), 0);
 }
 
 TEST_F(Speculative, StatisticsAddUp) {

@@ -14,9 +14,7 @@
 
 namespace rewind {
 
-namespace {
-
-void check_shape(const AttentionShape& s, DType kv_type, const char* who) {
+void detail::check_attention_shape(const AttentionShape& s, DType kv_type, const char* who) {
     if (s.n_tokens <= 0 || s.pos0 < 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.head_dim <= 0)
         throw Error(std::string(who) + ": bad shape (n_tokens " + std::to_string(s.n_tokens) + ", pos0 " +
                     std::to_string(s.pos0) + ", n_head " + std::to_string(s.n_head) + ", n_head_kv " +
@@ -27,6 +25,10 @@ void check_shape(const AttentionShape& s, DType kv_type, const char* who) {
     if (kv_type != DType::F32 && kv_type != DType::F16)
         throw Error(std::string(who) + ": unsupported KV type " + dtype_name(kv_type));
 }
+
+namespace {
+
+using detail::check_attention_shape;
 
 // Score-row length for one head, rounded so rows start on 64-byte boundaries.
 int64_t score_stride(const AttentionShape& s) { return ((s.pos0 + s.n_tokens + 15) / 16) * 16; }
@@ -45,7 +47,7 @@ size_t kv_elem_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
 
 int64_t attention_scratch_floats(const AttentionShape& s, int n_threads) {
     if (n_threads < 1) throw Error("attention_scratch_floats: n_threads must be >= 1");
-    check_shape(s, DType::F32, "attention_scratch_floats");
+    check_attention_shape(s, DType::F32, "attention_scratch_floats");
     return int64_t(n_threads) * slot_floats(s);
 }
 
@@ -56,7 +58,7 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
 
 void attention(const AttentionShape& s, const float* q, const void* k, const void* v, DType kv_type, float* out,
                float* scratch, ThreadPool* pool, SimdLevel level) {
-    check_shape(s, kv_type, "attention");
+    check_attention_shape(s, kv_type, "attention");
     if (!q || !k || !v || !out || !scratch) throw Error("attention: null pointer");
     require_simd(level);
     const auto body = level == SimdLevel::Scalar ? detail::attend_scalar : detail::attend_avx2;
@@ -107,7 +109,7 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
 
 void attention_reference(const AttentionShape& s, const float* q, const void* k, const void* v, DType kv_type,
                          float* out) {
-    check_shape(s, kv_type, "attention_reference");
+    check_attention_shape(s, kv_type, "attention_reference");
     if (!q || !k || !v || !out) throw Error("attention_reference: null pointer");
     const int64_t group = s.n_head / s.n_head_kv;
     const int64_t kv_stride = s.n_head_kv * s.head_dim;

@@ -2,9 +2,14 @@
 #pragma once
 #include <cstdint>
 
+#include "rewind/kernels/attention.h"
 #include "rewind/kernels/dtype.h"
 
 namespace rewind::detail {
+
+// Throws rewind::Error naming `who` unless the shape is positive, n_head is a multiple of
+// n_head_kv and kv_type is F32 or F16. Shared by every attention front end.
+void check_attention_shape(const AttentionShape& s, DType kv_type, const char* who);
 
 // One token against one KV head: the `group` query heads that share that KV head, over cache
 // positions 0 .. n_pos-1. Heads of a group are adjacent, so q and out are [group, head_dim].

@@ -9,6 +9,7 @@
 
 #include "rewind/error.h"
 #include "rewind/kernels/attention.h"
+#include "rewind/kernels/ggml_compat.h"
 #include "rewind/kernels/dtype.h"
 #include "rewind/kernels/matmul.h"
 #include "rewind/kernels/ops.h"
@@ -27,14 +28,16 @@ struct Context::Buffers {
     std::vector<float> up;     // [B, F]  ffn_up output
     std::vector<float> logits; // [B, V]
     std::vector<int32_t> pos;  // [B]     absolute positions
-    std::vector<float> att_scratch;            // attention_scratch_floats(longest pass, threads)
-    std::vector<std::byte> mm_scratch;         // max matmul_scratch_bytes over the model's weights
+    std::vector<float> att_scratch;            // attention (or attention_ggml) scratch for the longest pass
+    std::vector<std::byte> mm_scratch;         // max matmul (or matmul_ggml) scratch over the weights
 };
 
 Context::Context(std::shared_ptr<const Model> model, ContextOptions opts) : model_(std::move(model)), opts_(opts) {
     if (!model_) throw Error("Context: no model");
     if (opts_.n_threads < 1) throw Error("Context: n_threads must be >= 1, got " + std::to_string(opts_.n_threads));
     if (opts_.max_batch < 1) throw Error("Context: max_batch must be >= 1, got " + std::to_string(opts_.max_batch));
+    if (opts_.numerics != Numerics::Exact && opts_.numerics != Numerics::LlamaCpp)
+        throw Error("Context: unknown Numerics value " + std::to_string(static_cast<int>(opts_.numerics)));
     const LlamaHparams& hp = model_->hparams();
     opts_.max_batch = std::min(opts_.max_batch, hp.n_ctx_train);
     pool_ = std::make_unique<ThreadPool>(opts_.n_threads);
@@ -60,10 +63,16 @@ Context::Context(std::shared_ptr<const Model> model, ContextOptions opts) : mode
 
     // The longest attention call: max_batch tokens ending at the last position of the context.
     AttentionShape s{opts_.max_batch, hp.n_ctx_train - opts_.max_batch, hp.n_head, hp.n_head_kv, hp.head_dim()};
-    b.att_scratch.resize(static_cast<size_t>(attention_scratch_floats(s, opts_.n_threads)));
+    b.att_scratch.resize(static_cast<size_t>(opts_.numerics == Numerics::Exact
+                                                 ? attention_scratch_floats(s, opts_.n_threads)
+                                                 : attention_ggml_scratch_floats(s, opts_.n_threads)));
 
     size_t mm = 0;
-    auto fit = [&](const MatrixView& w) { mm = std::max(mm, matmul_scratch_bytes(w.type, opts_.max_batch, w.cols)); };
+    auto fit = [&](const MatrixView& w) {
+        mm = std::max(mm, matmul_scratch_bytes(w.type, opts_.max_batch, w.cols));
+        if (opts_.numerics == Numerics::LlamaCpp && matmul_ggml_supports(w.type))
+            mm = std::max(mm, matmul_ggml_scratch_bytes(w.type, opts_.max_batch, w.cols));
+    };
     fit(model_->output);
     for (const Model::Layer& l : model_->layers) {
         for (const MatrixView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) fit(*w);
@@ -102,6 +111,12 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
     const int64_t E = hp.n_embd, KV = hp.n_embd_kv(), F = hp.n_ff, hd = hp.head_dim();
     const float eps = hp.rms_eps;
     const std::span<std::byte> mm(b.mm_scratch);
+    const bool exact = opts_.numerics == Numerics::Exact;
+    // y = x · Wᵀ for n rows, in rewind's order or (Numerics::LlamaCpp, F32 weights) ggml's.
+    auto matmul = [&](const MatrixView& w, const float* x, int64_t rows, float* y) {
+        if (!exact && matmul_ggml_supports(w.type)) matmul_ggml(w, x, rows, y, mm, pool);
+        else rewind::matmul(w, x, rows, y, mm, pool);
+    };
     const size_t kv_elem = cache.dtype() == DType::F32 ? 4 : 2;
     const size_t tok_row_bytes = dtype_row_bytes(m.tok_embd.type, E);
     const auto n_layer = static_cast<int64_t>(m.layers.size());
@@ -128,9 +143,9 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
             const Model::Layer& L = m.layers[il];
             // Attention block: x -> norm -> q, k, v -> rope -> cache -> attention -> wo -> + x.
             rms_norm(b.x.data(), L.attn_norm, nt, E, eps, b.xn.data());
-            matmul(L.wq, b.xn.data(), nt, b.q.data(), mm, pool);
-            matmul(L.wk, b.xn.data(), nt, b.k.data(), mm, pool);
-            matmul(L.wv, b.xn.data(), nt, b.v.data(), mm, pool);
+            matmul(L.wq, b.xn.data(), nt, b.q.data());
+            matmul(L.wk, b.xn.data(), nt, b.k.data());
+            matmul(L.wv, b.xn.data(), nt, b.v.data());
             rope_norm(b.q.data(), b.pos.data(), nt, hp.n_head, hd, hp.n_rot, hp.rope_freq_base);
             rope_norm(b.k.data(), b.pos.data(), nt, hp.n_head_kv, hd, hp.n_rot, hp.rope_freq_base);
 
@@ -155,25 +170,34 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
             const int64_t an = last_layer ? nr : nt;
             if (an == 0) continue;
             const AttentionShape s{an, pos0 + a0, hp.n_head, hp.n_head_kv, hd};
-            if (attention_scratch_floats(s, pool->size()) > static_cast<int64_t>(b.att_scratch.size()))
+            const int64_t need = exact ? attention_scratch_floats(s, pool->size())
+                                       : attention_ggml_scratch_floats(s, pool->size());
+            if (need > static_cast<int64_t>(b.att_scratch.size()))
                 throw Error("forward: attention scratch too small (kernel contract changed?)");
-            attention(s, b.q.data() + a0 * E, cache.k_layer(il), cache.v_layer(il), cache.dtype(),
-                      b.attn.data() + a0 * E, b.att_scratch.data(), pool);
-            matmul(L.wo, b.attn.data() + a0 * E, an, b.proj.data() + a0 * E, mm, pool);
+            if (exact) {
+                attention(s, b.q.data() + a0 * E, cache.k_layer(il), cache.v_layer(il), cache.dtype(),
+                          b.attn.data() + a0 * E, b.att_scratch.data(), pool);
+            } else {
+                // ggml picks its body from the rows of the whole pass (llama.cpp drops unused rows
+                // only after the last layer's attention), not from the rows computed here.
+                attention_ggml(s, ggml_fa_path(nt, hd), b.q.data() + a0 * E, cache.k_layer(il), cache.v_layer(il),
+                               cache.dtype(), b.attn.data() + a0 * E, b.att_scratch.data(), pool);
+            }
+            matmul(L.wo, b.attn.data() + a0 * E, an, b.proj.data() + a0 * E);
             add_inplace(b.x.data() + a0 * E, b.proj.data() + a0 * E, an * E);
 
             // Feed-forward block: x -> norm -> gate, up -> swiglu -> down -> + x.
             rms_norm(b.x.data() + a0 * E, L.ffn_norm, an, E, eps, b.xn.data() + a0 * E);
-            matmul(L.ffn_gate, b.xn.data() + a0 * E, an, b.gate.data() + a0 * F, mm, pool);
-            matmul(L.ffn_up, b.xn.data() + a0 * E, an, b.up.data() + a0 * F, mm, pool);
+            matmul(L.ffn_gate, b.xn.data() + a0 * E, an, b.gate.data() + a0 * F);
+            matmul(L.ffn_up, b.xn.data() + a0 * E, an, b.up.data() + a0 * F);
             swiglu(b.gate.data() + a0 * F, b.up.data() + a0 * F, an * F, b.gate.data() + a0 * F);
-            matmul(L.ffn_down, b.gate.data() + a0 * F, an, b.proj.data() + a0 * E, mm, pool);
+            matmul(L.ffn_down, b.gate.data() + a0 * F, an, b.proj.data() + a0 * E);
             add_inplace(b.x.data() + a0 * E, b.proj.data() + a0 * E, an * E);
         }
 
         if (nr > 0) {
             rms_norm(b.x.data() + r0 * E, m.output_norm, nr, E, eps, b.xn.data());
-            matmul(m.output, b.xn.data(), nr, b.logits.data(), mm, pool);
+            matmul(m.output, b.xn.data(), nr, b.logits.data());
             out_rows = nr;
         }
         done += nt;

@@ -56,6 +56,11 @@ SpeculativeDecoder::SpeculativeDecoder(Context& target, KvCache& cache, GuessSou
                     std::to_string(opts_.k));
     if (!cache_.belongs_to(target.model()))
         throw Error("speculative decoding: the KV cache was built for another model");
+    // Lossless means a verified token's logits equal those of plain decoding; only Exact
+    // numerics give the same bits whatever the pass size.
+    if (target.options().numerics != Numerics::Exact)
+        throw Error("speculative decoding: the target context uses Numerics::LlamaCpp, whose results change "
+                    "with the pass size; speculation needs Numerics::Exact");
 }
 
 bool SpeculativeDecoder::judge(const float* row, int64_t pos, int i, TokenId& out) {

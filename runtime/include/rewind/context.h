@@ -13,10 +13,25 @@
 
 namespace rewind {
 
+// How the forward pass rounds.
+enum class Numerics {
+    // rewind's own: fixed reduction orders, so a token's logits are the same bits whatever the
+    // number of tokens in its pass and whatever the thread count. Speculative decoding needs this.
+    Exact,
+    // llama.cpp's CPU numerics (kernels/ggml_compat.h), to compare with llama.cpp's outputs: its
+    // flash attention (with an F16 cache, passes under 64 tokens round Q and the V accumulator to
+    // F16; longer passes work in F32 over 64-position tiles) and its dot-product order for F32
+    // and F16 weights (other weight types keep rewind's order). A token's logits then depend on
+    // its pass size, as in llama.cpp; set max_batch >= 512 to pass prompts whole as its default
+    // ubatch does.
+    LlamaCpp,
+};
+
 struct ContextOptions {
     int n_threads = 1;       // >= 1; the calling thread is one of them
     int64_t max_batch = 256; // tokens per internal pass (>= 1); longer inputs run in chunks.
                              // Clamped to the model's context length (no pass can be longer).
+    Numerics numerics = Numerics::Exact;
 };
 
 // Which rows get logits: every new token (verification), the last one (prompt, decode), or none
@@ -40,7 +55,8 @@ public:
     // is empty, an id is outside the vocabulary, the cache would overflow its capacity, the
     // cache belongs to another model, or Logits::All is asked for more than max_batch tokens.
     // Row i's logits are bit-identical however the tokens were split across calls and whatever
-    // the thread count (the kernels' fixed reduction order).
+    // the thread count (the kernels' fixed reduction order); with Numerics::LlamaCpp only the
+    // thread count leaves them unchanged.
     std::span<const float> forward(KvCache& cache, std::span<const TokenId> tokens,
                                    Logits which = Logits::All);
 

@@ -79,8 +79,8 @@ using PassObserver = std::function<void(const PassReport&)>;
 class SpeculativeDecoder {
 public:
     // Keeps references to target, cache and source; all must outlive the decoder. Throws
-    // rewind::Error if k is outside [1, kMaxK], the cache belongs to another model, or the
-    // sampler options are invalid.
+    // rewind::Error if k is outside [1, kMaxK], the cache belongs to another model, the target
+    // context does not use Numerics::Exact, or the sampler options are invalid.
     SpeculativeDecoder(Context& target, KvCache& cache, GuessSource& source, SpeculativeOptions opts);
 
     // Same contract as generate_plain: the cache holds exactly prompt[0, cache.size()) with

@@ -1,0 +1,60 @@
+// llama.cpp's CPU numerics (ggml-cpu, 2026, built for AVX-512), reproduced so rewind's logits can
+// be compared with llama.cpp's golden outputs down to its F16 roundings: its flash attention and
+// its F32/F16 dot products. Not rewind's default: here a token's attention result depends on how
+// many tokens share its pass (see GgmlFaPath), which speculative decoding cannot accept.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "rewind/kernels/attention.h"
+#include "rewind/kernels/dtype.h"
+#include "rewind/kernels/matmul.h"
+#include "rewind/kernels/thread_pool.h"
+
+namespace rewind {
+
+// ggml runs one of two flash-attention bodies per call, chosen by the query rows in the pass.
+enum class GgmlFaPath {
+    // Fewer than 64 rows (every decode step, short prompts). With an F16 cache Q is rounded to F16
+    // for the K·Q dot, the softmax is online over positions, and the V accumulator is F16, rounded
+    // after every position.
+    OneChunk,
+    // 64 rows or more, head_dim a multiple of 16. Q stays F32; keys go in tiles of 64 positions;
+    // F32 accumulators rescaled once per tile.
+    Tiled,
+};
+
+// The body ggml picks for a pass of pass_tokens query rows (as built for AVX-512, whose vectors
+// hold 16 floats; ../shared/reference was produced on such a machine).
+GgmlFaPath ggml_fa_path(int64_t pass_tokens, int64_t head_dim);
+
+// Scratch floats attention_ggml needs with a pool of n_threads (one slot per thread).
+int64_t attention_ggml_scratch_floats(const AttentionShape& s, int n_threads);
+
+// Same layout and causal rule as attention() (q [n_tokens, n_head, head_dim], k/v
+// [>= pos0 + n_tokens, n_head_kv, head_dim] of kv_type F32 or F16, out like q), computed with
+// ggml's numerics for `path`. Each (token, head) is computed alone, so the result does not depend
+// on the thread count, and for a fixed path not on n_tokens either. Throws rewind::Error on bad
+// shapes, null pointers, an unknown path or an unsupported kv_type.
+void attention_ggml(const AttentionShape& s, GgmlFaPath path, const float* q, const void* k, const void* v,
+                    DType kv_type, float* out, float* scratch, ThreadPool* pool);
+
+// True for the weight types matmul_ggml reproduces: F32 and F16.
+bool matmul_ggml_supports(DType type);
+
+// Scratch bytes matmul_ggml needs (F16 weights: x rounded to F16, kept as floats).
+size_t matmul_ggml_scratch_bytes(DType type, int64_t n_tokens, int64_t cols);
+
+// y[t*rows + r] = dot(W[r], x[t]) in ggml_vec_dot_f32's order (F16 weights: ggml_vec_dot_f16's,
+// after rounding x to F16 as ggml does): 4 accumulators of 16 lanes, fused multiply-adds over the
+// first cols & ~63 columns, reduced as (0+2, 1+3), then 0+1, then the 16 lanes by halving; the
+// remaining columns' products added in double. Same shapes and errors as matmul(); also throws
+// when !matmul_ggml_supports(w.type). Uses AVX2+FMA when present (the same bits as its scalar path).
+void matmul_ggml(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std::span<std::byte> scratch,
+                 ThreadPool* pool);
+// The same on a forced path: SimdLevel::Scalar or any level with AVX2 (for tests).
+void matmul_ggml(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std::span<std::byte> scratch,
+                 ThreadPool* pool, SimdLevel level);
+
+} // namespace rewind

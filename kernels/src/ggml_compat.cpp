@@ -1,0 +1,262 @@
+// llama.cpp's CPU numerics (ggml-cpu, 2026): flash attention one (token, head) at a time -- the
+// one-chunk body with its F16 rounding of Q and of the V accumulator, the tiled body with F32
+// accumulators over 64-position key tiles -- and the F32/F16 dot product order of its matmuls.
+// Written to reproduce another program's roundings, not to be fast; each rounding step says how
+// ggml does it. The AVX2 dot body is in ggml_compat_avx2.cpp.
+#include "rewind/kernels/ggml_compat.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "attention_impl.h"
+#include "ggml_compat_impl.h"
+#include "rewind/error.h"
+
+namespace rewind {
+
+namespace {
+
+constexpr int64_t kTile = 64;       // GGML_FA_TILE_Q and GGML_FA_TILE_KV
+constexpr int64_t kSimdFloats = 16; // GGML_F32_EPR on AVX-512: the tiled body wants head_dim % 16 == 0
+
+inline float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
+
+// One (token, head): q and out [head_dim]; k and v point at position 0 of this KV head.
+struct Row {
+    const float* q;
+    const std::byte* k;
+    const std::byte* v;
+    size_t pos_bytes; // bytes between positions of one KV head
+    DType kv_type;
+    int64_t head_dim;
+    int64_t n_pos;    // positions 0 .. n_pos-1 are visible (causal)
+    float scale;
+    float* out;
+};
+
+inline float kv_at(const std::byte* base, DType t, int64_t i) {
+    if (t == DType::F32) return reinterpret_cast<const float*>(base)[i];
+    return fp16_to_fp32(reinterpret_cast<const uint16_t*>(base)[i]);
+}
+
+// ggml_compute_forward_flash_attn_ext_f16_one_chunk. scratch: [2 * head_dim].
+void one_chunk(const Row& r, float* scratch) {
+    const bool f16 = r.kv_type == DType::F16;
+    const int64_t D = r.head_dim;
+    float* qq = scratch;      // Q as the dot sees it: rounded to F16 when K is F16 (q_to_vec_dot)
+    float* acc = scratch + D; // VKQ16 (values kept representable in F16) or VKQ32
+    for (int64_t i = 0; i < D; ++i) {
+        qq[i] = f16 ? round_f16(r.q[i]) : r.q[i];
+        acc[i] = 0.0f;
+    }
+    float M = -INFINITY, S = 0.0f;
+    for (int64_t p = 0; p < r.n_pos; ++p) {
+        const std::byte* kp = r.k + size_t(p) * r.pos_bytes;
+        const std::byte* vp = r.v + size_t(p) * r.pos_bytes;
+        // ggml_vec_dot_f16 on AVX-512 with head_dim < 64 runs its scalar tail: F16 x F16 products
+        // (exact in F32) summed in double, stored as float. For F32 caches ggml's SIMD sum is
+        // approximated by the same double sum.
+        double dot = 0.0;
+        for (int64_t i = 0; i < D; ++i) dot += double(qq[i] * kv_at(kp, r.kv_type, i));
+        const float s = float(dot) * r.scale;
+
+        float ms = 1.0f, vs = 1.0f;
+        if (s > M) { // new maximum: rescale what was accumulated (ms == 0 at the first position)
+            const float m_old = M;
+            M = s;
+            ms = std::exp(m_old - M);
+            for (int64_t i = 0; i < D; ++i) acc[i] = f16 ? round_f16(acc[i] * ms) : acc[i] * ms;
+        } else {
+            vs = std::exp(s - M);
+        }
+        // ggml_vec_mad_f16 / _f32: acc + v*vs fused, then (F16 cache) rounded back to F16.
+        for (int64_t i = 0; i < D; ++i) {
+            const float a = std::fma(kv_at(vp, r.kv_type, i), vs, acc[i]);
+            acc[i] = f16 ? round_f16(a) : a;
+        }
+        S = std::fma(S, ms, vs); // `S = S*ms + vs`, contracted by the compiler
+    }
+    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    for (int64_t i = 0; i < D; ++i) r.out[i] = acc[i] * inv;
+}
+
+// ggml_compute_forward_flash_attn_ext_tiled, one query row of a tile (rows never mix).
+// scratch: [kTile + head_dim].
+void tiled(const Row& r, float* scratch) {
+    const int64_t D = r.head_dim;
+    float* w = scratch;         // this tile's scores, then softmax weights
+    float* acc = scratch + kTile; // VKQ32
+    std::fill(acc, acc + D, 0.0f);
+    float M = -INFINITY, S = 0.0f;
+    for (int64_t c0 = 0; c0 < r.n_pos; c0 += kTile) {
+        const int64_t n = std::min(kTile, r.n_pos - c0); // the rest of the tile is masked (-inf)
+        float tile_max = -INFINITY;
+        for (int64_t j = 0; j < n; ++j) {
+            // simd_gemm: one FMA chain over the head dimension starting from +0, then * scale.
+            const std::byte* kp = r.k + size_t(c0 + j) * r.pos_bytes;
+            float d = 0.0f;
+            for (int64_t i = 0; i < D; ++i) d = std::fma(r.q[i], kv_at(kp, r.kv_type, i), d);
+            w[j] = d * r.scale;
+            tile_max = std::max(tile_max, w[j]);
+        }
+        const float m_new = std::fmax(M, tile_max);
+        if (m_new > M) {
+            const float ms = std::exp(M - m_new);
+            for (int64_t i = 0; i < D; ++i) acc[i] *= ms;
+            S *= ms;
+        }
+        M = m_new;
+        // ggml_vec_soft_max_f32: weights exp(s - M) (ggml uses its vector expf, within an ulp or
+        // two of libm's), their sum in double, added to the float S.
+        double sum = 0.0;
+        for (int64_t j = 0; j < n; ++j) {
+            w[j] = std::exp(w[j] - M);
+            sum += w[j];
+        }
+        S = float(double(S) + sum);
+        // simd_gemm again: per output element one FMA chain over the tile's positions, continuing
+        // from the running accumulator (masked positions add 0 * v).
+        for (int64_t j = 0; j < n; ++j) {
+            const std::byte* vp = r.v + size_t(c0 + j) * r.pos_bytes;
+            for (int64_t i = 0; i < D; ++i) acc[i] = std::fma(w[j], kv_at(vp, r.kv_type, i), acc[i]);
+        }
+    }
+    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    for (int64_t i = 0; i < D; ++i) r.out[i] = acc[i] * inv;
+}
+
+int64_t slot_floats(const AttentionShape& s) { return ((kTile + 2 * s.head_dim + 15) / 16) * 16; }
+
+// Below this much work (multiply-adds) the call stays on the calling thread.
+constexpr int64_t kMinMacsPerThread = 32 * 1024;
+
+} // namespace
+
+GgmlFaPath ggml_fa_path(int64_t pass_tokens, int64_t head_dim) {
+    return pass_tokens >= kTile && head_dim % kSimdFloats == 0 ? GgmlFaPath::Tiled : GgmlFaPath::OneChunk;
+}
+
+int64_t attention_ggml_scratch_floats(const AttentionShape& s, int n_threads) {
+    if (n_threads < 1) throw Error("attention_ggml_scratch_floats: n_threads must be >= 1");
+    detail::check_attention_shape(s, DType::F32, "attention_ggml_scratch_floats");
+    return int64_t(n_threads) * slot_floats(s);
+}
+
+void attention_ggml(const AttentionShape& s, GgmlFaPath path, const float* q, const void* k, const void* v,
+                    DType kv_type, float* out, float* scratch, ThreadPool* pool) {
+    detail::check_attention_shape(s, kv_type, "attention_ggml");
+    if (!q || !k || !v || !out || !scratch) throw Error("attention_ggml: null pointer");
+    if (path != GgmlFaPath::OneChunk && path != GgmlFaPath::Tiled) throw Error("attention_ggml: unknown path");
+
+    const int64_t group = s.n_head / s.n_head_kv;
+    const int64_t units = s.n_tokens * s.n_head; // one (token, query head) each
+    const size_t eb = kv_type == DType::F32 ? 4 : 2;
+    const float scale = 1.0f / std::sqrt(float(s.head_dim)); // llama.cpp: 1.0f/sqrtf(n_embd_head)
+    const int64_t slotf = slot_floats(s);
+    const auto body = path == GgmlFaPath::Tiled ? tiled : one_chunk;
+
+    auto run_unit = [&](int64_t u, float* slot) {
+        const int64_t t = u / s.n_head, h = u % s.n_head;
+        Row r;
+        r.q = q + (t * s.n_head + h) * s.head_dim;
+        r.k = static_cast<const std::byte*>(k) + size_t((h / group) * s.head_dim) * eb;
+        r.v = static_cast<const std::byte*>(v) + size_t((h / group) * s.head_dim) * eb;
+        r.pos_bytes = size_t(s.n_head_kv * s.head_dim) * eb;
+        r.kv_type = kv_type;
+        r.head_dim = s.head_dim;
+        r.n_pos = s.pos0 + t + 1;
+        r.scale = scale;
+        r.out = out + (t * s.n_head + h) * s.head_dim;
+        body(r, slot);
+    };
+
+    const int64_t macs = s.n_tokens * s.n_head * (s.pos0 + s.n_tokens) * s.head_dim * 2;
+    const int64_t slots =
+        pool ? std::min<int64_t>({int64_t(pool->size()), units, std::max<int64_t>(1, macs / kMinMacsPerThread)}) : 1;
+    if (slots <= 1) {
+        for (int64_t u = 0; u < units; ++u) run_unit(u, scratch);
+        return;
+    }
+    pool->run(slots, [&](int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j)
+            for (int64_t u = j * units / slots; u < (j + 1) * units / slots; ++u) run_unit(u, scratch + j * slotf);
+    });
+}
+
+float detail::ggml_dot_scalar(const float* x, const std::byte* w, DType type, int64_t cols) {
+    const int64_t np = cols & ~(kGgmlDotStep - 1);
+    auto wk = [&](int64_t k) {
+        return type == DType::F32 ? reinterpret_cast<const float*>(w)[k]
+                                  : fp16_to_fp32(reinterpret_cast<const uint16_t*>(w)[k]);
+    };
+    float acc[4][16] = {};
+    for (int64_t k = 0; k < np; ++k) {
+        float& a = acc[(k / 16) % 4][k % 16];
+        a = std::fma(x[k], wk(k), a);
+    }
+    for (int l = 0; l < 16; ++l) {
+        acc[0][l] += acc[2][l];
+        acc[1][l] += acc[3][l];
+    }
+    float v[16];
+    for (int l = 0; l < 16; ++l) v[l] = acc[0][l] + acc[1][l];
+    for (int l = 0; l < 8; ++l) v[l] = v[l + 8] + v[l];
+    for (int l = 0; l < 4; ++l) v[l] = v[l + 4] + v[l];
+    double sum = double((v[0] + v[2]) + (v[1] + v[3]));
+    for (int64_t k = np; k < cols; ++k) sum += double(x[k] * wk(k));
+    return float(sum);
+}
+
+bool matmul_ggml_supports(DType type) { return type == DType::F32; }
+
+size_t matmul_ggml_scratch_bytes(DType type, int64_t n_tokens, int64_t cols) {
+    if (n_tokens < 0 || cols < 0) throw Error("matmul_ggml_scratch_bytes: negative size");
+    return type == DType::F16 ? size_t(n_tokens) * size_t(cols) * sizeof(float) : 0;
+}
+
+void matmul_ggml(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std::span<std::byte> scratch,
+                 ThreadPool* pool) {
+    matmul_ggml(w, x, n_tokens, y, scratch, pool, detect_simd());
+}
+
+void matmul_ggml(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std::span<std::byte> scratch,
+                 ThreadPool* pool, SimdLevel level) {
+    if (!w.data || !x || !y) throw Error("matmul_ggml: null pointer");
+    if (w.rows <= 0 || w.cols <= 0 || n_tokens <= 0)
+        throw Error("matmul_ggml: non-positive size (rows " + std::to_string(w.rows) + ", cols " +
+                    std::to_string(w.cols) + ", n_tokens " + std::to_string(n_tokens) + ")");
+    if (!matmul_ggml_supports(w.type))
+        throw Error(std::string("matmul_ggml: ") + dtype_name(w.type) + " weights are not supported (F32 or F16)");
+    require_simd(level);
+    const size_t row_bytes = dtype_row_bytes(w.type, w.cols);
+
+    // ggml's vec_dot_type for F16 weights is F16: the activations are rounded first.
+    const float* xs = x;
+    if (w.type == DType::F16) {
+        const size_t need = matmul_ggml_scratch_bytes(w.type, n_tokens, w.cols);
+        if (!scratch.data() || scratch.size() < need)
+            throw Error("matmul_ggml: scratch of " + std::to_string(scratch.size()) + " bytes, need " +
+                        std::to_string(need));
+        if (reinterpret_cast<uintptr_t>(scratch.data()) % alignof(float) != 0)
+            throw Error("matmul_ggml: scratch must be 4-byte aligned");
+        auto* xr = reinterpret_cast<float*>(scratch.data());
+        for (int64_t i = 0; i < n_tokens * w.cols; ++i) xr[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
+        xs = xr;
+    }
+    const auto dot = level == SimdLevel::Scalar ? detail::ggml_dot_scalar : detail::ggml_dot_avx2;
+    auto rows = [&](int64_t r0, int64_t r1) {
+        for (int64_t t = 0; t < n_tokens; ++t)
+            for (int64_t r = r0; r < r1; ++r)
+                y[t * w.rows + r] =
+                    dot(xs + t * w.cols, static_cast<const std::byte*>(w.data) + size_t(r) * row_bytes, w.type, w.cols);
+    };
+    const int64_t macs = w.rows * w.cols * n_tokens;
+    if (!pool || pool->size() <= 1 || macs < kMinMacsPerThread) {
+        rows(0, w.rows);
+        return;
+    }
+    pool->run(w.rows, rows);
+}
+
+} // namespace rewind
