@@ -40,7 +40,8 @@ struct GenerateFlags {
     uint64_t seed = 0;
     int threads = 1;
     int64_t ctx_size = 0; // 0: the model's context length
-    std::string kv_type = "f32";
+    std::string kv_type = "auto";   // f32, or f16 with --numerics llamacpp (llama.cpp's default)
+    std::string numerics = "exact";
     std::vector<std::string> stop;
     bool ignore_eos = false;
     bool json = false;
@@ -70,8 +71,13 @@ void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
     cmd.add_option("-t,--threads", f.threads, "Threads")->capture_default_str();
     cmd.add_option("-c,--ctx-size", f.ctx_size, "KV cache capacity in tokens; 0 = the model's context")
         ->capture_default_str();
-    cmd.add_option("--kv-type", f.kv_type, "KV cache storage")
-        ->check(CLI::IsMember({"f32", "f16"}))
+    cmd.add_option("--kv-type", f.kv_type, "KV cache storage; auto = f32, or f16 with --numerics llamacpp")
+        ->check(CLI::IsMember({"auto", "f32", "f16"}))
+        ->capture_default_str();
+    cmd.add_option("--numerics", f.numerics,
+                   "exact: rewind's fixed-order sums, the same bits whatever the pass size (needed by --spec); "
+                   "llamacpp: llama.cpp's CPU roundings, to reproduce its outputs")
+        ->check(CLI::IsMember({"exact", "llamacpp"}))
         ->capture_default_str();
     cmd.add_option("--stop", f.stop,
                    "Stop after the token that completes this text (repeatable; \\n, \\t and \\\\ are escapes)");
@@ -129,7 +135,16 @@ GenerateOptions to_generate_options(const GenerateFlags& f) {
 }
 
 KvCacheOptions to_cache_options(const GenerateFlags& f) {
-    return KvCacheOptions{.capacity = f.ctx_size, .type = f.kv_type == "f16" ? KvType::F16 : KvType::F32};
+    const bool f16 = f.kv_type == "f16" || (f.kv_type == "auto" && f.numerics == "llamacpp");
+    return KvCacheOptions{.capacity = f.ctx_size, .type = f16 ? KvType::F16 : KvType::F32};
+}
+
+ContextOptions to_context_options(const GenerateFlags& f) {
+    if (f.numerics == "llamacpp")
+        // llama.cpp's default ubatch passes prompts of up to 512 tokens whole; its roundings
+        // depend on that pass size.
+        return ContextOptions{.n_threads = f.threads, .max_batch = 512, .numerics = Numerics::LlamaCpp};
+    return ContextOptions{.n_threads = f.threads};
 }
 
 std::string read_prompt(const GenerateFlags& f) {
@@ -206,7 +221,7 @@ int run_generate(const GenerateFlags& f) {
     const std::string prompt = read_prompt(f);
     if (prompt.empty()) throw Error("generate: the prompt is empty (give -p TEXT or -f FILE)");
     auto model = Model::load(f.model);
-    const ContextOptions copts{.n_threads = f.threads};
+    const ContextOptions copts = to_context_options(f);
     Context ctx(model, copts);
     KvCache cache(*model, to_cache_options(f));
     const Tokenizer& tok = model->tokenizer();
@@ -256,6 +271,7 @@ int run_generate(const GenerateFlags& f) {
     if (f.json) {
         nlohmann::ordered_json j;
         j["model"] = f.model;
+        j["numerics"] = f.numerics;
         j["prompt"] = prompt;
         j["prompt_ids"] = prompt_ids;
         j["generated_ids"] = r.tokens;

@@ -1,0 +1,85 @@
+// The rewind command line, run as a user runs it: `rewind generate --json` reproduces llama.cpp's
+// greedy continuations of the golden prompts, and bad requests end with a message and a non-zero
+// status. Skipped when the apps are not built (REWIND_BUILD_APPS=OFF).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace {
+
+const std::string kShared = REWIND_SHARED_DIR;
+const std::string kRewind = std::string(REWIND_BINARY_DIR) + "/bin/rewind";
+
+struct CliRun {
+    int status = -1;
+    std::string out; // stdout and stderr together
+};
+
+CliRun run(const std::string& args) {
+    CliRun r;
+    FILE* p = ::popen((kRewind + " " + args + " 2>&1").c_str(), "r");
+    if (!p) return r;
+    std::array<char, 4096> buf{};
+    size_t n = 0;
+    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+    r.status = ::pclose(p);
+    return r;
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+    const auto path = std::filesystem::temp_directory_path() / ("rewind_test_cli_" + name);
+    std::ofstream(path, std::ios::binary) << text;
+    return path.string();
+}
+
+class Cli : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (!std::filesystem::exists(kRewind)) GTEST_SKIP() << kRewind << " not built (REWIND_BUILD_APPS=OFF)";
+    }
+};
+
+} // namespace
+
+// Three golden prompts per F32 model, both numerics: the ids llama.cpp generated, all 64.
+TEST_F(Cli, GenerateReproducesLlamaCppGreedyOutput) {
+    for (const char* name : {"pycode-4m", "aidreams260K"}) {
+        std::ifstream f(kShared + "/reference/" + name + ".jsonl");
+        std::string line;
+        for (int i = 0; i < 3 && std::getline(f, line); ++i) {
+            const auto golden = nlohmann::json::parse(line);
+            const auto want = golden.at("generated_ids").get<std::vector<int>>();
+            const std::string prompt = write_temp(std::string(name) + ".txt", golden.at("prompt").get<std::string>());
+            for (const char* numerics : {"llamacpp", "exact"}) {
+                SCOPED_TRACE(std::string(name) + " prompt " + std::to_string(i) + ", --numerics " + numerics);
+                const CliRun r = run("generate -m " + kShared + "/models/" + name + ".gguf -f " + prompt + " -n " +
+                                  std::to_string(want.size()) + " --ignore-eos --json --numerics " + numerics);
+                ASSERT_EQ(r.status, 0) << r.out;
+                const auto j = nlohmann::json::parse(r.out);
+                EXPECT_EQ(j.at("prompt_ids"), golden.at("prompt_ids"));
+                EXPECT_EQ(j.at("generated_ids").get<std::vector<int>>(), want);
+                EXPECT_EQ(j.at("numerics"), numerics);
+            }
+        }
+    }
+}
+
+TEST_F(Cli, BadRequestsFailWithAMessage) {
+    const std::string prompt = write_temp("bad.txt", "def f(x):\n");
+    const std::string model = " -m " + kShared + "/models/pycode-4m.gguf";
+    CliRun r = run("generate -m /nonexistent/model.gguf -f " + prompt);
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.out.find("/nonexistent/model.gguf"), std::string::npos) << r.out;
+    // Speculation needs rewind's exact numerics.
+    r = run("generate" + model + " -f " + prompt + " -n 4 --spec ngram --numerics llamacpp");
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.out.find("Numerics::Exact"), std::string::npos) << r.out;
+    r = run("generate" + model + " -f " + prompt + " --numerics fast");
+    EXPECT_NE(r.status, 0);
+}
