@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "kernel_test_util.h"
 #include "rewind/error.h"
 #include "rewind/kernels/ggml_compat.h"
 
@@ -16,13 +17,6 @@ using namespace rewind;
 
 namespace {
 
-std::vector<float> normal(size_t n, uint32_t seed, float sd = 1.0f) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> nd(0.0f, sd);
-    std::vector<float> v(n);
-    for (auto& x : v) x = nd(rng);
-    return v;
-}
 
 std::vector<std::byte> as_type(const std::vector<float>& x, DType type) {
     std::vector<std::byte> out(x.size() * (type == DType::F32 ? 4 : 2));
@@ -53,8 +47,8 @@ struct AttCase {
 
 AttCase att_case(AttentionShape s, DType type, uint32_t seed) {
     const size_t kv = size_t((s.pos0 + s.n_tokens) * s.n_head_kv * s.head_dim);
-    return {s, type, normal(size_t(s.n_tokens * s.n_head * s.head_dim), seed), as_type(normal(kv, seed + 1), type),
-            as_type(normal(kv, seed + 2), type)};
+    return {s, type, test::randn(size_t(s.n_tokens * s.n_head * s.head_dim), seed), as_type(test::randn(kv, seed + 1), type),
+            as_type(test::randn(kv, seed + 2), type)};
 }
 
 std::vector<float> att(const AttCase& c, const AttentionShape& s, const float* q, GgmlFaPath path, ThreadPool* pool) {
@@ -77,9 +71,9 @@ TEST(GgmlCompat, MatmulSameBitsOnEveryPathAndThreadCount) {
     // 192 and 512: whole 64-column steps; 96 and 100: a tail summed in double; 40: tail only.
     for (int64_t cols : {40, 96, 100, 192, 512}) {
         const int64_t rows = 37, n = 5;
-        const std::vector<float> wf = normal(size_t(rows * cols), uint32_t(cols));
+        const std::vector<float> wf = test::randn(size_t(rows * cols), uint32_t(cols));
         const MatrixView w{DType::F32, wf.data(), rows, cols};
-        const std::vector<float> x = normal(size_t(n * cols), uint32_t(cols) + 7);
+        const std::vector<float> x = test::randn(size_t(n * cols), uint32_t(cols) + 7);
         const std::vector<float> base = mm(w, x, n, nullptr, SimdLevel::Scalar);
         for (SimdLevel level : supported_simd_levels()) {
             for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {

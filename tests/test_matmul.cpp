@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "kernel_test_util.h"
 #include "rewind/error.h"
 #include "rewind/kernels/matmul.h"
 
@@ -50,13 +51,7 @@ Weights make_weights(DType type, int64_t rows, int64_t cols, uint32_t seed) {
     return w;
 }
 
-std::vector<float> random_x(int64_t n, int64_t cols, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> x(size_t(n * cols));
-    for (auto& v : x) v = nd(rng);
-    return x;
-}
+std::vector<float> random_x(int64_t n, int64_t cols, uint32_t seed) { return test::randn(size_t(n * cols), seed); }
 
 std::vector<float> run(const Weights& w, const std::vector<float>& x, int64_t n, ThreadPool* pool, SimdLevel level) {
     std::vector<std::byte> scratch(matmul_scratch_bytes(w.type, n, w.cols) + 1);

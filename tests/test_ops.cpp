@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "kernel_test_util.h"
 #include "rewind/error.h"
 #include "rewind/kernels/ops.h"
 
@@ -15,13 +16,7 @@ using namespace rewind;
 
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float sd = 1.0f) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> nd(0.0f, sd);
-    std::vector<float> v(n);
-    for (auto& x : v) x = nd(rng);
-    return v;
-}
+using test::randn;
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;

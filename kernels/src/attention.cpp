@@ -38,9 +38,6 @@ int64_t slot_floats(const AttentionShape& s) {
     return ((f + 15) / 16) * 16;
 }
 
-// Below this much work (multiply-adds) the call stays on the calling thread.
-constexpr int64_t kMinMacsPerThread = 32 * 1024;
-
 size_t kv_elem_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
 
 } // namespace
@@ -94,17 +91,7 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
     };
 
     const int64_t macs = s.n_tokens * s.n_head * (s.pos0 + s.n_tokens) * s.head_dim * 2;
-    const int64_t slots =
-        pool ? std::min<int64_t>({int64_t(pool->size()), units, std::max<int64_t>(1, macs / kMinMacsPerThread)}) : 1;
-    if (slots <= 1) {
-        for (int64_t i = 0; i < units; ++i) run_unit(i, scratch);
-        return;
-    }
-    // Slot j owns units [j*units/slots, (j+1)*units/slots) and slot j of the scratch.
-    pool->run(slots, [&](int64_t j0, int64_t j1) {
-        for (int64_t j = j0; j < j1; ++j)
-            for (int64_t i = j * units / slots; i < (j + 1) * units / slots; ++i) run_unit(i, scratch + j * slotf);
-    });
+    detail::for_each_unit(pool, units, macs, scratch, slotf, run_unit);
 }
 
 void attention_reference(const AttentionShape& s, const float* q, const void* k, const void* v, DType kv_type,

@@ -2,14 +2,35 @@
 #pragma once
 #include <cstdint>
 
+#include <algorithm>
+
 #include "rewind/kernels/attention.h"
 #include "rewind/kernels/dtype.h"
+#include "rewind/kernels/thread_pool.h"
 
 namespace rewind::detail {
 
 // Throws rewind::Error naming `who` unless the shape is positive, n_head is a multiple of
 // n_head_kv and kv_type is F32 or F16. Shared by every attention front end.
 void check_attention_shape(const AttentionShape& s, DType kv_type, const char* who);
+
+// Runs unit(i, slot) for every i in [0, units): on the calling thread when `macs` (the call's
+// multiply-adds) is small, else as contiguous ranges over the pool, range j with scratch slot j
+// (slot_floats apart). Which thread runs a unit never changes what it computes.
+template <class F>
+void for_each_unit(ThreadPool* pool, int64_t units, int64_t macs, float* scratch, int64_t slot_floats, F&& unit) {
+    constexpr int64_t kMinMacsPerThread = 32 * 1024;
+    const int64_t slots =
+        pool ? std::min<int64_t>({int64_t(pool->size()), units, std::max<int64_t>(1, macs / kMinMacsPerThread)}) : 1;
+    if (slots <= 1) {
+        for (int64_t i = 0; i < units; ++i) unit(i, scratch);
+        return;
+    }
+    pool->run(slots, [&](int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j)
+            for (int64_t i = j * units / slots; i < (j + 1) * units / slots; ++i) unit(i, scratch + j * slot_floats);
+    });
+}
 
 // One token against one KV head: the `group` query heads that share that KV head, over cache
 // positions 0 .. n_pos-1. Heads of a group are adjacent, so q and out are [group, head_dim].

@@ -128,7 +128,7 @@ void tiled(const Row& r, float* scratch) {
 
 int64_t slot_floats(const AttentionShape& s) { return ((kTile + 2 * s.head_dim + 15) / 16) * 16; }
 
-// Below this much work (multiply-adds) the call stays on the calling thread.
+// Below this many multiply-adds a matmul_ggml call stays on the calling thread.
 constexpr int64_t kMinMacsPerThread = 32 * 1024;
 
 } // namespace
@@ -172,16 +172,7 @@ void attention_ggml(const AttentionShape& s, GgmlFaPath path, const float* q, co
     };
 
     const int64_t macs = s.n_tokens * s.n_head * (s.pos0 + s.n_tokens) * s.head_dim * 2;
-    const int64_t slots =
-        pool ? std::min<int64_t>({int64_t(pool->size()), units, std::max<int64_t>(1, macs / kMinMacsPerThread)}) : 1;
-    if (slots <= 1) {
-        for (int64_t u = 0; u < units; ++u) run_unit(u, scratch);
-        return;
-    }
-    pool->run(slots, [&](int64_t j0, int64_t j1) {
-        for (int64_t j = j0; j < j1; ++j)
-            for (int64_t u = j * units / slots; u < (j + 1) * units / slots; ++u) run_unit(u, scratch + j * slotf);
-    });
+    detail::for_each_unit(pool, units, macs, scratch, slotf, run_unit);
 }
 
 float detail::ggml_dot_scalar(const float* x, const std::byte* w, DType type, int64_t cols) {
