@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 namespace {
 
 const std::string kShared = REWIND_SHARED_DIR;
@@ -33,7 +35,9 @@ CliRun run(const std::string& args) {
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {
-    const auto path = std::filesystem::temp_directory_path() / ("rewind_test_cli_" + name);
+    // The pid keeps two build trees' test runs apart.
+    const auto path =
+        std::filesystem::temp_directory_path() / ("rewind_test_cli_" + std::to_string(::getpid()) + "_" + name);
     std::ofstream(path, std::ios::binary) << text;
     return path.string();
 }
@@ -66,6 +70,7 @@ TEST_F(Cli, GenerateReproducesLlamaCppGreedyOutput) {
                 EXPECT_EQ(j.at("generated_ids").get<std::vector<int>>(), want);
                 EXPECT_EQ(j.at("numerics"), numerics);
             }
+            std::filesystem::remove(prompt);
         }
     }
 }
@@ -82,4 +87,5 @@ TEST_F(Cli, BadRequestsFailWithAMessage) {
     EXPECT_NE(r.out.find("Numerics::Exact"), std::string::npos) << r.out;
     r = run("generate" + model + " -f " + prompt + " --numerics fast");
     EXPECT_NE(r.status, 0);
+    std::filesystem::remove(prompt);
 }
