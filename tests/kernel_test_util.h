@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-namespace rewind::test {
+namespace rwd::test {
 
 // n floats from N(0, sd²), the same for the same seed.
 inline std::vector<float> randn(size_t n, uint32_t seed, float sd = 1.0f) {
@@ -16,4 +16,4 @@ inline std::vector<float> randn(size_t n, uint32_t seed, float sd = 1.0f) {
     return v;
 }
 
-} // namespace rewind::test
+} // namespace rwd::test

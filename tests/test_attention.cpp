@@ -11,7 +11,7 @@
 #include "rewind/error.h"
 #include "rewind/kernels/attention.h"
 
-using namespace rewind;
+using namespace rwd;
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include "rewind/speculate/bench_stats.h"
 #include "rewind/speculate/bench_workload.h"
 
-namespace rb = rewind::bench;
+namespace rb = rwd::bench;
 using nlohmann::json;
 
 namespace {
@@ -24,7 +24,7 @@ namespace {
 std::string error_of(const auto& fn) {
     try {
         fn();
-    } catch (const rewind::Error& e) {
+    } catch (const rwd::Error& e) {
         return e.what();
     }
     return "(no error)";
@@ -55,7 +55,7 @@ TEST(BenchStats, QuantilesInterpolate) {
     EXPECT_DOUBLE_EQ(rb::quantile(v, 1.0), 5.0);
     const std::vector<double> w{10, 20};
     EXPECT_DOUBLE_EQ(rb::quantile(w, 0.75), 17.5);
-    EXPECT_THROW(rb::quantile(v, 1.5), rewind::Error);
+    EXPECT_THROW(rb::quantile(v, 1.5), rwd::Error);
 
     const auto s = rb::summarize(std::vector<double>{4, 8, 1, 2});
     EXPECT_EQ(s.n, 4);
@@ -73,12 +73,12 @@ TEST(BenchStats, Ratios) {
     ASSERT_EQ(r.size(), 2u);
     EXPECT_DOUBLE_EQ(r[0], 2.0);
     EXPECT_DOUBLE_EQ(r[1], 0.75);
-    EXPECT_THROW(rb::ratios(base, std::vector<double>{1.0}), rewind::Error);
-    EXPECT_THROW(rb::ratios(base, std::vector<double>{1.0, 0.0}), rewind::Error);
+    EXPECT_THROW(rb::ratios(base, std::vector<double>{1.0}), rwd::Error);
+    EXPECT_THROW(rb::ratios(base, std::vector<double>{1.0, 0.0}), rwd::Error);
 }
 
 TEST(BenchStats, FirstDifference) {
-    using V = std::vector<rewind::TokenId>;
+    using V = std::vector<rwd::TokenId>;
     EXPECT_EQ(rb::first_difference(V{1, 2, 3}, V{1, 2, 3}), -1);
     EXPECT_EQ(rb::first_difference(V{1, 2, 3}, V{1, 9, 3}), 1);
     EXPECT_EQ(rb::first_difference(V{1, 2, 3}, V{7, 2, 3}), 0);
@@ -161,8 +161,8 @@ TEST(BenchConfigs, MakeConfigsCrossesSourcesKsAndPolicies) {
     EXPECT_EQ(both.size(), 6u); // adaptive k=1 is fixed k=1
     EXPECT_EQ(both[2].label(), "ngram k<=4 adaptive");
     EXPECT_EQ(rb::make_configs(sources, ks, rb::KModes::Adaptive).size(), 4u);
-    EXPECT_THROW(rb::make_configs(sources, std::vector<int>{0}, rb::KModes::Fixed), rewind::Error);
-    EXPECT_THROW(rb::make_configs(sources, std::vector<int>{4, 4}, rb::KModes::Fixed), rewind::Error);
+    EXPECT_THROW(rb::make_configs(sources, std::vector<int>{0}, rb::KModes::Fixed), rwd::Error);
+    EXPECT_THROW(rb::make_configs(sources, std::vector<int>{4, 4}, rb::KModes::Fixed), rwd::Error);
     EXPECT_EQ(rb::parse_source("auto"), rb::Source::Auto);
     EXPECT_NE(error_of([] { rb::parse_source("magic"); }).find("ngram, ref, draft, auto"), std::string::npos);
 }
@@ -342,7 +342,7 @@ TEST(BenchReport, ProgressLine) {
 }
 
 TEST(BenchEndToEnd, ShortRunOnBundledModelIsLossless) {
-    auto model = rewind::Model::load(std::string(REWIND_ASSETS_DIR) + "/pycode-4m-q8_0.gguf");
+    auto model = rwd::Model::load(std::string(REWIND_ASSETS_DIR) + "/pycode-4m-q8_0.gguf");
     auto edit = rb::take_first(rb::load_workload(std::string(REWIND_SHARED_DIR) + "/workloads/edit.jsonl"), 1);
     auto ref = rb::take_first(rb::load_workload(std::string(REWIND_SHARED_DIR) + "/workloads/ref.jsonl"), 1);
     std::vector<rb::WorkItem> items{edit[0], ref[0]};
@@ -393,7 +393,7 @@ TEST(BenchEndToEnd, ShortRunOnBundledModelIsLossless) {
 }
 
 TEST(BenchEndToEnd, RefusesDraftConfigurationWithoutDraftModel) {
-    auto model = rewind::Model::load(std::string(REWIND_ASSETS_DIR) + "/pycode-4m-q8_0.gguf");
+    auto model = rwd::Model::load(std::string(REWIND_ASSETS_DIR) + "/pycode-4m-q8_0.gguf");
     rb::WorkItem item;
     item.id = "x";
     item.prompt = "def f():";

@@ -16,7 +16,7 @@
 #include <immintrin.h>
 #endif
 
-using namespace rewind;
+using namespace rwd;
 
 namespace {
 

@@ -1,6 +1,6 @@
 // Bit-exact invariants of Context::forward (memcmp, never a tolerance): batching, rollback and
 // thread count never change a value; an F16 cache stays close to F32; bad input throws
-// rewind::Error with the cache exactly as it was.
+// rwd::Error with the cache exactly as it was.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,7 +19,7 @@
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
 
-namespace rewind {
+namespace rwd {
 namespace {
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
@@ -224,7 +224,7 @@ TEST(ForwardLlamaCpp, ThreadsAndSmallSplitsKeepBitsPassSizeDoesNot) {
     EXPECT_LT(worst, 0.05) << "the two ggml bodies should differ only by F16 roundings";
 }
 
-// Every bad input throws rewind::Error before anything changes.
+// Every bad input throws rwd::Error before anything changes.
 TEST(ForwardErrors, BadInputLeavesCacheUnchanged) {
     auto model = load("pycode-4m");
     auto other = load("pycode-600k");
@@ -343,4 +343,4 @@ TEST(ModelLoad, WeightsAndHyperparameters) {
 }
 
 } // namespace
-} // namespace rewind
+} // namespace rwd

@@ -13,7 +13,7 @@
 #include "rewind/error.h"
 #include "rewind/kernels/ggml_compat.h"
 
-using namespace rewind;
+using namespace rwd;
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include "gguf_test_util.h"
 #include "rewind/gguf.h"
 
-using namespace rewind;
+using namespace rwd;
 using namespace gguf_test;
 
 namespace {
@@ -31,7 +31,7 @@ std::vector<float> f32_values(const GgufTensorInfo& t) {
     return v;
 }
 
-// Error message of `f()`, or "" if it did not throw rewind::Error.
+// Error message of `f()`, or "" if it did not throw rwd::Error.
 template <class F>
 std::string error_of(F&& f) {
     try {

@@ -1,6 +1,6 @@
 // Malformed GGUF files, generated from a real model: truncations at every header boundary and at
 // random points, corrupted magic/version/counts/lengths/offsets/types/dims/alignment. Each must
-// raise rewind::Error that names the file and the problem — never crash or read out of bounds
+// raise rwd::Error that names the file and the problem — never crash or read out of bounds
 // (this suite also runs under ASan/UBSan).
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include "gguf_test_util.h"
 #include "rewind/gguf.h"
 
-using namespace rewind;
+using namespace rwd;
 using namespace gguf_test;
 
 namespace {
@@ -74,7 +74,7 @@ protected:
         }
     }
 
-    // Opens `path` and checks for a rewind::Error whose message names the file and contains every
+    // Opens `path` and checks for a rwd::Error whose message names the file and contains every
     // one of `words` (case-insensitive; "a|b" accepts either).
     void check_file(const std::string& path, const std::vector<std::string>& words, const std::string& what) {
         SCOPED_TRACE(what);
@@ -357,7 +357,7 @@ TEST_F(Malformed, StructuralOddities) {
 
 TEST_F(Malformed, RandomByteCorruptionNeverCrashes) {
     // Flipping header bytes may or may not yield a valid file; either way: no crash, and any
-    // failure is a rewind::Error naming the file.
+    // failure is a rwd::Error naming the file.
     std::mt19937_64 rng(7);
     std::uniform_int_distribution<uint64_t> pos(0, layout_.header_end - 1);
     std::uniform_int_distribution<int> byte(0, 255);

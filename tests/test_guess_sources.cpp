@@ -15,8 +15,8 @@
 #include "rewind/speculate/ngram_source.h"
 #include "rewind/speculate/reference_source.h"
 
-using rewind::TokenId;
-using namespace rewind::speculate;
+using rwd::TokenId;
+using namespace rwd::speculate;
 
 namespace {
 
@@ -105,9 +105,9 @@ TEST(NgramSource, RejectsBadK) {
     std::vector<TokenId> ctx{1, 2, 1};
     src.reset(start_of(ctx));
     Proposal p;
-    EXPECT_THROW(src.propose(ctx, 0, p), rewind::Error);
-    EXPECT_THROW(src.propose(ctx, -3, p), rewind::Error);
-    EXPECT_THROW(NgramSource(NgramSourceOptions{{0, 3}}), rewind::Error);
+    EXPECT_THROW(src.propose(ctx, 0, p), rwd::Error);
+    EXPECT_THROW(src.propose(ctx, -3, p), rwd::Error);
+    EXPECT_THROW(NgramSource(NgramSourceOptions{{0, 3}}), rwd::Error);
 }
 
 TEST(ReferenceSource, CopiesFromTheReferenceThatHoldsTheLongestMatch) {
@@ -128,31 +128,31 @@ TEST(ReferenceSource, CopiesFromTheReferenceThatHoldsTheLongestMatch) {
 }
 
 TEST(ReferenceSource, RejectsBadReferences) {
-    EXPECT_THROW(ReferenceSource({}), rewind::Error);
-    EXPECT_THROW(ReferenceSource({{1, 2}, {}}), rewind::Error);
-    EXPECT_THROW(ReferenceSource({{1, -2, 3}}), rewind::Error);
+    EXPECT_THROW(ReferenceSource({}), rwd::Error);
+    EXPECT_THROW(ReferenceSource({{1, 2}, {}}), rwd::Error);
+    EXPECT_THROW(ReferenceSource({{1, -2, 3}}), rwd::Error);
     ReferenceSourceOptions small;
     small.max_tokens = 5;
-    EXPECT_THROW(ReferenceSource({{1, 2, 3}, {4, 5, 6}}, small), rewind::Error);
+    EXPECT_THROW(ReferenceSource({{1, 2, 3}, {4, 5, 6}}, small), rwd::Error);
     EXPECT_NO_THROW(ReferenceSource({{1, 2, 3}, {4, 5}}, small));
     ReferenceSource ok({{1, 2, 3}});
     Proposal p;
-    EXPECT_THROW(ok.propose(std::vector<TokenId>{1, 2}, 0, p), rewind::Error);
-    EXPECT_THROW(read_text_file("/nonexistent/reference.txt"), rewind::Error);
+    EXPECT_THROW(ok.propose(std::vector<TokenId>{1, 2}, 0, p), rwd::Error);
+    EXPECT_THROW(read_text_file("/nonexistent/reference.txt"), rwd::Error);
 }
 
 TEST(ReferenceSource, TokenizesTexts) {
-    const auto model = rewind::Model::load(kModels + "pycode-4m.gguf");
+    const auto model = rwd::Model::load(kModels + "pycode-4m.gguf");
     const auto& tok = model->tokenizer();
     auto src = ReferenceSource::from_texts(tok, {"def add(a, b):\n    return a + b\n"});
-    const auto ctx = tok.encode("def add(a, b):\n", rewind::AddBos::Yes);
-    const auto want = tok.encode("def add(a, b):\n    return a + b\n", rewind::AddBos::No);
+    const auto ctx = tok.encode("def add(a, b):\n", rwd::AddBos::Yes);
+    const auto want = tok.encode("def add(a, b):\n    return a + b\n", rwd::AddBos::No);
     const auto got = propose(src, ctx, 64);
     ASSERT_FALSE(got.empty());
     // Whatever was guessed is the reference's own continuation.
     const auto it = std::search(want.begin(), want.end(), got.begin(), got.end());
     EXPECT_NE(it, want.end());
-    EXPECT_THROW(ReferenceSource::from_texts(tok, {"x", ""}), rewind::Error);
+    EXPECT_THROW(ReferenceSource::from_texts(tok, {"x", ""}), rwd::Error);
 }
 
 TEST(CompositeSource, FallsBackInOrderAndKeepsEveryMemberInStep) {
@@ -175,40 +175,40 @@ TEST(CompositeSource, FallsBackInOrderAndKeepsEveryMemberInStep) {
     EXPECT_EQ(propose(comp, ctx, 4), (std::vector<TokenId>{42, 43})); // fallback
     EXPECT_EQ(comp.answered(), (std::vector<int64_t>{1, 1}));
     Proposal p;
-    EXPECT_THROW(comp.propose(ctx, 0, p), rewind::Error);
-    EXPECT_THROW(CompositeSource({}), rewind::Error);
+    EXPECT_THROW(comp.propose(ctx, 0, p), rwd::Error);
+    EXPECT_THROW(CompositeSource({}), rwd::Error);
     std::vector<std::unique_ptr<GuessSource>> with_null;
     with_null.push_back(nullptr);
-    EXPECT_THROW(CompositeSource(std::move(with_null)), rewind::Error);
+    EXPECT_THROW(CompositeSource(std::move(with_null)), rwd::Error);
 }
 
 TEST(DraftSource, RefusesAModelWithAnotherVocabulary) {
-    const auto target = rewind::Model::load(kModels + "pycode-4m.gguf");
-    const auto other = rewind::Model::load(kModels + "aidreams260K.gguf");
+    const auto target = rwd::Model::load(kModels + "pycode-4m.gguf");
+    const auto other = rwd::Model::load(kModels + "aidreams260K.gguf");
     try {
         DraftSource d(other, *target, 512);
         FAIL() << "a mismatched draft was accepted";
-    } catch (const rewind::Error& e) {
+    } catch (const rwd::Error& e) {
         EXPECT_NE(std::string(e.what()).find("vocabulary"), std::string::npos) << e.what();
     }
-    EXPECT_THROW(DraftSource(nullptr, *target, 512), rewind::Error);
+    EXPECT_THROW(DraftSource(nullptr, *target, 512), rwd::Error);
 }
 
 TEST(DraftSource, RefusesAContextShorterThanTheTargetCache) {
-    const auto target = rewind::Model::load(kModels + "pycode-4m.gguf");
-    const auto draft = rewind::Model::load(kModels + "pycode-600k.gguf");
-    EXPECT_THROW(DraftSource(draft, *target, draft->hparams().n_ctx_train + 1), rewind::Error);
+    const auto target = rwd::Model::load(kModels + "pycode-4m.gguf");
+    const auto draft = rwd::Model::load(kModels + "pycode-600k.gguf");
+    EXPECT_THROW(DraftSource(draft, *target, draft->hparams().n_ctx_train + 1), rwd::Error);
     EXPECT_NO_THROW(DraftSource(draft, *target, draft->hparams().n_ctx_train));
 }
 
 TEST(DraftSource, DraftsGreedilyAndRollsBackToTheAcceptedText) {
-    const auto target = rewind::Model::load(kModels + "pycode-4m.gguf");
-    const auto draft = rewind::Model::load(kModels + "pycode-600k.gguf");
+    const auto target = rwd::Model::load(kModels + "pycode-4m.gguf");
+    const auto draft = rwd::Model::load(kModels + "pycode-600k.gguf");
     DraftSourceOptions all_k;
     all_k.min_confidence = 0.0f; // draft every guess asked for
     DraftSource src(draft, *target, 256, all_k);
     const auto& tok = target->tokenizer();
-    std::vector<TokenId> ctx = tok.encode("import os\nimport sys\n\ndef main(", rewind::AddBos::Yes);
+    std::vector<TokenId> ctx = tok.encode("import os\nimport sys\n\ndef main(", rwd::AddBos::Yes);
     src.reset(start_of(ctx));
     const auto g = propose(src, ctx, 5);
     ASSERT_EQ(g.size(), 5u);
@@ -216,12 +216,12 @@ TEST(DraftSource, DraftsGreedilyAndRollsBackToTheAcceptedText) {
     EXPECT_EQ(src.cache().size(), static_cast<int64_t>(ctx.size() + 4));
 
     // Greedy drafting is plain greedy decoding of the draft model.
-    rewind::Context dctx(draft);
-    rewind::KvCache dcache(*draft, {256});
-    rewind::GenerateOptions go;
+    rwd::Context dctx(draft);
+    rwd::KvCache dcache(*draft, {256});
+    rwd::GenerateOptions go;
     go.max_tokens = 5;
     go.stop_at_eog = false;
-    EXPECT_EQ(rewind::generate_plain(dctx, dcache, ctx, go).tokens, g);
+    EXPECT_EQ(rwd::generate_plain(dctx, dcache, ctx, go).tokens, g);
 
     // The target accepted two guesses and chose its own third token.
     ctx.insert(ctx.end(), g.begin(), g.begin() + 2);
@@ -244,9 +244,9 @@ TEST(DraftSource, DraftsGreedilyAndRollsBackToTheAcceptedText) {
 }
 
 TEST(DraftSource, StopsDraftingWhenUnsure) {
-    const auto target = rewind::Model::load(kModels + "pycode-4m.gguf");
-    const auto draft = rewind::Model::load(kModels + "pycode-600k.gguf");
-    const std::vector<TokenId> ctx = target->tokenizer().encode("import os\nimport sys\n\ndef main(", rewind::AddBos::Yes);
+    const auto target = rwd::Model::load(kModels + "pycode-4m.gguf");
+    const auto draft = rwd::Model::load(kModels + "pycode-600k.gguf");
+    const std::vector<TokenId> ctx = target->tokenizer().encode("import os\nimport sys\n\ndef main(", rwd::AddBos::Yes);
     DraftSourceOptions o;
     o.min_confidence = 1.0f; // no draft is ever that sure
     DraftSource never(draft, *target, 256, o);
@@ -264,5 +264,5 @@ TEST(DraftSource, StopsDraftingWhenUnsure) {
     const auto full = propose(always, ctx, 8);
     EXPECT_TRUE(std::equal(g.begin(), g.end(), full.begin()));
     o.min_confidence = 1.5f;
-    EXPECT_THROW(DraftSource(draft, *target, 256, o), rewind::Error);
+    EXPECT_THROW(DraftSource(draft, *target, 256, o), rwd::Error);
 }

@@ -19,7 +19,7 @@
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
 
-namespace rewind {
+namespace rwd {
 namespace {
 
 std::shared_ptr<const Model> load(const std::string& name) {
@@ -271,4 +271,4 @@ TEST_F(KvCacheTest, ImportChecksEveryShape) {
 }
 
 } // namespace
-} // namespace rewind
+} // namespace rwd

@@ -10,7 +10,7 @@
 #include "gguf_test_util.h"
 #include "rewind/llama_model.h"
 
-using namespace rewind;
+using namespace rwd;
 using namespace gguf_test;
 
 namespace {

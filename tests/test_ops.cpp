@@ -12,7 +12,7 @@
 #include "rewind/error.h"
 #include "rewind/kernels/ops.h"
 
-using namespace rewind;
+using namespace rwd;
 
 namespace {
 

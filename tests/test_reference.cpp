@@ -19,7 +19,7 @@
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
 
-namespace rewind {
+namespace rwd {
 namespace {
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
@@ -268,4 +268,4 @@ INSTANTIATE_TEST_SUITE_P(Models, Reference, ::testing::ValuesIn(kSpecs),
                          });
 
 } // namespace
-} // namespace rewind
+} // namespace rwd

@@ -11,7 +11,7 @@
 #include "rewind/error.h"
 #include "rewind/sampler.h"
 
-namespace rewind {
+namespace rwd {
 namespace {
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
@@ -246,4 +246,4 @@ TEST(Sampler, BadOptionsThrow) {
 }
 
 } // namespace
-} // namespace rewind
+} // namespace rwd

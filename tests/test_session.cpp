@@ -11,7 +11,7 @@
 #include "rewind/model.h"
 #include "rewind/session.h"
 
-namespace rewind {
+namespace rwd {
 namespace {
 
 std::shared_ptr<const Model> bundled() {
@@ -199,4 +199,4 @@ TEST(StopChecker, RulesAndPrecedence) {
 }
 
 } // namespace
-} // namespace rewind
+} // namespace rwd

@@ -25,8 +25,8 @@
 #include "rewind/speculate/ngram_source.h"
 #include "rewind/speculate/reference_source.h"
 
-using namespace rewind;
-using namespace rewind::speculate;
+using namespace rwd;
+using namespace rwd::speculate;
 
 namespace {
 
@@ -309,22 +309,22 @@ TEST_F(Speculative, ReusesACachedPromptPrefixAndHandlesEdgeCases) {
     const auto full = generate_speculative(ctx, tiny, prompt, src, so);
     EXPECT_TRUE(full.tokens.empty());
     EXPECT_EQ(full.stop, StopReason::ContextFull);
-    EXPECT_THROW(generate_speculative(ctx, sc, {}, src, so), rewind::Error);
+    EXPECT_THROW(generate_speculative(ctx, sc, {}, src, so), rwd::Error);
     ctx.forward(sc, std::span<const TokenId>(prompt).last(1), Logits::None);
-    EXPECT_THROW(generate_speculative(ctx, sc, prompt, src, so), rewind::Error); // cache holds it all
+    EXPECT_THROW(generate_speculative(ctx, sc, prompt, src, so), rwd::Error); // cache holds it all
     sc.truncate(0);
     so.k = 0;
-    EXPECT_THROW(generate_speculative(ctx, sc, prompt, src, so), rewind::Error);
+    EXPECT_THROW(generate_speculative(ctx, sc, prompt, src, so), rwd::Error);
     so.k = SpeculativeOptions::kMaxK + 1;
-    EXPECT_THROW(generate_speculative(ctx, sc, prompt, src, so), rewind::Error);
+    EXPECT_THROW(generate_speculative(ctx, sc, prompt, src, so), rwd::Error);
     const auto other = Model::load(kShared + "/models/pycode-600k.gguf");
     KvCache foreign(*other, {kCapacity});
     so.k = 4;
-    EXPECT_THROW(SpeculativeDecoder(ctx, foreign, src, so), rewind::Error);
+    EXPECT_THROW(SpeculativeDecoder(ctx, foreign, src, so), rwd::Error);
     // llama.cpp's numerics change with the pass size: refused, the cache untouched.
     Context llama_like(target_, {.n_threads = 1, .max_batch = 64, .numerics = Numerics::LlamaCpp});
     sc.truncate(0);
-    EXPECT_THROW(generate_speculative(llama_like, sc, prompt, src, so), rewind::Error);
+    EXPECT_THROW(generate_speculative(llama_like, sc, prompt, src, so), rwd::Error);
     EXPECT_EQ(sc.size(), 0);
 }
 

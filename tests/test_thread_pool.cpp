@@ -15,7 +15,7 @@
 #include "rewind/error.h"
 #include "rewind/kernels/thread_pool.h"
 
-using namespace rewind;
+using namespace rwd;
 
 TEST(ThreadPool, RejectsBadSize) {
     EXPECT_THROW(ThreadPool(0), Error);

@@ -8,8 +8,8 @@
 #include "rewind/error.h"
 #include "rewind/speculate/token_index.h"
 
-using rewind::TokenId;
-using namespace rewind::speculate;
+using rwd::TokenId;
+using namespace rwd::speculate;
 
 namespace {
 std::vector<TokenId> copy_of(const TokenIndex& idx, std::span<const TokenId> ctx, int k, RunOff r = RunOff::Stop) {
@@ -150,11 +150,11 @@ TEST(TokenIndex, GrowsPastItsInitialTable) {
 }
 
 TEST(TokenIndex, RejectsBadInput) {
-    EXPECT_THROW(TokenIndex({0, 4}), rewind::Error);
-    EXPECT_THROW(TokenIndex({3, 2}), rewind::Error);
-    EXPECT_THROW(TokenIndex({1, NgramRange::kLimit + 1}), rewind::Error);
+    EXPECT_THROW(TokenIndex({0, 4}), rwd::Error);
+    EXPECT_THROW(TokenIndex({3, 2}), rwd::Error);
+    EXPECT_THROW(TokenIndex({1, NgramRange::kLimit + 1}), rwd::Error);
     TokenIndex idx;
-    EXPECT_THROW(idx.push(-1), rewind::Error);
+    EXPECT_THROW(idx.push(-1), rwd::Error);
     std::vector<TokenId> out;
     EXPECT_EQ(idx.copy(IndexMatch{}, 4, RunOff::Stop, out), 0);
 }

@@ -18,7 +18,7 @@
 #include "rewind/tokenizer.h"
 
 namespace fs = std::filesystem;
-using namespace rewind;
+using namespace rwd;
 
 namespace {
 

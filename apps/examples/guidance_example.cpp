@@ -13,10 +13,10 @@
 namespace {
 
 // What one generate() call did: tokens produced, tokens run, tokens reused from the cache.
-void show(const char* what, const rewind::GenerateResult& r, const rewind::Context& ctx, uint64_t processed_before) {
+void show(const char* what, const rwd::GenerateResult& r, const rwd::Context& ctx, uint64_t processed_before) {
     std::printf("[%s] generated %zu tokens (stop: %s); this call ran %llu tokens through the model, "
                 "reusing %zu cached ones\n",
-                what, r.tokens.size(), rewind::stop_reason_name(r.stop),
+                what, r.tokens.size(), rwd::stop_reason_name(r.stop),
                 static_cast<unsigned long long>(ctx.tokens_processed() - processed_before),
                 static_cast<size_t>(processed_before));
 }
@@ -26,10 +26,10 @@ void show(const char* what, const rewind::GenerateResult& r, const rewind::Conte
 int main(int argc, char** argv) {
     const std::string path = argc > 1 ? argv[1] : std::string(REWIND_ASSETS_DIR) + "/pycode-4m-q8_0.gguf";
     try {
-        auto model = rewind::Model::load(path);
-        rewind::Session session(model, {.context = {.n_threads = 1}, .cache = {.capacity = 512}});
+        auto model = rwd::Model::load(path);
+        rwd::Session session(model, {.context = {.n_threads = 1}, .cache = {.capacity = 512}});
 
-        rewind::GenerateOptions opts;
+        rwd::GenerateOptions opts;
         opts.max_tokens = 40;
         opts.stop_strings = {"\n\n"};
 

@@ -12,7 +12,7 @@
 
 #include "rewind/kernels/matmul.h"
 
-using namespace rewind;
+using namespace rwd;
 
 namespace {
 

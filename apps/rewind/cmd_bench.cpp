@@ -1,7 +1,7 @@
 // `rewind bench`: measures plain against speculative decoding on a workload (or one prompt) and
 // prints a Markdown table; --json and --svg keep every raw figure and a plot. --cost-curve alone
 // measures prefill/decode speed and the cost of one forward pass over n new tokens (what decides
-// whether verifying k guesses at once pays). The measuring logic lives in rewind::bench.
+// whether verifying k guesses at once pays). The measuring logic lives in rwd::bench.
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,11 +24,11 @@
 #include "rewind/speculate/bench_workload.h"
 #include "rewind/speculate/reference_source.h"
 
-namespace rewind::cli {
+namespace rwd::cli {
 
 namespace {
 
-namespace rb = rewind::bench;
+namespace rb = rwd::bench;
 
 struct BenchCliOptions {
     std::string model, draft;
@@ -323,4 +323,4 @@ void register_bench(CLI::App& app, Runner& run) {
     });
 }
 
-} // namespace rewind::cli
+} // namespace rwd::cli

@@ -23,7 +23,7 @@
 #include "rewind/speculate/ngram_source.h"
 #include "rewind/speculate/reference_source.h"
 
-namespace rewind::cli {
+namespace rwd::cli {
 namespace {
 
 struct GenerateFlags {
@@ -316,4 +316,4 @@ void register_generate(CLI::App& app, Runner& run) {
     cmd->callback([flags, &run] { run = [flags] { return run_generate(*flags); }; });
 }
 
-} // namespace rewind::cli
+} // namespace rwd::cli

@@ -12,7 +12,7 @@
 #include "rewind/llama_model.h"
 #include "rewind/tokenizer.h"
 
-namespace rewind::cli {
+namespace rwd::cli {
 
 namespace {
 
@@ -211,4 +211,4 @@ void register_inspect(CLI::App& app, Runner& run) {
     cmd->callback([&run, opt] { run = [opt] { return inspect(*opt); }; });
 }
 
-} // namespace rewind::cli
+} // namespace rwd::cli

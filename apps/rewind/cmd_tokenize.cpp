@@ -13,7 +13,7 @@
 #include "rewind/gguf.h"
 #include "rewind/tokenizer.h"
 
-namespace rewind::cli {
+namespace rwd::cli {
 
 namespace {
 
@@ -120,4 +120,4 @@ void register_tokenize(CLI::App& app, Runner& run) {
     });
 }
 
-} // namespace rewind::cli
+} // namespace rwd::cli

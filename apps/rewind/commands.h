@@ -6,7 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
-namespace rewind::cli {
+namespace rwd::cli {
 
 // Registers the subcommand on `app`; sets `run` to the function main() calls when it is chosen.
 using Runner = std::function<int()>;
@@ -18,4 +18,4 @@ void register_bench(CLI::App& app, Runner& run);
 // The model bundled with the repository (used when -m is not given).
 std::string default_model_path();
 
-} // namespace rewind::cli
+} // namespace rwd::cli

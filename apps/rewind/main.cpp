@@ -5,19 +5,19 @@
 
 #include "commands.h"
 
-namespace rewind::cli {
+namespace rwd::cli {
 std::string default_model_path() { return std::string(REWIND_ASSETS_DIR) + "/pycode-4m-q8_0.gguf"; }
-} // namespace rewind::cli
+} // namespace rwd::cli
 
 int main(int argc, char** argv) {
     CLI::App app{"rewind: lossless speculative decoding for llama-family GGUF models"};
     app.require_subcommand(1);
     app.set_version_flag("--version", "rewind 0.1.0");
-    rewind::cli::Runner run;
-    rewind::cli::register_inspect(app, run);
-    rewind::cli::register_tokenize(app, run);
-    rewind::cli::register_generate(app, run);
-    rewind::cli::register_bench(app, run);
+    rwd::cli::Runner run;
+    rwd::cli::register_inspect(app, run);
+    rwd::cli::register_tokenize(app, run);
+    rwd::cli::register_generate(app, run);
+    rwd::cli::register_bench(app, run);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -1,6 +1,5 @@
 // Device discovery for the CUDA backend: the one CUDA runtime call the CPU side needs so far.
-// Declared in rewind/kernels/cuda.h; kept free of `namespace rewind`, which CUDA's headers (they
-// declare C's stdio rewind()) do not allow here.
+// Declared in rewind/kernels/cuda.h as a plain C symbol.
 #include <cuda_runtime.h>
 
 extern "C" int rewind_cuda_device_count(void) noexcept {

@@ -12,7 +12,7 @@
 #include "rewind/error.h"
 #include "rewind/kernels/simd.h"
 
-namespace rewind {
+namespace rwd {
 
 void detail::check_attention_shape(const AttentionShape& s, DType kv_type, const char* who) {
     if (s.n_tokens <= 0 || s.pos0 < 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.head_dim <= 0)
@@ -133,4 +133,4 @@ void attention_reference(const AttentionShape& s, const float* q, const void* k,
     }
 }
 
-} // namespace rewind
+} // namespace rwd

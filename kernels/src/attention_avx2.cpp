@@ -9,7 +9,7 @@
 #include "attention_impl.h"
 #include "simd_math_avx2.h"
 
-namespace rewind::detail {
+namespace rwd::detail {
 
 namespace {
 
@@ -195,4 +195,4 @@ void attend_avx2(const AttendGroup& a) {
     else attend<DType::F16>(a);
 }
 
-} // namespace rewind::detail
+} // namespace rwd::detail

@@ -8,9 +8,9 @@
 #include "rewind/kernels/dtype.h"
 #include "rewind/kernels/thread_pool.h"
 
-namespace rewind::detail {
+namespace rwd::detail {
 
-// Throws rewind::Error naming `who` unless the shape is positive, n_head is a multiple of
+// Throws rwd::Error naming `who` unless the shape is positive, n_head is a multiple of
 // n_head_kv and kv_type is F32 or F16. Shared by every attention front end.
 void check_attention_shape(const AttentionShape& s, DType kv_type, const char* who);
 
@@ -65,4 +65,4 @@ void attend_scalar(const AttendGroup& a);
 // Heads of a group share each K/V row while it is in L1; no value depends on the grouping.
 void attend_avx2(const AttendGroup& a);
 
-} // namespace rewind::detail
+} // namespace rwd::detail

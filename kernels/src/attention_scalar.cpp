@@ -4,7 +4,7 @@
 
 #include "attention_impl.h"
 
-namespace rewind::detail {
+namespace rwd::detail {
 
 namespace {
 
@@ -42,4 +42,4 @@ void attend_scalar(const AttendGroup& a) {
     }
 }
 
-} // namespace rewind::detail
+} // namespace rwd::detail

@@ -8,7 +8,7 @@
 
 #include "rewind/error.h"
 
-namespace rewind {
+namespace rwd {
 
 namespace {
 
@@ -147,4 +147,4 @@ void quantize_row_q8_0(const float* x, int64_t cols, BlockQ8_0* out) {
     }
 }
 
-} // namespace rewind
+} // namespace rwd

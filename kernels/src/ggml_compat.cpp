@@ -13,7 +13,7 @@
 #include "ggml_compat_impl.h"
 #include "rewind/error.h"
 
-namespace rewind {
+namespace rwd {
 
 namespace {
 
@@ -250,4 +250,4 @@ void matmul_ggml(const MatrixView& w, const float* x, int64_t n_tokens, float* y
     pool->run(w.rows, rows);
 }
 
-} // namespace rewind
+} // namespace rwd

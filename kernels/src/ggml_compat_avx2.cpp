@@ -5,7 +5,7 @@
 
 #include "ggml_compat_impl.h"
 
-namespace rewind::detail {
+namespace rwd::detail {
 
 namespace {
 
@@ -46,4 +46,4 @@ float ggml_dot_avx2(const float* x, const std::byte* w, DType type, int64_t cols
     return type == DType::F32 ? dot<DType::F32>(x, w, cols) : dot<DType::F16>(x, w, cols);
 }
 
-} // namespace rewind::detail
+} // namespace rwd::detail

@@ -5,7 +5,7 @@
 
 #include "rewind/kernels/dtype.h"
 
-namespace rewind::detail {
+namespace rwd::detail {
 
 // ggml's F32/F16 dot product order on AVX-512 (see matmul_ggml): x is [cols] floats (already
 // F16-rounded for F16 weights), w one weight row of `type` (F32 or F16).
@@ -16,4 +16,4 @@ float ggml_dot_scalar(const float* x, const std::byte* w, DType type, int64_t co
 // The same bits with 8-lane AVX2 FMAs (two ymm registers per 16-lane accumulator).
 float ggml_dot_avx2(const float* x, const std::byte* w, DType type, int64_t cols);
 
-} // namespace rewind::detail
+} // namespace rwd::detail

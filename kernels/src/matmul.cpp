@@ -9,7 +9,7 @@
 #include "matmul_impl.h"
 #include "rewind/error.h"
 
-namespace rewind {
+namespace rwd {
 
 namespace {
 
@@ -132,4 +132,4 @@ void matmul_reference(const MatrixView& w, const float* x, int64_t n_tokens, flo
     ym.noalias() = xm * wf.transpose();
 }
 
-} // namespace rewind
+} // namespace rwd

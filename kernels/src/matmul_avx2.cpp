@@ -4,7 +4,7 @@
 
 #include "matmul_tiles.h"
 
-namespace rewind::detail {
+namespace rwd::detail {
 
 namespace {
 
@@ -94,4 +94,4 @@ void quantize_row_q8_0_avx2(const float* x, int64_t cols, BlockQ8_0* out) {
     }
 }
 
-} // namespace rewind::detail
+} // namespace rwd::detail

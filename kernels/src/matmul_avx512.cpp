@@ -9,7 +9,7 @@
 
 #include "matmul_tiles.h"
 
-namespace rewind::detail {
+namespace rwd::detail {
 
 namespace {
 
@@ -76,4 +76,4 @@ struct Avx512 {
 
 void matmul_rows_avx512(const MatmulJob& job, int64_t r0, int64_t r1) { matmul_rows<Avx512>(job, r0, r1); }
 
-} // namespace rewind::detail
+} // namespace rwd::detail

@@ -6,7 +6,7 @@
 #include "rewind/kernels/dtype.h"
 #include "rewind/kernels/matmul.h"
 
-namespace rewind::detail {
+namespace rwd::detail {
 
 // One matmul call, already validated. For Q8_0 weights `xq` holds the activations quantized per
 // token ([n_tokens, cols/32] blocks) and `x` is unused by the bodies.
@@ -31,4 +31,4 @@ void matmul_rows_avx512(const MatmulJob& job, int64_t r0, int64_t r1);
 // Q8_0 activation quantization, bit-identical to quantize_row_q8_0 (the scalar rule).
 void quantize_row_q8_0_avx2(const float* x, int64_t cols, BlockQ8_0* out);
 
-} // namespace rewind::detail
+} // namespace rwd::detail

@@ -5,7 +5,7 @@
 
 #include "matmul_impl.h"
 
-namespace rewind::detail {
+namespace rwd::detail {
 
 namespace {
 
@@ -67,4 +67,4 @@ void matmul_rows_scalar(const MatmulJob& job, int64_t r0, int64_t r1) {
     else rows_float(job, r0, r1);
 }
 
-} // namespace rewind::detail
+} // namespace rwd::detail

@@ -18,7 +18,7 @@
 
 #include "matmul_impl.h"
 
-namespace rewind::detail {
+namespace rwd::detail {
 namespace {
 
 inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -244,4 +244,4 @@ void matmul_rows(const MatmulJob& job, int64_t r0, int64_t r1) {
 }
 
 } // namespace
-} // namespace rewind::detail
+} // namespace rwd::detail

@@ -11,7 +11,7 @@
 #include "ops_impl.h"
 #include "rewind/error.h"
 
-namespace rewind {
+namespace rwd {
 
 void rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim, float eps, float* out) {
     if (!x || !weight || !out) throw Error("rms_norm: null pointer");
@@ -137,4 +137,4 @@ void add_inplace(float* y, const float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
-} // namespace rewind
+} // namespace rwd

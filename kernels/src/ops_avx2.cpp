@@ -8,7 +8,7 @@
 #include "ops_impl.h"
 #include "simd_math_avx2.h"
 
-namespace rewind::detail {
+namespace rwd::detail {
 
 namespace {
 
@@ -33,4 +33,4 @@ void swiglu_avx2(const float* gate, const float* up, int64_t n, float* out) {
     }
 }
 
-} // namespace rewind::detail
+} // namespace rwd::detail

@@ -3,7 +3,7 @@
 #pragma once
 #include <immintrin.h>
 
-namespace rewind::detail {
+namespace rwd::detail {
 namespace {
 
 // exp(x) for 8 floats, about 1-2 ulp: x = n*ln2 + r with n = round(x*log2(e)) and ln2 split in
@@ -43,4 +43,4 @@ inline float hsum8(__m256 v) {
 }
 
 } // namespace
-} // namespace rewind::detail
+} // namespace rwd::detail

@@ -21,7 +21,7 @@
 
 #include "rewind/error.h"
 
-namespace rewind {
+namespace rwd {
 
 namespace {
 
@@ -196,4 +196,4 @@ void ThreadPool::parallel_for(int64_t n, RangeFn fn, int64_t grain) {
     if (first) std::rethrow_exception(first);
 }
 
-} // namespace rewind
+} // namespace rwd

@@ -18,7 +18,7 @@
 #include <system_error>
 #include <type_traits>
 
-namespace rewind {
+namespace rwd {
 
 namespace {
 
@@ -706,4 +706,4 @@ std::optional<std::vector<int64_t>> GgufFile::get_int_array(std::string_view key
     return out;
 }
 
-} // namespace rewind
+} // namespace rwd

@@ -8,7 +8,7 @@
 #include <limits>
 #include <set>
 
-namespace rewind {
+namespace rwd {
 
 namespace {
 
@@ -276,4 +276,4 @@ std::unique_ptr<LlamaModelFile> LlamaModelFile::open(const std::string& path) {
     return mf;
 }
 
-} // namespace rewind
+} // namespace rwd

@@ -10,7 +10,7 @@
 #include "tokenizer_impl.h"
 #include "unicode.h"
 
-namespace rewind {
+namespace rwd {
 
 namespace {
 
@@ -275,4 +275,4 @@ std::vector<MergeSymbol> utf8_symbols(std::string_view text) {
 
 } // namespace detail
 
-} // namespace rewind
+} // namespace rwd

@@ -11,7 +11,7 @@
 #include "tokenizer_impl.h"
 #include "unicode.h"
 
-namespace rewind::detail {
+namespace rwd::detail {
 
 namespace {
 
@@ -283,4 +283,4 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer(const TokenizerSpec& spec) {
     return std::make_unique<BpeTokenizer>(spec);
 }
 
-} // namespace rewind::detail
+} // namespace rwd::detail

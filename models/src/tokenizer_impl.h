@@ -12,7 +12,7 @@
 
 #include "rewind/tokenizer.h"
 
-namespace rewind::detail {
+namespace rwd::detail {
 
 // Hash and equality that accept string_view, so lookups by a slice of the input don't allocate.
 struct StringHash {
@@ -126,4 +126,4 @@ int merge_symbols(std::vector<MergeSymbol>& sym, Priority&& priority) {
 std::unique_ptr<Tokenizer> make_spm_tokenizer(const TokenizerSpec& spec);
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(const TokenizerSpec& spec);
 
-} // namespace rewind::detail
+} // namespace rwd::detail

@@ -10,7 +10,7 @@
 #include "tokenizer_impl.h"
 #include "unicode.h"
 
-namespace rewind::detail {
+namespace rwd::detail {
 
 namespace {
 
@@ -111,4 +111,4 @@ std::unique_ptr<Tokenizer> make_spm_tokenizer(const TokenizerSpec& spec) {
     return std::make_unique<SpmTokenizer>(spec);
 }
 
-} // namespace rewind::detail
+} // namespace rwd::detail

@@ -6,7 +6,7 @@
 
 #include <unicode/uchar.h>
 
-namespace rewind::unicode {
+namespace rwd::unicode {
 
 namespace {
 
@@ -175,4 +175,4 @@ size_t take_valid_utf8(std::string_view bytes, std::string& out) {
     return pos;
 }
 
-} // namespace rewind::unicode
+} // namespace rwd::unicode

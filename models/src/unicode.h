@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace rewind::unicode {
+namespace rwd::unicode {
 
 inline constexpr uint32_t kReplacement = 0xFFFD;
 
@@ -43,4 +43,4 @@ int symbol_to_byte(uint32_t cp);                 // the byte, or -1 if `cp` stan
 // the end is left out, for the caller to hold back until more bytes arrive.
 size_t take_valid_utf8(std::string_view bytes, std::string& out);
 
-} // namespace rewind::unicode
+} // namespace rwd::unicode

@@ -14,7 +14,7 @@
 #include "rewind/kernels/matmul.h"
 #include "rewind/kernels/ops.h"
 
-namespace rewind {
+namespace rwd {
 
 // B = max_batch (tokens per pass), E = n_embd, KV = n_embd_kv, F = n_ff, V = n_vocab.
 struct Context::Buffers {
@@ -115,7 +115,7 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
     // y = x · Wᵀ for n rows, in rewind's order or (Numerics::LlamaCpp, F32 weights) ggml's.
     auto matmul = [&](const MatrixView& w, const float* x, int64_t rows, float* y) {
         if (!exact && matmul_ggml_supports(w.type)) matmul_ggml(w, x, rows, y, mm, pool);
-        else rewind::matmul(w, x, rows, y, mm, pool);
+        else rwd::matmul(w, x, rows, y, mm, pool);
     };
     const size_t kv_elem = cache.dtype() == DType::F32 ? 4 : 2;
     const size_t tok_row_bytes = dtype_row_bytes(m.tok_embd.type, E);
@@ -208,4 +208,4 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
     return {b.logits.data(), static_cast<size_t>(out_rows * n_vocab)};
 }
 
-} // namespace rewind
+} // namespace rwd

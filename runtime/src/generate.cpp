@@ -8,7 +8,7 @@
 
 #include "rewind/error.h"
 
-namespace rewind {
+namespace rwd {
 
 const char* stop_reason_name(StopReason r) {
     switch (r) {
@@ -113,4 +113,4 @@ GenerateResult generate_plain(Context& ctx, KvCache& cache, const std::vector<To
     return res;
 }
 
-} // namespace rewind
+} // namespace rwd

@@ -13,7 +13,7 @@
 #include "rewind/error.h"
 #include "rewind/model.h"
 
-namespace rewind {
+namespace rwd {
 namespace {
 
 constexpr char kMagic[8] = {'R', 'W', 'N', 'D', 'K', 'V', 'C', '\0'};
@@ -315,4 +315,4 @@ void KvCache::export_kv(std::vector<float>& k, std::vector<float>& v) const {
     v = std::move(vo);
 }
 
-} // namespace rewind
+} // namespace rwd

@@ -8,7 +8,7 @@
 #include "rewind/error.h"
 #include "rewind/kernels/dtype.h"
 
-namespace rewind {
+namespace rwd {
 namespace {
 
 // The kernels compute with these storage types; everything else is refused by name.
@@ -123,4 +123,4 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
 
 const std::string& Model::path() const { return file_->gguf().path(); }
 
-} // namespace rewind
+} // namespace rwd

@@ -11,7 +11,7 @@
 
 #include "rewind/error.h"
 
-namespace rewind {
+namespace rwd {
 namespace {
 
 // SplitMix64's finaliser: a bijective 64-bit mix with full avalanche.
@@ -183,4 +183,4 @@ TokenId Sampler::sample_from(std::span<const float> probs, int64_t pos, uint64_t
     return last; // rounding left target at the very top: the last token with mass
 }
 
-} // namespace rewind
+} // namespace rwd

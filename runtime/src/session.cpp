@@ -6,7 +6,7 @@
 
 #include "rewind/error.h"
 
-namespace rewind {
+namespace rwd {
 
 Session::Session(std::shared_ptr<const Model> model, SessionOptions opts)
     : ctx_(model, opts.context), cache_(ctx_.model(), opts.cache) {}
@@ -47,4 +47,4 @@ GenerateResult Session::generate(const GenerateOptions& opts, const TokenCallbac
 
 std::string Session::text() const { return ctx_.model().tokenizer().decode(tokens_); }
 
-} // namespace rewind
+} // namespace rwd

@@ -10,7 +10,7 @@
 #include "rewind/error.h"
 #include "rewind/kv_cache.h"
 
-namespace rewind::bench {
+namespace rwd::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -99,4 +99,4 @@ Throughput measure_throughput(Context& ctx, const ThroughputOptions& opts) {
     return {opts.prompt_tokens, opts.decode_tokens, median(prefill), median(decode)};
 }
 
-} // namespace rewind::bench
+} // namespace rwd::bench

@@ -14,7 +14,7 @@
 
 #include "rewind/error.h"
 
-namespace rewind::bench {
+namespace rwd::bench {
 namespace {
 
 using nlohmann::json;
@@ -604,4 +604,4 @@ std::string format_progress(const Progress& p, int bar_width) {
     return line;
 }
 
-} // namespace rewind::bench
+} // namespace rwd::bench

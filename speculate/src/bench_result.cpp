@@ -7,7 +7,7 @@
 
 #include "rewind/error.h"
 
-namespace rewind::bench {
+namespace rwd::bench {
 
 const char* source_name(Source s) {
     switch (s) {
@@ -108,4 +108,4 @@ std::vector<ConfigSummary> summarize_configs(const BenchResult& r, std::string_v
     return out;
 }
 
-} // namespace rewind::bench
+} // namespace rwd::bench

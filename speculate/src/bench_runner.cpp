@@ -16,10 +16,10 @@
 #include "rewind/speculate/ngram_source.h"
 #include "rewind/speculate/reference_source.h"
 
-namespace rewind::bench {
+namespace rwd::bench {
 namespace {
 
-namespace sp = rewind::speculate;
+namespace sp = rwd::speculate;
 using Clock = std::chrono::steady_clock;
 
 // Lends a source to a CompositeSource (which owns its members) without giving it away, so the
@@ -293,4 +293,4 @@ MachineInfo detect_machine() {
     return m;
 }
 
-} // namespace rewind::bench
+} // namespace rwd::bench

@@ -7,7 +7,7 @@
 
 #include "rewind/error.h"
 
-namespace rewind::bench {
+namespace rwd::bench {
 namespace {
 
 std::vector<double> sorted_copy(std::span<const double> values, const char* what) {
@@ -73,4 +73,4 @@ int64_t first_difference(std::span<const TokenId> expected, std::span<const Toke
     return -1;
 }
 
-} // namespace rewind::bench
+} // namespace rwd::bench

@@ -10,7 +10,7 @@
 
 #include "rewind/error.h"
 
-namespace rewind::bench {
+namespace rwd::bench {
 namespace {
 
 using nlohmann::json;
@@ -101,4 +101,4 @@ std::vector<WorkItem> take_first(std::vector<WorkItem> items, int64_t n) {
     return items;
 }
 
-} // namespace rewind::bench
+} // namespace rwd::bench

@@ -6,7 +6,7 @@
 
 #include "rewind/error.h"
 
-namespace rewind::speculate {
+namespace rwd::speculate {
 
 CompositeSource::CompositeSource(std::vector<std::unique_ptr<GuessSource>> members)
     : members_(std::move(members)) {
@@ -40,4 +40,4 @@ void CompositeSource::accept(std::span<const TokenId> context) {
     for (auto& m : members_) m->accept(context);
 }
 
-} // namespace rewind::speculate
+} // namespace rwd::speculate

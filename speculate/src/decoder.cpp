@@ -9,7 +9,7 @@
 #include "k_controller.h"
 #include "rewind/error.h"
 
-namespace rewind::speculate {
+namespace rwd::speculate {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -227,4 +227,4 @@ SpeculativeResult generate_speculative(Context& target, KvCache& cache, const st
     return dec.generate(prompt, on_token);
 }
 
-} // namespace rewind::speculate
+} // namespace rwd::speculate

@@ -9,7 +9,7 @@
 
 #include "rewind/error.h"
 
-namespace rewind::speculate {
+namespace rwd::speculate {
 
 void check_draft_compatible(const Model& draft, const Model& target, int64_t target_capacity) {
     const std::string who = "draft model " + draft.path() + " for target " + target.path() + ": ";
@@ -118,4 +118,4 @@ void DraftSource::propose(std::span<const TokenId> context, int k, Proposal& out
 
 void DraftSource::accept(std::span<const TokenId> context) { rollback_to(context); }
 
-} // namespace rewind::speculate
+} // namespace rwd::speculate

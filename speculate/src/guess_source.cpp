@@ -5,7 +5,7 @@
 
 #include "rewind/error.h"
 
-namespace rewind::speculate {
+namespace rwd::speculate {
 
 const char* verify_mode_name(VerifyMode m) {
     switch (m) {
@@ -20,4 +20,4 @@ void check_k(std::string_view source, int k) {
         throw Error(std::string(source) + ": asked for " + std::to_string(k) + " guesses; k must be at least 1");
 }
 
-} // namespace rewind::speculate
+} // namespace rwd::speculate

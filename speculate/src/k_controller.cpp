@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-namespace rewind::speculate {
+namespace rwd::speculate {
 namespace {
 constexpr int kAdaptiveStart = 1;
 } // namespace
@@ -19,4 +19,4 @@ void KController::observe(int proposed, int accepted) {
     else if (accepted < proposed) k_cur_ = std::clamp(accepted + 1, 1, k_max_);
 }
 
-} // namespace rewind::speculate
+} // namespace rwd::speculate

@@ -2,7 +2,7 @@
 #pragma once
 #include "rewind/speculate/decoder.h"
 
-namespace rewind::speculate {
+namespace rwd::speculate {
 
 class KController {
 public:
@@ -19,4 +19,4 @@ private:
     int k_cur_;
 };
 
-} // namespace rewind::speculate
+} // namespace rwd::speculate

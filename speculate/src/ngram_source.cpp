@@ -1,7 +1,7 @@
 // NgramSource: the live text is one open document of a TokenIndex, extended as tokens arrive.
 #include "rewind/speculate/ngram_source.h"
 
-namespace rewind::speculate {
+namespace rwd::speculate {
 
 NgramSource::NgramSource(NgramSourceOptions opts) : index_(opts.range) {}
 
@@ -32,4 +32,4 @@ void NgramSource::propose(std::span<const TokenId> context, int k, Proposal& out
 
 void NgramSource::accept(std::span<const TokenId> context) { sync(context); }
 
-} // namespace rewind::speculate
+} // namespace rwd::speculate

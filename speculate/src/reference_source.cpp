@@ -6,7 +6,7 @@
 
 #include "rewind/error.h"
 
-namespace rewind::speculate {
+namespace rwd::speculate {
 
 ReferenceSource::ReferenceSource(const std::vector<std::vector<TokenId>>& references,
                                  ReferenceSourceOptions opts)
@@ -55,4 +55,4 @@ std::string read_text_file(const std::string& path) {
     return ss.str();
 }
 
-} // namespace rewind::speculate
+} // namespace rwd::speculate

@@ -8,7 +8,7 @@
 
 #include "rewind/error.h"
 
-namespace rewind::speculate {
+namespace rwd::speculate {
 namespace {
 
 uint64_t mix(uint64_t x) {
@@ -168,4 +168,4 @@ void TokenIndex::grow() {
     }
 }
 
-} // namespace rewind::speculate
+} // namespace rwd::speculate

@@ -4,11 +4,11 @@
 #include <stdexcept>
 #include <string>
 
-namespace rewind {
+namespace rwd {
 
 class Error : public std::runtime_error {
 public:
     explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
-} // namespace rewind
+} // namespace rwd

@@ -13,7 +13,7 @@
 
 #include "rewind/error.h"
 
-namespace rewind {
+namespace rwd {
 
 // GGUF metadata value types (numbering fixed by the format).
 enum class GgufValueType : uint32_t {
@@ -61,7 +61,7 @@ struct GgufTensorInfo {
 
 class GgufFile {
 public:
-    // Maps and validates `path`. Throws rewind::Error naming the file, the field or tensor and
+    // Maps and validates `path`. Throws rwd::Error naming the file, the field or tensor and
     // what is wrong (truncation, bad magic/version, counts or lengths past the end, offsets
     // outside the file, misalignment, unknown type ids, dimension overflow).
     static GgufFile open(const std::string& path);
@@ -78,7 +78,7 @@ public:
     const std::vector<GgufKeyValue>& metadata() const;
     const GgufKeyValue* find(std::string_view key) const; // nullptr if absent
 
-    // Typed getters. Throw rewind::Error (naming the key) if the key is present with another type;
+    // Typed getters. Throw rwd::Error (naming the key) if the key is present with another type;
     // return std::nullopt if absent. Integer getters accept any integer type whose value fits.
     std::optional<std::string> get_string(std::string_view key) const;
     std::optional<uint64_t> get_uint(std::string_view key) const;
@@ -103,4 +103,4 @@ private:
 std::string gguf_value_to_string(const GgufValue& v, size_t max_elems = 8);
 const char* gguf_value_type_name(GgufValueType t);
 
-} // namespace rewind
+} // namespace rwd

@@ -9,7 +9,7 @@
 #include "rewind/gguf.h"
 #include "rewind/tokenizer.h"
 
-namespace rewind {
+namespace rwd {
 
 struct LlamaHparams {
     std::string architecture;   // general.architecture ("llama")
@@ -63,7 +63,7 @@ struct LlamaWeights {
 class LlamaModelFile {
 public:
     // Opens `path`, reads hyperparameters and checks every tensor's shape and type. Throws
-    // rewind::Error naming the file and the key or tensor on any mismatch or missing piece.
+    // rwd::Error naming the file and the key or tensor on any mismatch or missing piece.
     static std::unique_ptr<LlamaModelFile> open(const std::string& path);
 
     const GgufFile& gguf() const { return gguf_; }
@@ -82,4 +82,4 @@ private:
     uint64_t fingerprint_ = 0;
 };
 
-} // namespace rewind
+} // namespace rwd

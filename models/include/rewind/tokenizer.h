@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace rewind {
+namespace rwd {
 
 class GgufFile;
 
@@ -41,7 +41,7 @@ struct TokenizerSpec {
 
 class Tokenizer {
 public:
-    // Reads tokenizer.ggml.* from `gguf`. Throws rewind::Error naming the key when a required
+    // Reads tokenizer.ggml.* from `gguf`. Throws rwd::Error naming the key when a required
     // array is missing, lengths disagree, or the model kind is unsupported.
     static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& gguf);
     // Same checks and errors as from_gguf.
@@ -100,4 +100,4 @@ private:
     bool first_;
 };
 
-} // namespace rewind
+} // namespace rwd

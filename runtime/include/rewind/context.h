@@ -11,7 +11,7 @@
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
 
-namespace rewind {
+namespace rwd {
 
 // How the forward pass rounds.
 enum class Numerics {
@@ -51,7 +51,7 @@ public:
     // Runs tokens at positions cache.size() .. cache.size()+n-1 with causal attention over the
     // cached prefix and themselves, appends their K/V, and returns logits: [n, n_vocab] for
     // Logits::All, [1, n_vocab] (the last token) for Logits::Last, empty for Logits::None. The
-    // span stays valid until the next call. Throws rewind::Error, the cache unchanged, if tokens
+    // span stays valid until the next call. Throws rwd::Error, the cache unchanged, if tokens
     // is empty, an id is outside the vocabulary, the cache would overflow its capacity, the
     // cache belongs to another model, or Logits::All is asked for more than max_batch tokens.
     // Row i's logits are bit-identical however the tokens were split across calls and whatever
@@ -72,4 +72,4 @@ private:
     uint64_t tokens_processed_ = 0;
 };
 
-} // namespace rewind
+} // namespace rwd

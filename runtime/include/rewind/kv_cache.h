@@ -1,6 +1,6 @@
 // A flat, position-indexed KV cache for one sequence: per layer K and V as
 // [capacity, n_head_kv, head_dim], plus a length cursor. Rollback is truncate(n), O(1).
-// Every failing call throws rewind::Error and leaves the cache exactly as it was.
+// Every failing call throws rwd::Error and leaves the cache exactly as it was.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -10,7 +10,7 @@
 
 #include "rewind/kernels/dtype.h"
 
-namespace rewind {
+namespace rwd {
 
 class Model;
 
@@ -95,4 +95,4 @@ private:
     std::vector<std::vector<std::byte>> k_, v_; // per layer, [capacity, n_head_kv, head_dim]
 };
 
-} // namespace rewind
+} // namespace rwd

@@ -10,7 +10,7 @@
 #include "rewind/llama_model.h"
 #include "rewind/tokenizer.h"
 
-namespace rewind {
+namespace rwd {
 
 class Model {
 public:
@@ -21,7 +21,7 @@ public:
         const float* ffn_norm = nullptr;  // [n_embd]
     };
 
-    // Loads a llama-family GGUF file. Throws rewind::Error naming the file and tensor when a
+    // Loads a llama-family GGUF file. Throws rwd::Error naming the file and tensor when a
     // weight has a type the kernels cannot compute with (F32, F16, BF16, Q8_0 are supported),
     // or when a shape or hyperparameter makes the model impossible to run.
     static std::shared_ptr<const Model> load(const std::string& path);
@@ -43,4 +43,4 @@ private:
     std::vector<std::vector<float>> owned_; // norms converted to F32 when stored otherwise
 };
 
-} // namespace rewind
+} // namespace rwd

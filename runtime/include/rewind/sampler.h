@@ -19,7 +19,7 @@
 
 #include "rewind/tokenizer.h"
 
-namespace rewind {
+namespace rwd {
 
 struct SamplerOptions {
     float temperature = 0.0f;    // <= 0: greedy (argmax, lowest id on ties)
@@ -37,7 +37,7 @@ double counter_uniform(uint64_t seed, uint64_t position, uint64_t stream);
 
 class Sampler {
 public:
-    // Throws rewind::Error on out-of-range options (negative top_k, top_p outside (0,1], ...).
+    // Throws rwd::Error on out-of-range options (negative top_k, top_p outside (0,1], ...).
     Sampler(SamplerOptions opts, int64_t n_vocab);
 
     const SamplerOptions& options() const { return opts_; }
@@ -48,7 +48,7 @@ public:
     // The token for absolute position `pos` (the position the token will occupy), given the
     // logits [n_vocab] computed there and the tokens before it (for the repetition penalty).
     // Deterministic in (options, pos, logits, history). Reuses internal buffers. Throws
-    // rewind::Error on a history id outside the vocabulary.
+    // rwd::Error on a history id outside the vocabulary.
     TokenId sample(const float* logits, int64_t pos, std::span<const TokenId> history);
 
     // The distribution sample() draws from, over the whole vocabulary (zeros outside the
@@ -57,7 +57,7 @@ public:
 
     // Draws from an explicit distribution [n_vocab] (non-negative, any positive total: it is
     // normalised) with the randomness of (seed, pos, stream): the first id, in id order, at which
-    // the cumulative mass exceeds u * total. Throws rewind::Error on a wrong size, a negative or
+    // the cumulative mass exceeds u * total. Throws rwd::Error on a wrong size, a negative or
     // non-finite entry, or a zero total.
     TokenId sample_from(std::span<const float> probs, int64_t pos, uint64_t stream) const;
 
@@ -76,4 +76,4 @@ private:
     std::vector<uint8_t> seen_; // [n_vocab] penalty bookkeeping
 };
 
-} // namespace rewind
+} // namespace rwd

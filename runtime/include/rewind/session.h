@@ -12,7 +12,7 @@
 #include "rewind/generate.h"
 #include "rewind/kv_cache.h"
 
-namespace rewind {
+namespace rwd {
 
 struct SessionOptions {
     ContextOptions context;
@@ -25,13 +25,13 @@ public:
 
     // Tokenizes `text` (BOS only if the session is empty and the model adds one) and runs it.
     // The text is tokenized on its own: a token boundary always falls where it joins the
-    // earlier text. Throws rewind::Error, nothing changed, if it would not fit in the cache.
+    // earlier text. Throws rwd::Error, nothing changed, if it would not fit in the cache.
     void append_text(std::string_view text);
     // Runs the held-back token and all of `tokens` but the last (held back in its turn).
-    // Throws rewind::Error, nothing changed, on an id outside the vocabulary or overflow.
+    // Throws rwd::Error, nothing changed, on an id outside the vocabulary or overflow.
     void append_tokens(const std::vector<TokenId>& tokens);
     // Generates from the current state (generate_plain over tokens()); generated tokens become
-    // part of the session. Throws rewind::Error if the session is empty.
+    // part of the session. Throws rwd::Error if the session is empty.
     GenerateResult generate(const GenerateOptions& opts, const TokenCallback& on_token = {});
 
     const std::vector<TokenId>& tokens() const { return tokens_; }
@@ -45,4 +45,4 @@ private:
     std::vector<TokenId> tokens_;
 };
 
-} // namespace rewind
+} // namespace rwd

@@ -8,7 +8,7 @@
 #include "rewind/kernels/simd.h"
 #include "rewind/kernels/thread_pool.h"
 
-namespace rewind {
+namespace rwd {
 
 struct AttentionShape {
     int64_t n_tokens = 0;   // new tokens in this call
@@ -25,13 +25,13 @@ int64_t attention_scratch_floats(const AttentionShape& s, int n_threads);
 // q:   [n_tokens, n_head, head_dim] float
 // k,v: [>= pos0 + n_tokens, n_head_kv, head_dim] of kv_type (F32 or F16)
 // out: [n_tokens, n_head, head_dim] float
-// softmax(q·kᵀ / sqrt(head_dim)) · v with a fixed order over positions. Throws rewind::Error on
+// softmax(q·kᵀ / sqrt(head_dim)) · v with a fixed order over positions. Throws rwd::Error on
 // bad shapes or an unsupported kv_type.
 void attention(const AttentionShape& s, const float* q, const void* k, const void* v, DType kv_type,
                float* out, float* scratch, ThreadPool* pool);
 // The same at a forced SIMD level (the overload above uses detect_simd()); the result may differ
 // between levels but never between token counts or thread counts at one level. Avx512 runs the
-// AVX2 body. Throws rewind::Error for a level this CPU lacks.
+// AVX2 body. Throws rwd::Error for a level this CPU lacks.
 void attention(const AttentionShape& s, const float* q, const void* k, const void* v, DType kv_type,
                float* out, float* scratch, ThreadPool* pool, SimdLevel level);
 
@@ -39,4 +39,4 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
 void attention_reference(const AttentionShape& s, const float* q, const void* k, const void* v,
                          DType kv_type, float* out);
 
-} // namespace rewind
+} // namespace rwd

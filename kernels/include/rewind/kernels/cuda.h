@@ -3,12 +3,11 @@
 #pragma once
 
 #if defined(REWIND_HAVE_CUDA)
-// Defined in kernels/cuda/*.cu. A plain C symbol: CUDA translation units see C's stdio rewind()
-// through the CUDA headers, so they cannot open `namespace rewind` (see cmake/no_c_rewind.h).
+// Defined in kernels/cuda/*.cu, as a plain C symbol so the .cu side needs none of our headers.
 extern "C" int rewind_cuda_device_count(void) noexcept;
 #endif
 
-namespace rewind {
+namespace rwd {
 
 // Number of CUDA devices visible to this process; 0 without CUDA support, and 0 when the driver
 // or runtime reports an error (no driver, no device).
@@ -20,4 +19,4 @@ inline int cuda_device_count() noexcept {
 #endif
 }
 
-} // namespace rewind
+} // namespace rwd

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace rewind {
+namespace rwd {
 
 enum class DType : uint32_t { F32, F16, BF16, Q8_0 };
 
@@ -16,7 +16,7 @@ struct BlockQ8_0 {
 static_assert(sizeof(BlockQ8_0) == 34);
 
 const char* dtype_name(DType t);
-// Bytes of one row of `cols` elements; throws rewind::Error if cols is not a multiple of the
+// Bytes of one row of `cols` elements; throws rwd::Error if cols is not a multiple of the
 // block size.
 size_t dtype_row_bytes(DType t, int64_t cols);
 
@@ -30,7 +30,7 @@ void dequantize_row(DType t, const void* row_data, int64_t cols, float* out);
 
 // Quantizes x[0..cols) to cols/32 Q8_0 blocks the way ggml's reference does: per block
 // amax = max|x|, d = amax/127, q = roundf(x * (1/d)) (half away from zero; 0 when amax is 0), the
-// scale stored as fp16. Throws rewind::Error if cols is not a multiple of 32.
+// scale stored as fp16. Throws rwd::Error if cols is not a multiple of 32.
 void quantize_row_q8_0(const float* x, int64_t cols, BlockQ8_0* out);
 
-} // namespace rewind
+} // namespace rwd

@@ -12,7 +12,7 @@
 #include "rewind/kernels/matmul.h"
 #include "rewind/kernels/thread_pool.h"
 
-namespace rewind {
+namespace rwd {
 
 // ggml runs one of two flash-attention bodies per call, chosen by the query rows in the pass.
 enum class GgmlFaPath {
@@ -35,7 +35,7 @@ int64_t attention_ggml_scratch_floats(const AttentionShape& s, int n_threads);
 // Same layout and causal rule as attention() (q [n_tokens, n_head, head_dim], k/v
 // [>= pos0 + n_tokens, n_head_kv, head_dim] of kv_type F32 or F16, out like q), computed with
 // ggml's numerics for `path`. Each (token, head) is computed alone, so the result does not depend
-// on the thread count, and for a fixed path not on n_tokens either. Throws rewind::Error on bad
+// on the thread count, and for a fixed path not on n_tokens either. Throws rwd::Error on bad
 // shapes, null pointers, an unknown path or an unsupported kv_type.
 void attention_ggml(const AttentionShape& s, GgmlFaPath path, const float* q, const void* k, const void* v,
                     DType kv_type, float* out, float* scratch, ThreadPool* pool);
@@ -57,4 +57,4 @@ void matmul_ggml(const MatrixView& w, const float* x, int64_t n_tokens, float* y
 void matmul_ggml(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std::span<std::byte> scratch,
                  ThreadPool* pool, SimdLevel level);
 
-} // namespace rewind
+} // namespace rwd

@@ -10,7 +10,7 @@
 #include "rewind/kernels/simd.h"
 #include "rewind/kernels/thread_pool.h"
 
-namespace rewind {
+namespace rwd {
 
 // A row-major weight matrix: `rows` outputs, each a row of `cols` inputs stored as `type`.
 struct MatrixView {
@@ -27,7 +27,7 @@ size_t matmul_scratch_bytes(DType type, int64_t n_tokens, int64_t cols);
 
 // y[t*rows + r] = sum_k W[r,k] * x[t*cols + k] for t < n_tokens, r < w.rows.
 // x: [n_tokens, cols] float; y: [n_tokens, rows] float. For Q8_0 weights x is first quantized
-// to Q8_0 per token (as ggml does), into `scratch`. Throws rewind::Error on null pointers,
+// to Q8_0 per token (as ggml does), into `scratch`. Throws rwd::Error on null pointers,
 // non-positive sizes, cols not matching, or scratch too small.
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
             std::span<std::byte> scratch, ThreadPool* pool, SimdLevel level = detect_simd());
@@ -36,4 +36,4 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
 // rounding, not bit for bit.
 void matmul_reference(const MatrixView& w, const float* x, int64_t n_tokens, float* y);
 
-} // namespace rewind
+} // namespace rwd

@@ -6,7 +6,7 @@
 
 #include "rewind/kernels/simd.h"
 
-namespace rewind {
+namespace rwd {
 
 // out[t,:] = x[t,:] / sqrt(mean(x[t,:]^2) + eps) * weight[:]   x, out: [n_tokens, dim]
 void rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim, float eps, float* out);
@@ -27,10 +27,10 @@ void rope_norm_apply(float* x, const float* cos_sin, int64_t n_tokens, int64_t n
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
 // The same at a forced SIMD level (the overload above uses detect_simd()): Scalar uses expf, Avx2
 // and Avx512 a vector exp. Values may differ slightly between levels, never with n. Throws
-// rewind::Error for a level this CPU lacks.
+// rwd::Error for a level this CPU lacks.
 void swiglu(const float* gate, const float* up, int64_t n, float* out, SimdLevel level);
 
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);
 
-} // namespace rewind
+} // namespace rwd

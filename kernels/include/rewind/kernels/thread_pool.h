@@ -6,7 +6,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace rewind {
+namespace rwd {
 
 // A non-owning reference to a callable `void(int64_t begin, int64_t end)`.
 class RangeFn {
@@ -22,7 +22,7 @@ private:
 
 class ThreadPool {
 public:
-    // n_threads >= 1 (the calling thread counts as one); throws rewind::Error otherwise.
+    // n_threads >= 1 (the calling thread counts as one); throws rwd::Error otherwise.
     explicit ThreadPool(int n_threads);
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
@@ -48,4 +48,4 @@ inline void parallel_rows(ThreadPool* pool, int64_t n, F&& f, int64_t grain = 1)
     else if (n > 0) f(int64_t{0}, n);
 }
 
-} // namespace rewind
+} // namespace rwd

@@ -7,7 +7,7 @@
 #include "rewind/context.h"
 #include "rewind/speculate/bench_result.h"
 
-namespace rewind::bench {
+namespace rwd::bench {
 
 struct CostCurveOptions {
     int64_t max_n = 17;   // n = 1..max_n new tokens per pass (17 = k 16 plus the target's token)
@@ -22,7 +22,7 @@ struct CostCurveOptions {
 // a pass right after a pass of another size runs slower (on pycode-4m a 1-token pass right
 // after a 17-token one costs about 1.7x its settled time, and settles over about five passes),
 // while plain decoding runs 1-token passes back to back. The blocks of all n alternate over
-// `rounds` rounds, so slow drift of the machine hits every n alike. Throws rewind::Error on options out of range or
+// `rounds` rounds, so slow drift of the machine hits every n alike. Throws rwd::Error on options out of range or
 // prefix + max_n beyond the model's context.
 std::vector<CostPoint> measure_cost_curve(Context& ctx, const CostCurveOptions& opts = {});
 
@@ -32,8 +32,8 @@ struct ThroughputOptions {
     int rounds = 5;              // timed rounds (the median is kept), after one untimed round
 };
 
-// Prefill and decode speed of plain forward passes on a fresh cache. Throws rewind::Error on
+// Prefill and decode speed of plain forward passes on a fresh cache. Throws rwd::Error on
 // options out of range or prompt + decode tokens beyond the model's context.
 Throughput measure_throughput(Context& ctx, const ThroughputOptions& opts = {});
 
-} // namespace rewind::bench
+} // namespace rwd::bench

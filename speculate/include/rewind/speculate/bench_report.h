@@ -10,7 +10,7 @@
 
 #include "rewind/speculate/bench_result.h"
 
-namespace rewind::bench {
+namespace rwd::bench {
 
 // Heading, settings line, the reproducing command, the summary table, one table per workload kind when there are two or
 // more kinds, the verification cost curve when measured, and the lossless verdict (naming the
@@ -32,7 +32,7 @@ void write_cost_markdown(std::ostream& out, const BenchResult& r, std::span<cons
 std::string to_json(const BenchResult& r, int indent = 2);
 
 // Reads back what to_json wrote (reports can be redrawn or compared without measuring again).
-// Throws rewind::Error naming `source` and the field when the document is not such a report.
+// Throws rwd::Error naming `source` and the field when the document is not such a report.
 BenchResult from_json(const std::string& text, const std::string& source = "report");
 
 struct SvgOptions {
@@ -59,4 +59,4 @@ std::string format_progress(const Progress& p, int bar_width = 24);
 // "1:05", "12:00:03": minutes and seconds, hours when needed.
 std::string format_duration(double seconds);
 
-} // namespace rewind::bench
+} // namespace rwd::bench

@@ -9,12 +9,12 @@
 
 #include "rewind/speculate/bench_stats.h"
 
-namespace rewind::bench {
+namespace rwd::bench {
 
 // Where guesses come from. Baseline is plain one-token-per-pass decoding (generate_plain).
 enum class Source { Baseline, Ngram, Ref, Draft, Auto };
 const char* source_name(Source s);
-// "ngram", "ref", "draft", "auto" (and "baseline"); throws rewind::Error naming the choices.
+// "ngram", "ref", "draft", "auto" (and "baseline"); throws rwd::Error naming the choices.
 Source parse_source(std::string_view name);
 
 struct Config {
@@ -122,7 +122,7 @@ struct LosslessFailure {
 std::vector<LosslessFailure> lossless_failures(const BenchResult& r);
 
 // Summaries for every configuration over the items of `kind` ("" = all items). Throws
-// rewind::Error if an item has no baseline measurement.
+// rwd::Error if an item has no baseline measurement.
 std::vector<ConfigSummary> summarize_configs(const BenchResult& r, std::string_view kind = {});
 
-} // namespace rewind::bench
+} // namespace rwd::bench

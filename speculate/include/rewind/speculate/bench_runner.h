@@ -14,13 +14,13 @@
 #include "rewind/speculate/bench_result.h"
 #include "rewind/speculate/bench_workload.h"
 
-namespace rewind::bench {
+namespace rwd::bench {
 
 // Which k policies each (source, k) pair is measured with.
 enum class KModes { Fixed, Adaptive, Both };
 
 // Every source × k × policy, in that nesting order. Adaptive k = 1 is skipped when Fixed k = 1
-// is also measured (it cannot move, so it is the same configuration). Throws rewind::Error on an
+// is also measured (it cannot move, so it is the same configuration). Throws rwd::Error on an
 // empty list, a baseline source, or k outside [1, 255].
 std::vector<Config> make_configs(std::span<const Source> sources, std::span<const int> ks, KModes modes);
 
@@ -45,7 +45,7 @@ using ProgressFn = std::function<void(const Progress&)>;
 // Runs the benchmark. Items without references are not measured under "ref" (the source has
 // nothing to copy from; their cells stay empty); "auto" uses references when an item has them,
 // prompt lookup, and the draft model when one is loaded. Lossless failures are recorded in the
-// result, not thrown: the report names them. Throws rewind::Error on bad options (no items,
+// result, not thrown: the report names them. Throws rwd::Error on bad options (no items,
 // repeat < 1, a draft configuration without a draft model, "ref" with no item having references).
 // result.setup gets threads, sampling, repeat and warm-up; the caller fills in file names.
 BenchResult run_bench(const BenchModels& models, const std::vector<WorkItem>& items, const RunnerOptions& opts,
@@ -54,4 +54,4 @@ BenchResult run_bench(const BenchModels& models, const std::vector<WorkItem>& it
 // The CPU model (/proc/cpuinfo), the kernels' SIMD level, and the hardware thread count.
 MachineInfo detect_machine();
 
-} // namespace rewind::bench
+} // namespace rwd::bench

@@ -7,9 +7,9 @@
 
 #include "rewind/tokenizer.h"
 
-namespace rewind::bench {
+namespace rwd::bench {
 
-// The median; for an even count, the mean of the two middle values. Throws rewind::Error on an
+// The median; for an even count, the mean of the two middle values. Throws rwd::Error on an
 // empty input or a NaN.
 double median(std::span<const double> values);
 
@@ -24,7 +24,7 @@ struct Summary {
 };
 Summary summarize(std::span<const double> values);
 
-// numerator[i] / denominator[i] for each i. Throws rewind::Error if the sizes differ or a
+// numerator[i] / denominator[i] for each i. Throws rwd::Error if the sizes differ or a
 // denominator is not positive (a zero time means the clock failed us, not an infinite speedup).
 std::vector<double> ratios(std::span<const double> numerator, std::span<const double> denominator);
 
@@ -32,4 +32,4 @@ std::vector<double> ratios(std::span<const double> numerator, std::span<const do
 // prefix of the other, the length of the shorter one.
 int64_t first_difference(std::span<const TokenId> expected, std::span<const TokenId> actual);
 
-} // namespace rewind::bench
+} // namespace rwd::bench

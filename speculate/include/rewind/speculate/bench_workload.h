@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace rewind::bench {
+namespace rwd::bench {
 
 struct WorkItem {
     std::string id;
@@ -18,13 +18,13 @@ struct WorkItem {
 };
 
 // Parses JSON lines from `in`; blank lines are skipped. `source` names the input in errors, which
-// are rewind::Error "edit.jsonl:7: ..." (the 1-based line number and what is wrong with it).
+// are rwd::Error "edit.jsonl:7: ..." (the 1-based line number and what is wrong with it).
 std::vector<WorkItem> parse_workload(std::istream& in, const std::string& source);
 
-// Reads a workload file; throws rewind::Error if it cannot be opened, is malformed, or is empty.
+// Reads a workload file; throws rwd::Error if it cannot be opened, is malformed, or is empty.
 std::vector<WorkItem> load_workload(const std::string& path);
 
 // The first n items (all of them when n <= 0).
 std::vector<WorkItem> take_first(std::vector<WorkItem> items, int64_t n);
 
-} // namespace rewind::bench
+} // namespace rwd::bench

@@ -7,11 +7,11 @@
 
 #include "rewind/speculate/guess_source.h"
 
-namespace rewind::speculate {
+namespace rwd::speculate {
 
 class CompositeSource final : public GuessSource {
 public:
-    // Throws rewind::Error if `members` is empty or holds a null source.
+    // Throws rwd::Error if `members` is empty or holds a null source.
     explicit CompositeSource(std::vector<std::unique_ptr<GuessSource>> members);
 
     std::string_view name() const override { return name_; } // "ref+ngram+draft"
@@ -30,4 +30,4 @@ private:
     std::string name_;
 };
 
-} // namespace rewind::speculate
+} // namespace rwd::speculate

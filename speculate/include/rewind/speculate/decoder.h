@@ -14,7 +14,7 @@
 #include "rewind/sampler.h"
 #include "rewind/speculate/guess_source.h"
 
-namespace rewind::speculate {
+namespace rwd::speculate {
 
 // How many guesses each pass asks for. Only the pass structure depends on it, never the output.
 // (A cost-aware policy that fitted measured pass times was tried and lost to Adaptive: wall-clock
@@ -79,7 +79,7 @@ using PassObserver = std::function<void(const PassReport&)>;
 class SpeculativeDecoder {
 public:
     // Keeps references to target, cache and source; all must outlive the decoder. Throws
-    // rewind::Error if k is outside [1, kMaxK], the cache belongs to another model, the target
+    // rwd::Error if k is outside [1, kMaxK], the cache belongs to another model, the target
     // context does not use Numerics::Exact, or the sampler options are invalid.
     SpeculativeDecoder(Context& target, KvCache& cache, GuessSource& source, SpeculativeOptions opts);
 
@@ -119,4 +119,4 @@ SpeculativeResult generate_speculative(Context& target, KvCache& cache, const st
                                        GuessSource& source, const SpeculativeOptions& opts,
                                        const TokenCallback& on_token = {});
 
-} // namespace rewind::speculate
+} // namespace rwd::speculate

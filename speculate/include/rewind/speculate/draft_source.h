@@ -9,7 +9,7 @@
 #include "rewind/model.h"
 #include "rewind/speculate/guess_source.h"
 
-namespace rewind::speculate {
+namespace rwd::speculate {
 
 struct DraftSourceOptions {
     ContextOptions context; // threads of the draft's own context
@@ -24,7 +24,7 @@ struct DraftSourceOptions {
 class DraftSource final : public GuessSource {
 public:
     // `target_capacity` is the target cache's capacity: the draft must reach every position the
-    // target can. Throws rewind::Error, naming both files, unless the draft's vocabulary is the
+    // target can. Throws rwd::Error, naming both files, unless the draft's vocabulary is the
     // target's (size, every token string and kind, BOS/EOS ids) and its training context holds
     // target_capacity positions.
     DraftSource(std::shared_ptr<const Model> draft, const Model& target, int64_t target_capacity,
@@ -63,7 +63,7 @@ private:
     float min_confidence_;
 };
 
-// Throws rewind::Error unless `draft` can guess for `target` (see DraftSource).
+// Throws rwd::Error unless `draft` can guess for `target` (see DraftSource).
 void check_draft_compatible(const Model& draft, const Model& target, int64_t target_capacity);
 
-} // namespace rewind::speculate
+} // namespace rwd::speculate

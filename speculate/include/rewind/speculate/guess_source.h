@@ -9,7 +9,7 @@
 #include "rewind/sampler.h"
 #include "rewind/tokenizer.h"
 
-namespace rewind::speculate {
+namespace rwd::speculate {
 
 // How the decoder judges guesses.
 enum class VerifyMode {
@@ -49,7 +49,7 @@ public:
     virtual void reset(const GenerationStart& start) = 0;
 
     // Puts into `out` (which arrives empty) up to k guesses, possibly none, for the tokens that
-    // follow `context` (the prompt and every token generated so far). Throws rewind::Error if
+    // follow `context` (the prompt and every token generated so far). Throws rwd::Error if
     // k < 1.
     virtual void propose(std::span<const TokenId> context, int k, Proposal& out) = 0;
 
@@ -58,7 +58,7 @@ public:
     virtual void accept(std::span<const TokenId> context) = 0;
 };
 
-// Throws rewind::Error naming the source unless k >= 1.
+// Throws rwd::Error naming the source unless k >= 1.
 void check_k(std::string_view source, int k);
 
-} // namespace rewind::speculate
+} // namespace rwd::speculate

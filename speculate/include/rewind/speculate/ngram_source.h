@@ -4,7 +4,7 @@
 #include "rewind/speculate/guess_source.h"
 #include "rewind/speculate/token_index.h"
 
-namespace rewind::speculate {
+namespace rwd::speculate {
 
 struct NgramSourceOptions {
     // Measured on workloads/ (pycode-4m, edit and free): n_min 1 guesses too often and wastes
@@ -32,4 +32,4 @@ private:
     TokenIndex index_;
 };
 
-} // namespace rewind::speculate
+} // namespace rwd::speculate

@@ -7,19 +7,19 @@
 #include "rewind/speculate/guess_source.h"
 #include "rewind/speculate/token_index.h"
 
-namespace rewind::speculate {
+namespace rwd::speculate {
 
 struct ReferenceSourceOptions {
     NgramRange range{2, 8};
     // Upper bound on the tokens of all references together. The index keeps up to
     // (n_max - n_min + 1) entries of 12 bytes per token at a load factor of 1/4..1/2, so the
-    // default (2^20 tokens, about 4 MB of text) bounds it near 200 MB. Above it: rewind::Error.
+    // default (2^20 tokens, about 4 MB of text) bounds it near 200 MB. Above it: rwd::Error.
     int64_t max_tokens = int64_t{1} << 20;
 };
 
 class ReferenceSource final : public GuessSource {
 public:
-    // Throws rewind::Error if there is no reference, a reference is empty, contains an invalid
+    // Throws rwd::Error if there is no reference, a reference is empty, contains an invalid
     // (negative) id, or all together exceed opts.max_tokens.
     explicit ReferenceSource(const std::vector<std::vector<TokenId>>& references,
                              ReferenceSourceOptions opts = {});
@@ -42,7 +42,7 @@ private:
     int64_t n_refs_ = 0;
 };
 
-// The whole file as text; throws rewind::Error naming the path if it cannot be read.
+// The whole file as text; throws rwd::Error naming the path if it cannot be read.
 std::string read_text_file(const std::string& path);
 
-} // namespace rewind::speculate
+} // namespace rwd::speculate
