@@ -1,15 +1,19 @@
 // Bit-exact invariants of Context::forward (memcmp, never a tolerance): batching, rollback and
-// thread count never change a value; an F16 cache stays close to F32; bad input throws
-// rwd::Error with the cache exactly as it was.
+// thread count never change a value; an F16 cache stays close to F32; decoding allocates nothing;
+// bad input throws rwd::Error with the cache exactly as it was.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <new>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +22,21 @@
 #include "rewind/error.h"
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
+#include "rewind/sampler.h"
+
+// Heap allocations made while g_count_allocations is set (any thread): the decode hot path must
+// make none. Replacing the global operator new is the only way to see them all.
+static std::atomic<bool> g_count_allocations{false};
+static std::atomic<long> g_allocations{0};
+
+__attribute__((noinline)) void* operator new(std::size_t n) {
+    if (g_count_allocations.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
+    if (void* p = std::malloc(n ? n : 1)) return p;
+    throw std::bad_alloc();
+}
+// All out of line: inlined into callers, GCC pairs malloc() with delete and warns of a mismatch.
+__attribute__((noinline)) void operator delete(void* p) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace rwd {
 namespace {
@@ -222,6 +241,46 @@ TEST(ForwardLlamaCpp, ThreadsAndSmallSplitsKeepBitsPassSizeDoesNot) {
     double worst = 0;
     for (size_t i = 0; i < lc.size(); ++i) worst = std::max(worst, std::fabs(double(lc[i]) - la[i]));
     EXPECT_LT(worst, 0.05) << "the two ggml bodies should differ only by F16 roundings";
+}
+
+// The decode loop -- a pass over k+1 tokens (verification), a 1-token pass, sampling -- makes
+// no heap allocation: every buffer was sized when the Context, cache and Sampler were made.
+TEST(ForwardHotPath, DecodeAllocatesNothing) {
+    for (int threads : {1, 2}) {
+        for (Numerics numerics : {Numerics::Exact, Numerics::LlamaCpp}) {
+            auto model = load("pycode-4m");
+            Context ctx(model, {.n_threads = threads, .max_batch = 64, .numerics = numerics});
+            KvCache cache(*model, {.capacity = 128});
+            SamplerOptions so;
+            so.temperature = 0.8f;
+            so.top_k = 40;
+            so.top_p = 0.9f;
+            so.seed = 3;
+            Sampler sampler(so, model->n_vocab());
+            std::mt19937 rng(9);
+            const auto prompt = random_tokens(rng, 30, model->n_vocab());
+            std::vector<TokenId> history(prompt);
+            history.reserve(128);
+            ctx.forward(cache, prompt, Logits::Last); // warm-up outside the window
+            std::vector<TokenId> nine(9, 5);
+            g_allocations = 0;
+            g_count_allocations = true;
+            { // the counter sees an allocation when there is one
+                const auto probe = std::make_unique<int>(1);
+                ASSERT_EQ(g_allocations.exchange(0), 1);
+            }
+            for (int step = 0; step < 8; ++step) {
+                const auto all = ctx.forward(cache, nine, Logits::All);
+                cache.truncate(cache.size() - 9);
+                const auto last = ctx.forward(cache, std::span(history).last(1), Logits::Last);
+                const TokenId t = sampler.sample(last.data(), cache.size(), history);
+                history.push_back(t);
+                (void)all;
+            }
+            g_count_allocations = false;
+            EXPECT_EQ(g_allocations.load(), 0) << threads << " threads, numerics " << int(numerics);
+        }
+    }
 }
 
 // Every bad input throws rwd::Error before anything changes.
