@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "rewind/error.h"
+
 namespace gguf_test {
 
 inline std::string shared_dir() { return REWIND_SHARED_DIR; }
@@ -24,6 +26,17 @@ inline std::string read_file(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     if (!f) throw std::runtime_error("cannot read " + path);
     return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// Error message of `f()`, or "" if it did not throw rwd::Error.
+template <class F>
+std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const rwd::Error& e) {
+        return e.what();
+    }
+    return "";
 }
 
 inline void write_file(const std::string& path, const std::string& bytes) {

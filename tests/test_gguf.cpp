@@ -31,17 +31,6 @@ std::vector<float> f32_values(const GgufTensorInfo& t) {
     return v;
 }
 
-// Error message of `f()`, or "" if it did not throw rwd::Error.
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
-
 } // namespace
 
 TEST(Gguf, OpensEveryModelAndVocabulary) {

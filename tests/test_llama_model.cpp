@@ -44,16 +44,6 @@ void expect_weight(const WeightRef& w, int64_t rows, int64_t cols, TensorType ty
     EXPECT_EQ(w.n_bytes, static_cast<uint64_t>(rows * cols) / be * bb);
 }
 
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
-
 } // namespace
 
 TEST(LlamaModel, SharedModelsLoadWithReadmeHyperparameters) {

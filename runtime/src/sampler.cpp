@@ -12,17 +12,12 @@
 #include "rewind/error.h"
 
 namespace rwd {
-namespace {
-
-// SplitMix64's finaliser: a bijective 64-bit mix with full avalanche.
 uint64_t mix64(uint64_t z) {
     z += 0x9e3779b97f4a7c15ull;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
-
-} // namespace
 
 double counter_uniform(uint64_t seed, uint64_t position, uint64_t stream) {
     uint64_t h = mix64(seed);

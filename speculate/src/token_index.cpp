@@ -7,23 +7,17 @@
 #include <string>
 
 #include "rewind/error.h"
+#include "rewind/sampler.h"
 
 namespace rwd::speculate {
 namespace {
 
-uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 // Extends the hash of an n-gram by the token before it.
-uint64_t extend(uint64_t h, TokenId t) { return mix(h ^ static_cast<uint32_t>(t)); }
+uint64_t extend(uint64_t h, TokenId t) { return mix64(h ^ static_cast<uint32_t>(t)); }
 
 // The table key of an n-gram of length n whose backward chain hash is h; never 0 (empty slot).
 uint64_t key_of(uint64_t h, int n) {
-    const uint64_t k = mix(h ^ (static_cast<uint64_t>(n) * 0xd6e8feb86659fd93ull));
+    const uint64_t k = mix64(h ^ (static_cast<uint64_t>(n) * 0xd6e8feb86659fd93ull));
     return k == 0 ? 1 : k;
 }
 
