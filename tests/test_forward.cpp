@@ -25,18 +25,32 @@
 #include "rewind/sampler.h"
 
 // Heap allocations made while g_count_allocations is set (any thread): the decode hot path must
-// make none. Replacing the global operator new is the only way to see them all.
+// make none. Replacing the global operator new is the only way to see them all; every
+// non-aligned form of new and delete is replaced, so each pair matches (AddressSanitizer checks).
 static std::atomic<bool> g_count_allocations{false};
 static std::atomic<long> g_allocations{0};
 
-__attribute__((noinline)) void* operator new(std::size_t n) {
+// Out of line: inlined into callers, GCC pairs malloc() with delete and warns of a mismatch.
+__attribute__((noinline)) static void* counted_malloc(std::size_t n) noexcept {
     if (g_count_allocations.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
-    if (void* p = std::malloc(n ? n : 1)) return p;
+    return std::malloc(n ? n : 1);
+}
+__attribute__((noinline)) void* operator new(std::size_t n) {
+    if (void* p = counted_malloc(n)) return p;
     throw std::bad_alloc();
 }
-// All out of line: inlined into callers, GCC pairs malloc() with delete and warns of a mismatch.
+__attribute__((noinline)) void* operator new[](std::size_t n) {
+    if (void* p = counted_malloc(n)) return p;
+    throw std::bad_alloc();
+}
+__attribute__((noinline)) void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted_malloc(n); }
+__attribute__((noinline)) void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return counted_malloc(n); }
 __attribute__((noinline)) void operator delete(void* p) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete[](void* p) noexcept { std::free(p); }
 __attribute__((noinline)) void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace rwd {
 namespace {
