@@ -33,8 +33,7 @@ std::vector<std::byte> as_type(const std::vector<float>& x, DType type) {
 
 std::vector<float> mm(const MatrixView& w, const std::vector<float>& x, int64_t n, ThreadPool* pool, SimdLevel level) {
     std::vector<float> y(size_t(n * w.rows), NAN);
-    std::vector<std::byte> scratch(matmul_ggml_scratch_bytes(w.type, n, w.cols));
-    matmul_ggml(w, x.data(), n, y.data(), scratch, pool, level);
+    matmul_ggml(w, x.data(), n, y.data(), pool, level);
     return y;
 }
 
@@ -108,12 +107,12 @@ TEST(GgmlCompat, MatmulRejectsBadInput) {
     const std::vector<float> wf(64, 1.0f), x(64, 1.0f);
     std::vector<float> y(1);
     const MatrixView w{DType::F32, wf.data(), 1, 64};
-    EXPECT_THROW(matmul_ggml(w, nullptr, 1, y.data(), {}, nullptr), Error);
-    EXPECT_THROW(matmul_ggml(w, x.data(), 0, y.data(), {}, nullptr), Error);
-    EXPECT_THROW(matmul_ggml({DType::F32, wf.data(), 0, 64}, x.data(), 1, y.data(), {}, nullptr), Error);
+    EXPECT_THROW(matmul_ggml(w, nullptr, 1, y.data(), nullptr), Error);
+    EXPECT_THROW(matmul_ggml(w, x.data(), 0, y.data(), nullptr), Error);
+    EXPECT_THROW(matmul_ggml({DType::F32, wf.data(), 0, 64}, x.data(), 1, y.data(), nullptr), Error);
     EXPECT_FALSE(matmul_ggml_supports(DType::Q8_0));
     EXPECT_FALSE(matmul_ggml_supports(DType::F16));
-    EXPECT_THROW(matmul_ggml({DType::Q8_0, wf.data(), 1, 64}, x.data(), 1, y.data(), {}, nullptr), Error);
+    EXPECT_THROW(matmul_ggml({DType::Q8_0, wf.data(), 1, 64}, x.data(), 1, y.data(), nullptr), Error);
 }
 
 TEST(GgmlCompat, FaPathFollowsPassSize) {

@@ -1,6 +1,6 @@
 // llama.cpp's CPU numerics (ggml-cpu, 2026): flash attention one (token, head) at a time -- the
 // one-chunk body with its F16 rounding of Q and of the V accumulator, the tiled body with F32
-// accumulators over 64-position key tiles -- and the F32/F16 dot product order of its matmuls.
+// accumulators over 64-position key tiles -- and the F32 dot-product order of its matmuls.
 // Written to reproduce another program's roundings, not to be fast; each rounding step says how
 // ggml does it. The AVX2 dot body is in ggml_compat_avx2.cpp.
 #include "rewind/kernels/ggml_compat.h"
@@ -175,16 +175,12 @@ void attention_ggml(const AttentionShape& s, GgmlFaPath path, const float* q, co
     detail::for_each_unit(pool, units, macs, scratch, slotf, run_unit);
 }
 
-float detail::ggml_dot_scalar(const float* x, const std::byte* w, DType type, int64_t cols) {
+float detail::ggml_dot_scalar(const float* x, const float* w, int64_t cols) {
     const int64_t np = cols & ~(kGgmlDotStep - 1);
-    auto wk = [&](int64_t k) {
-        return type == DType::F32 ? reinterpret_cast<const float*>(w)[k]
-                                  : fp16_to_fp32(reinterpret_cast<const uint16_t*>(w)[k]);
-    };
     float acc[4][16] = {};
     for (int64_t k = 0; k < np; ++k) {
         float& a = acc[(k / 16) % 4][k % 16];
-        a = std::fma(x[k], wk(k), a);
+        a = std::fma(x[k], w[k], a);
     }
     for (int l = 0; l < 16; ++l) {
         acc[0][l] += acc[2][l];
@@ -195,52 +191,30 @@ float detail::ggml_dot_scalar(const float* x, const std::byte* w, DType type, in
     for (int l = 0; l < 8; ++l) v[l] = v[l + 8] + v[l];
     for (int l = 0; l < 4; ++l) v[l] = v[l + 4] + v[l];
     double sum = double((v[0] + v[2]) + (v[1] + v[3]));
-    for (int64_t k = np; k < cols; ++k) sum += double(x[k] * wk(k));
+    for (int64_t k = np; k < cols; ++k) sum += double(x[k] * w[k]);
     return float(sum);
 }
 
 bool matmul_ggml_supports(DType type) { return type == DType::F32; }
 
-size_t matmul_ggml_scratch_bytes(DType type, int64_t n_tokens, int64_t cols) {
-    if (n_tokens < 0 || cols < 0) throw Error("matmul_ggml_scratch_bytes: negative size");
-    return type == DType::F16 ? size_t(n_tokens) * size_t(cols) * sizeof(float) : 0;
+void matmul_ggml(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
+    matmul_ggml(w, x, n_tokens, y, pool, detect_simd());
 }
 
-void matmul_ggml(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std::span<std::byte> scratch,
-                 ThreadPool* pool) {
-    matmul_ggml(w, x, n_tokens, y, scratch, pool, detect_simd());
-}
-
-void matmul_ggml(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std::span<std::byte> scratch,
-                 ThreadPool* pool, SimdLevel level) {
+void matmul_ggml(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,
+                 SimdLevel level) {
     if (!w.data || !x || !y) throw Error("matmul_ggml: null pointer");
     if (w.rows <= 0 || w.cols <= 0 || n_tokens <= 0)
         throw Error("matmul_ggml: non-positive size (rows " + std::to_string(w.rows) + ", cols " +
                     std::to_string(w.cols) + ", n_tokens " + std::to_string(n_tokens) + ")");
     if (!matmul_ggml_supports(w.type))
-        throw Error(std::string("matmul_ggml: ") + dtype_name(w.type) + " weights are not supported (F32 or F16)");
+        throw Error(std::string("matmul_ggml: ") + dtype_name(w.type) + " weights are not supported (F32 only)");
     require_simd(level);
-    const size_t row_bytes = dtype_row_bytes(w.type, w.cols);
-
-    // ggml's vec_dot_type for F16 weights is F16: the activations are rounded first.
-    const float* xs = x;
-    if (w.type == DType::F16) {
-        const size_t need = matmul_ggml_scratch_bytes(w.type, n_tokens, w.cols);
-        if (!scratch.data() || scratch.size() < need)
-            throw Error("matmul_ggml: scratch of " + std::to_string(scratch.size()) + " bytes, need " +
-                        std::to_string(need));
-        if (reinterpret_cast<uintptr_t>(scratch.data()) % alignof(float) != 0)
-            throw Error("matmul_ggml: scratch must be 4-byte aligned");
-        auto* xr = reinterpret_cast<float*>(scratch.data());
-        for (int64_t i = 0; i < n_tokens * w.cols; ++i) xr[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
-        xs = xr;
-    }
+    const auto* wf = static_cast<const float*>(w.data);
     const auto dot = level == SimdLevel::Scalar ? detail::ggml_dot_scalar : detail::ggml_dot_avx2;
     auto rows = [&](int64_t r0, int64_t r1) {
         for (int64_t t = 0; t < n_tokens; ++t)
-            for (int64_t r = r0; r < r1; ++r)
-                y[t * w.rows + r] =
-                    dot(xs + t * w.cols, static_cast<const std::byte*>(w.data) + size_t(r) * row_bytes, w.type, w.cols);
+            for (int64_t r = r0; r < r1; ++r) y[t * w.rows + r] = dot(x + t * w.cols, wf + r * w.cols, w.cols);
     };
     const int64_t macs = w.rows * w.cols * n_tokens;
     if (!pool || pool->size() <= 1 || macs < kMinMacsPerThread) {

@@ -7,22 +7,14 @@
 
 namespace rwd::detail {
 
-namespace {
-
-template <DType T>
-inline __m256 load8(const std::byte* w, int64_t k) {
-    if constexpr (T == DType::F32) return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + k);
-    else return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * k)));
-}
-
-template <DType T>
-float dot(const float* x, const std::byte* w, int64_t cols) {
+float ggml_dot_avx2(const float* x, const float* w, int64_t cols) {
     const int64_t np = cols & ~(kGgmlDotStep - 1);
     // acc[2a] holds lanes 0..7 of ggml's accumulator a, acc[2a+1] lanes 8..15.
     __m256 acc[8];
     for (auto& a : acc) a = _mm256_setzero_ps();
     for (int64_t i = 0; i < np; i += kGgmlDotStep)
-        for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * j), load8<T>(w, i + 8 * j), acc[j]);
+        for (int j = 0; j < 8; ++j)
+            acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * j), _mm256_loadu_ps(w + i + 8 * j), acc[j]);
     // Accumulators: 0 += 2, 1 += 3, then 0 += 1.
     const __m256 lo = _mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6]));
     const __m256 hi = _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7]));
@@ -32,18 +24,8 @@ float dot(const float* x, const std::byte* w, int64_t cols) {
     alignas(16) float v[4];
     _mm_store_ps(v, s4);
     double sum = double((v[0] + v[2]) + (v[1] + v[3]));
-    for (int64_t k = np; k < cols; ++k) {
-        const float wk = T == DType::F32 ? reinterpret_cast<const float*>(w)[k]
-                                         : fp16_to_fp32(reinterpret_cast<const uint16_t*>(w)[k]);
-        sum += double(x[k] * wk);
-    }
+    for (int64_t k = np; k < cols; ++k) sum += double(x[k] * w[k]);
     return float(sum);
-}
-
-} // namespace
-
-float ggml_dot_avx2(const float* x, const std::byte* w, DType type, int64_t cols) {
-    return type == DType::F32 ? dot<DType::F32>(x, w, cols) : dot<DType::F16>(x, w, cols);
 }
 
 } // namespace rwd::detail

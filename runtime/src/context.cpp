@@ -29,7 +29,7 @@ struct Context::Buffers {
     std::vector<float> logits; // [B, V]
     std::vector<int32_t> pos;  // [B]     absolute positions
     std::vector<float> att_scratch;            // attention (or attention_ggml) scratch for the longest pass
-    std::vector<std::byte> mm_scratch;         // max matmul (or matmul_ggml) scratch over the weights
+    std::vector<std::byte> mm_scratch;         // max matmul_scratch_bytes over the model's weights
 };
 
 Context::Context(std::shared_ptr<const Model> model, ContextOptions opts) : model_(std::move(model)), opts_(opts) {
@@ -70,8 +70,6 @@ Context::Context(std::shared_ptr<const Model> model, ContextOptions opts) : mode
     size_t mm = 0;
     auto fit = [&](const MatrixView& w) {
         mm = std::max(mm, matmul_scratch_bytes(w.type, opts_.max_batch, w.cols));
-        if (opts_.numerics == Numerics::LlamaCpp && matmul_ggml_supports(w.type))
-            mm = std::max(mm, matmul_ggml_scratch_bytes(w.type, opts_.max_batch, w.cols));
     };
     fit(model_->output);
     for (const Model::Layer& l : model_->layers) {
@@ -114,7 +112,7 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
     const bool exact = opts_.numerics == Numerics::Exact;
     // y = x · Wᵀ for n rows, in rewind's order or (Numerics::LlamaCpp, F32 weights) ggml's.
     auto matmul = [&](const MatrixView& w, const float* x, int64_t rows, float* y) {
-        if (!exact && matmul_ggml_supports(w.type)) matmul_ggml(w, x, rows, y, mm, pool);
+        if (!exact && matmul_ggml_supports(w.type)) matmul_ggml(w, x, rows, y, pool);
         else rwd::matmul(w, x, rows, y, mm, pool);
     };
     const size_t kv_elem = cache.dtype() == DType::F32 ? 4 : 2;

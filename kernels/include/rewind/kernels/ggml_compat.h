@@ -1,11 +1,9 @@
 // llama.cpp's CPU numerics (ggml-cpu, 2026, built for AVX-512), reproduced so rewind's logits can
 // be compared with llama.cpp's golden outputs down to its F16 roundings: its flash attention and
-// its F32/F16 dot products. Not rewind's default: here a token's attention result depends on how
+// its F32 dot products. Not rewind's default: here a token's attention result depends on how
 // many tokens share its pass (see GgmlFaPath), which speculative decoding cannot accept.
 #pragma once
-#include <cstddef>
 #include <cstdint>
-#include <span>
 
 #include "rewind/kernels/attention.h"
 #include "rewind/kernels/dtype.h"
@@ -40,21 +38,18 @@ int64_t attention_ggml_scratch_floats(const AttentionShape& s, int n_threads);
 void attention_ggml(const AttentionShape& s, GgmlFaPath path, const float* q, const void* k, const void* v,
                     DType kv_type, float* out, float* scratch, ThreadPool* pool);
 
-// True for the weight types matmul_ggml reproduces: F32 and F16.
+// Weight types whose dot-product order matmul_ggml reproduces: F32 only. (ggml rounds activations
+// to F16 for F16 weights, in an order not pinned down here; others keep rewind's matmul.)
 bool matmul_ggml_supports(DType type);
 
-// Scratch bytes matmul_ggml needs (F16 weights: x rounded to F16, kept as floats).
-size_t matmul_ggml_scratch_bytes(DType type, int64_t n_tokens, int64_t cols);
-
-// y[t*rows + r] = dot(W[r], x[t]) in ggml_vec_dot_f32's order (F16 weights: ggml_vec_dot_f16's,
-// after rounding x to F16 as ggml does): 4 accumulators of 16 lanes, fused multiply-adds over the
-// first cols & ~63 columns, reduced as (0+2, 1+3), then 0+1, then the 16 lanes by halving; the
-// remaining columns' products added in double. Same shapes and errors as matmul(); also throws
-// when !matmul_ggml_supports(w.type). Uses AVX2+FMA when present (the same bits as its scalar path).
-void matmul_ggml(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std::span<std::byte> scratch,
-                 ThreadPool* pool);
+// y[t*rows + r] = dot(W[r], x[t]) in ggml_vec_dot_f32's order: 4 accumulators of 16 lanes, fused
+// multiply-adds over the first cols & ~63 columns, reduced as (0+2, 1+3), then 0+1, then the 16
+// lanes by halving; the remaining columns' products added in double. x: [n_tokens, cols],
+// y: [n_tokens, rows]. Throws rwd::Error on null pointers, non-positive sizes or
+// !matmul_ggml_supports(w.type). Uses AVX2+FMA when present (the same bits as its scalar path).
+void matmul_ggml(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
 // The same on a forced path: SimdLevel::Scalar or any level with AVX2 (for tests).
-void matmul_ggml(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std::span<std::byte> scratch,
-                 ThreadPool* pool, SimdLevel level);
+void matmul_ggml(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,
+                 SimdLevel level);
 
 } // namespace rwd
