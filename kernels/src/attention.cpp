@@ -38,8 +38,6 @@ int64_t slot_floats(const AttentionShape& s) {
     return ((f + 15) / 16) * 16;
 }
 
-size_t kv_elem_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
-
 } // namespace
 
 int64_t attention_scratch_floats(const AttentionShape& s, int n_threads) {
@@ -64,7 +62,7 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
     const int64_t group = s.n_head / s.n_head_kv;
     const int64_t units = s.n_tokens * s.n_head_kv;
     const int64_t kv_stride = s.n_head_kv * s.head_dim;
-    const size_t eb = kv_elem_bytes(kv_type);
+    const size_t eb = detail::kv_elem_bytes(kv_type);
     const float scale = 1.0f / std::sqrt(float(s.head_dim));
     const int64_t stride = score_stride(s);
     const int64_t slotf = slot_floats(s);

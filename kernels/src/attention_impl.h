@@ -1,8 +1,8 @@
 // Internal interface between the attention front end and its per-ISA bodies. Not installed.
 #pragma once
-#include <cstdint>
-
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
 
 #include "rewind/kernels/attention.h"
 #include "rewind/kernels/dtype.h"
@@ -13,6 +13,18 @@ namespace rwd::detail {
 // Throws rwd::Error naming `who` unless the shape is positive, n_head is a multiple of
 // n_head_kv and kv_type is F32 or F16. Shared by every attention front end.
 void check_attention_shape(const AttentionShape& s, DType kv_type, const char* who);
+
+// Helpers for the front ends and bodies. In an anonymous namespace: this header is also built
+// with AVX2 flags (attention_avx2.cpp), and the linker must never hand that copy to scalar code.
+namespace {
+
+inline size_t kv_elem_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+
+// Element i of a K or V row stored as `type` (F32 or F16), widened to float.
+inline float kv_at(const void* base, DType type, int64_t i) {
+    if (type == DType::F32) return static_cast<const float*>(base)[i];
+    return fp16_to_fp32(static_cast<const uint16_t*>(base)[i]);
+}
 
 // Runs unit(i, slot) for every i in [0, units): on the calling thread when `macs` (the call's
 // multiply-adds) is small, else as contiguous ranges over the pool, range j with scratch slot j
@@ -31,6 +43,8 @@ void for_each_unit(ThreadPool* pool, int64_t units, int64_t macs, float* scratch
             for (int64_t i = j * units / slots; i < (j + 1) * units / slots; ++i) unit(i, scratch + j * slot_floats);
     });
 }
+
+} // namespace
 
 // One token against one KV head: the `group` query heads that share that KV head, over cache
 // positions 0 .. n_pos-1. Heads of a group are adjacent, so q and out are [group, head_dim].

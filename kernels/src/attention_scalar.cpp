@@ -6,15 +6,6 @@
 
 namespace rwd::detail {
 
-namespace {
-
-inline float kv_at(const void* base, DType type, int64_t idx) {
-    if (type == DType::F32) return static_cast<const float*>(base)[idx];
-    return fp16_to_fp32(static_cast<const uint16_t*>(base)[idx]);
-}
-
-} // namespace
-
 void attend_scalar(const AttendGroup& a) {
     for (int64_t g = 0; g < a.group; ++g) {
         const float* q = a.q + g * a.head_dim;

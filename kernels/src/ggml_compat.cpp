@@ -35,10 +35,7 @@ struct Row {
     float* out;
 };
 
-inline float kv_at(const std::byte* base, DType t, int64_t i) {
-    if (t == DType::F32) return reinterpret_cast<const float*>(base)[i];
-    return fp16_to_fp32(reinterpret_cast<const uint16_t*>(base)[i]);
-}
+using detail::kv_at;
 
 // ggml_compute_forward_flash_attn_ext_f16_one_chunk. scratch: [2 * head_dim].
 void one_chunk(const Row& r, float* scratch) {
@@ -151,7 +148,7 @@ void attention_ggml(const AttentionShape& s, GgmlFaPath path, const float* q, co
 
     const int64_t group = s.n_head / s.n_head_kv;
     const int64_t units = s.n_tokens * s.n_head; // one (token, query head) each
-    const size_t eb = kv_type == DType::F32 ? 4 : 2;
+    const size_t eb = detail::kv_elem_bytes(kv_type);
     const float scale = 1.0f / std::sqrt(float(s.head_dim)); // llama.cpp: 1.0f/sqrtf(n_embd_head)
     const int64_t slotf = slot_floats(s);
     const auto body = path == GgmlFaPath::Tiled ? tiled : one_chunk;
@@ -216,12 +213,8 @@ void matmul_ggml(const MatrixView& w, const float* x, int64_t n_tokens, float* y
         for (int64_t t = 0; t < n_tokens; ++t)
             for (int64_t r = r0; r < r1; ++r) y[t * w.rows + r] = dot(x + t * w.cols, wf + r * w.cols, w.cols);
     };
-    const int64_t macs = w.rows * w.cols * n_tokens;
-    if (!pool || pool->size() <= 1 || macs < kMinMacsPerThread) {
-        rows(0, w.rows);
-        return;
-    }
-    pool->run(w.rows, rows);
+    // Small calls stay on the calling thread: waking workers would cost more than they save.
+    parallel_rows(w.rows * w.cols * n_tokens < kMinMacsPerThread ? nullptr : pool, w.rows, rows);
 }
 
 } // namespace rwd

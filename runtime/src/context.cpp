@@ -9,12 +9,22 @@
 
 #include "rewind/error.h"
 #include "rewind/kernels/attention.h"
-#include "rewind/kernels/ggml_compat.h"
 #include "rewind/kernels/dtype.h"
+#include "rewind/kernels/ggml_compat.h"
 #include "rewind/kernels/matmul.h"
 #include "rewind/kernels/ops.h"
 
 namespace rwd {
+
+namespace {
+
+// Scratch floats the attention kernel of `numerics` needs for shape s.
+int64_t attention_scratch(Numerics numerics, const AttentionShape& s, int n_threads) {
+    return numerics == Numerics::Exact ? attention_scratch_floats(s, n_threads)
+                                       : attention_ggml_scratch_floats(s, n_threads);
+}
+
+} // namespace
 
 // B = max_batch (tokens per pass), E = n_embd, KV = n_embd_kv, F = n_ff, V = n_vocab.
 struct Context::Buffers {
@@ -28,7 +38,7 @@ struct Context::Buffers {
     std::vector<float> up;     // [B, F]  ffn_up output
     std::vector<float> logits; // [B, V]
     std::vector<int32_t> pos;  // [B]     absolute positions
-    std::vector<float> att_scratch;            // attention (or attention_ggml) scratch for the longest pass
+    std::vector<float> att_scratch;            // attention_scratch(numerics, longest pass, threads)
     std::vector<std::byte> mm_scratch;         // max matmul_scratch_bytes over the model's weights
 };
 
@@ -63,14 +73,10 @@ Context::Context(std::shared_ptr<const Model> model, ContextOptions opts) : mode
 
     // The longest attention call: max_batch tokens ending at the last position of the context.
     AttentionShape s{opts_.max_batch, hp.n_ctx_train - opts_.max_batch, hp.n_head, hp.n_head_kv, hp.head_dim()};
-    b.att_scratch.resize(static_cast<size_t>(opts_.numerics == Numerics::Exact
-                                                 ? attention_scratch_floats(s, opts_.n_threads)
-                                                 : attention_ggml_scratch_floats(s, opts_.n_threads)));
+    b.att_scratch.resize(static_cast<size_t>(attention_scratch(opts_.numerics, s, opts_.n_threads)));
 
     size_t mm = 0;
-    auto fit = [&](const MatrixView& w) {
-        mm = std::max(mm, matmul_scratch_bytes(w.type, opts_.max_batch, w.cols));
-    };
+    auto fit = [&](const MatrixView& w) { mm = std::max(mm, matmul_scratch_bytes(w.type, opts_.max_batch, w.cols)); };
     fit(model_->output);
     for (const Model::Layer& l : model_->layers) {
         for (const MatrixView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) fit(*w);
@@ -168,9 +174,7 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
             const int64_t an = last_layer ? nr : nt;
             if (an == 0) continue;
             const AttentionShape s{an, pos0 + a0, hp.n_head, hp.n_head_kv, hd};
-            const int64_t need = exact ? attention_scratch_floats(s, pool->size())
-                                       : attention_ggml_scratch_floats(s, pool->size());
-            if (need > static_cast<int64_t>(b.att_scratch.size()))
+            if (attention_scratch(opts_.numerics, s, pool->size()) > static_cast<int64_t>(b.att_scratch.size()))
                 throw Error("forward: attention scratch too small (kernel contract changed?)");
             if (exact) {
                 attention(s, b.q.data() + a0 * E, cache.k_layer(il), cache.v_layer(il), cache.dtype(),
