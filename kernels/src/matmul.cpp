@@ -13,19 +13,6 @@ namespace rwd {
 
 namespace {
 
-SimdLevel detect_simd_uncached() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-        return SimdLevel::Avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-        return SimdLevel::Avx2;
-#endif
-    return SimdLevel::Scalar;
-}
-
 // Below this many multiply-adds a call runs on the calling thread: waking workers would cost
 // more than it saves. Only who computes a row changes, never its value.
 constexpr int64_t kMinMacsPerThread = 48 * 1024;
@@ -34,35 +21,6 @@ constexpr int64_t kMinMacsPerThread = 48 * 1024;
 constexpr int64_t kRowGrain = 8;
 
 } // namespace
-
-SimdLevel detect_simd() {
-    static const SimdLevel level = detect_simd_uncached(); // immutable after first use
-    return level;
-}
-
-const char* simd_name(SimdLevel l) {
-    switch (l) {
-    case SimdLevel::Scalar: return "scalar";
-    case SimdLevel::Avx2: return "avx2";
-    case SimdLevel::Avx512: return "avx512";
-    }
-    return "unknown";
-}
-
-void require_simd(SimdLevel l) {
-    if (l != SimdLevel::Scalar && l != SimdLevel::Avx2 && l != SimdLevel::Avx512)
-        throw Error("unknown SIMD level " + std::to_string(int(l)));
-    if (int(l) > int(detect_simd()))
-        throw Error(std::string("SIMD level ") + simd_name(l) + " is not supported by this CPU (it has " +
-                    simd_name(detect_simd()) + ")");
-}
-
-std::vector<SimdLevel> supported_simd_levels() {
-    std::vector<SimdLevel> v;
-    for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512})
-        if (int(l) <= int(detect_simd())) v.push_back(l);
-    return v;
-}
 
 size_t matmul_scratch_bytes(DType type, int64_t n_tokens, int64_t cols) {
     if (type != DType::Q8_0) return 0;
