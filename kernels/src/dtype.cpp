@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "quant_impl.h"
 #include "rewind/error.h"
 
 namespace rwd {
@@ -31,23 +32,62 @@ const char* dtype_name(DType t) {
     case DType::F16: return "F16";
     case DType::BF16: return "BF16";
     case DType::Q8_0: return "Q8_0";
+    case DType::Q4_0: return "Q4_0";
+    case DType::Q4_1: return "Q4_1";
+    case DType::Q5_0: return "Q5_0";
+    case DType::Q5_1: return "Q5_1";
+    case DType::Q4_K: return "Q4_K";
+    case DType::Q5_K: return "Q5_K";
+    case DType::Q6_K: return "Q6_K";
     }
     return "unknown";
 }
 
+namespace {
+
+size_t block_bytes(DType t) {
+    switch (t) {
+    case DType::F32: return 4;
+    case DType::F16:
+    case DType::BF16: return 2;
+    case DType::Q8_0: return sizeof(BlockQ8_0);
+    case DType::Q4_0: return sizeof(BlockQ4_0);
+    case DType::Q4_1: return sizeof(BlockQ4_1);
+    case DType::Q5_0: return sizeof(BlockQ5_0);
+    case DType::Q5_1: return sizeof(BlockQ5_1);
+    case DType::Q4_K: return sizeof(BlockQ4_K);
+    case DType::Q5_K: return sizeof(BlockQ5_K);
+    case DType::Q6_K: return sizeof(BlockQ6_K);
+    }
+    return 0;
+}
+
+} // namespace
+
+int64_t dtype_block_size(DType t) {
+    switch (t) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16: return 1;
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1: return kQ8Block;
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return kQKBlock;
+    }
+    throw Error("dtype_block_size: unknown dtype " + std::to_string(uint32_t(t)));
+}
+
 size_t dtype_row_bytes(DType t, int64_t cols) {
     if (cols < 0) throw Error("dtype_row_bytes: negative column count " + std::to_string(cols));
-    switch (t) {
-    case DType::F32: return size_t(cols) * 4;
-    case DType::F16:
-    case DType::BF16: return size_t(cols) * 2;
-    case DType::Q8_0:
-        if (cols % kQ8Block != 0)
-            throw Error("dtype_row_bytes: Q8_0 row of " + std::to_string(cols) +
-                        " columns is not a multiple of 32");
-        return size_t(cols / kQ8Block) * sizeof(BlockQ8_0);
-    }
-    throw Error("dtype_row_bytes: unknown dtype " + std::to_string(uint32_t(t)));
+    const int64_t bs = dtype_block_size(t); // throws for an unknown type
+    if (cols % bs != 0)
+        throw Error(std::string("dtype_row_bytes: ") + dtype_name(t) + " row of " + std::to_string(cols) +
+                    " columns is not a multiple of " + std::to_string(bs));
+    return size_t(cols / bs) * block_bytes(t);
 }
 
 float fp16_to_fp32(uint16_t h) {
@@ -105,6 +145,7 @@ uint16_t fp32_to_bf16(float f) {
 void dequantize_row(DType t, const void* row_data, int64_t cols, float* out) {
     if (!row_data || !out) throw Error("dequantize_row: null pointer");
     if (cols < 0) throw Error("dequantize_row: negative column count");
+    if (t != DType::F32 && t != DType::F16 && t != DType::BF16) dtype_row_bytes(t, cols); // throws for bad widths
     switch (t) {
     case DType::F32:
         std::memcpy(out, row_data, size_t(cols) * 4);
@@ -128,8 +169,39 @@ void dequantize_row(DType t, const void* row_data, int64_t cols, float* out) {
         }
         return;
     }
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: detail::dequantize_row_new(t, row_data, cols, out); return;
     }
     throw Error("dequantize_row: unknown dtype " + std::to_string(uint32_t(t)));
+}
+
+void quantize_row(DType t, const float* x, int64_t cols, void* out) {
+    if (!x || !out) throw Error("quantize_row: null pointer");
+    dtype_row_bytes(t, cols); // throws for an unknown type or a bad width
+    for (int64_t i = 0; i < cols; ++i)
+        if (!std::isfinite(x[i]))
+            throw Error(std::string("quantize_row: ") + dtype_name(t) + ": value " + std::to_string(x[i]) +
+                        " at column " + std::to_string(i) + " is not finite");
+    switch (t) {
+    case DType::F32: std::memcpy(out, x, size_t(cols) * 4); return;
+    case DType::F16: {
+        auto* h = static_cast<uint16_t*>(out);
+        for (int64_t i = 0; i < cols; ++i) h[i] = fp32_to_fp16(x[i]);
+        return;
+    }
+    case DType::BF16: {
+        auto* h = static_cast<uint16_t*>(out);
+        for (int64_t i = 0; i < cols; ++i) h[i] = fp32_to_bf16(x[i]);
+        return;
+    }
+    case DType::Q8_0: quantize_row_q8_0(x, cols, static_cast<BlockQ8_0*>(out)); return;
+    default: detail::quantize_row_new(t, x, cols, out); return;
+    }
 }
 
 void quantize_row_q8_0(const float* x, int64_t cols, BlockQ8_0* out) {

@@ -35,6 +35,8 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std
         throw Error("matmul: non-positive size (rows " + std::to_string(w.rows) + ", cols " +
                     std::to_string(w.cols) + ", n_tokens " + std::to_string(n_tokens) + ")");
     require_simd(level);
+    if (w.type != DType::F32 && w.type != DType::F16 && w.type != DType::BF16 && w.type != DType::Q8_0)
+        throw Error(std::string("matmul: no kernel for ") + dtype_name(w.type) + " weights yet");
     detail::MatmulJob job{};
     job.type = w.type;
     job.w = w.data;

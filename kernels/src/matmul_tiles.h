@@ -239,6 +239,7 @@ void matmul_rows(const MatmulJob& job, int64_t r0, int64_t r1) {
         case DType::F16: panel_float<V, DType::F16>(job, p, p1); break;
         case DType::BF16: panel_float<V, DType::BF16>(job, p, p1); break;
         case DType::Q8_0: panel_q8<V>(job, p, p1); break;
+        default: break; // the front end sends the other types to their own bodies
         }
     }
 }
