@@ -14,6 +14,7 @@
 #include "rewind/speculate/draft_source.h"
 #include "rewind/speculate/ngram_source.h"
 #include "rewind/speculate/reference_source.h"
+#include "rewind/speculate/source_factory.h"
 
 using rwd::TokenId;
 using namespace rwd::speculate;
@@ -155,14 +156,14 @@ TEST(ReferenceSource, TokenizesTexts) {
     EXPECT_THROW(ReferenceSource::from_texts(tok, {"x", ""}), rwd::Error);
 }
 
-TEST(CompositeSource, FallsBackInOrderAndKeepsEveryMemberInStep) {
+TEST(CompositeSource, FirstPolicyFallsBackInOrderAndKeepsEveryMemberInStep) {
     auto ref = std::make_unique<ReferenceSource>(std::vector<std::vector<TokenId>>{{1, 2, 3, 4}});
     auto fixed = std::make_unique<Fixed>(std::vector<TokenId>{42, 43});
     Fixed* fixed_raw = fixed.get();
     std::vector<std::unique_ptr<GuessSource>> members;
     members.push_back(std::move(ref));
     members.push_back(std::move(fixed));
-    CompositeSource comp(std::move(members));
+    CompositeSource comp(std::move(members), ComposePolicy::First);
     EXPECT_EQ(comp.name(), "ref+fixed");
     std::vector<TokenId> ctx{9, 1, 2};
     comp.reset(start_of(ctx));
@@ -180,6 +181,78 @@ TEST(CompositeSource, FallsBackInOrderAndKeepsEveryMemberInStep) {
     std::vector<std::unique_ptr<GuessSource>> with_null;
     with_null.push_back(nullptr);
     EXPECT_THROW(CompositeSource(std::move(with_null)), rwd::Error);
+}
+
+TEST(CompositeSource, LongestPolicyLetsALongerProposalWinAndStopsAtAFullOne) {
+    // The reference ends two tokens after the match: a short copy must not hide the 3-token
+    // member behind it; a member proposing all k stops the search.
+    auto ref = std::make_unique<ReferenceSource>(std::vector<std::vector<TokenId>>{{1, 2, 3, 4}});
+    auto three = std::make_unique<Fixed>(std::vector<TokenId>{42, 43, 44});
+    auto four = std::make_unique<Fixed>(std::vector<TokenId>{50, 51, 52, 53});
+    Fixed* three_raw = three.get();
+    Fixed* four_raw = four.get();
+    std::vector<std::unique_ptr<GuessSource>> members;
+    members.push_back(std::move(ref));
+    members.push_back(std::move(three));
+    members.push_back(std::move(four));
+    CompositeSource comp(std::move(members)); // Longest is the default
+    EXPECT_EQ(comp.policy(), ComposePolicy::Longest);
+    std::vector<TokenId> ctx{9, 1, 2};
+    comp.reset(start_of(ctx));
+    EXPECT_EQ(propose(comp, ctx, 3), (std::vector<TokenId>{42, 43, 44})); // full: the last member is not asked
+    EXPECT_EQ(four_raw->proposals, 0);
+    EXPECT_EQ(propose(comp, ctx, 8), (std::vector<TokenId>{50, 51, 52, 53})); // longest of 2, 3, 4
+    EXPECT_EQ(three_raw->proposals, 2);
+    EXPECT_EQ(propose(comp, ctx, 2), (std::vector<TokenId>{3, 4})); // a tie goes to the earlier member
+    EXPECT_EQ(three_raw->proposals, 2);
+    EXPECT_EQ(comp.answered(), (std::vector<int64_t>{1, 1, 1}));
+}
+
+TEST(SourceFactory, BuildsEveryNamedSourceAndRefusesIncompleteOrIgnoredParts) {
+    const auto target = rwd::Model::load(kModels + "pycode-4m.gguf");
+    const auto draft = rwd::Model::load(kModels + "pycode-600k.gguf");
+    auto build = [&](std::string_view name, std::vector<std::string> refs, bool with_draft) {
+        SourceSpec spec;
+        parse_source_kind(name, spec);
+        spec.references = std::move(refs);
+        if (with_draft) spec.draft = draft;
+        return make_guess_source(spec, *target, 256);
+    };
+    EXPECT_EQ(build("ngram", {}, false)->name(), "ngram");
+    EXPECT_EQ(build("ref", {"def f(x):\n"}, false)->name(), "ref");
+    EXPECT_EQ(build("draft", {}, true)->name(), "draft");
+    EXPECT_EQ(build("auto", {}, false)->name(), "ngram");
+    EXPECT_EQ(build("auto", {"x = 1\n"}, true)->name(), "ref+ngram+draft");
+    auto first = build("auto-first", {}, true);
+    ASSERT_NE(dynamic_cast<CompositeSource*>(first.get()), nullptr);
+    EXPECT_EQ(dynamic_cast<CompositeSource*>(first.get())->policy(), ComposePolicy::First);
+
+    EXPECT_THROW(build("ref", {}, false), rwd::Error);          // nothing to copy from
+    EXPECT_THROW(build("draft", {}, false), rwd::Error);        // no model
+    EXPECT_THROW(build("ngram", {"x"}, false), rwd::Error);     // references would be ignored
+    EXPECT_THROW(build("ngram", {}, true), rwd::Error);         // a draft would be ignored
+    EXPECT_THROW(build("ref", {"x"}, true), rwd::Error);
+    EXPECT_THROW(build("draft", {"x"}, true), rwd::Error);
+    EXPECT_THROW(build("ref", {"x", ""}, false), rwd::Error);   // an empty reference
+    SourceSpec spec;
+    EXPECT_THROW(parse_source_kind("guess", spec), rwd::Error);
+    for (const char* name : kSourceNames) {
+        parse_source_kind(name, spec);
+        EXPECT_STREQ(source_kind_name(spec.kind, spec.compose), name);
+    }
+    // A draft with another vocabulary is refused by the factory as by DraftSource.
+    SourceSpec bad;
+    bad.kind = SourceKind::Draft;
+    bad.draft = rwd::Model::load(kModels + "aidreams260K.gguf");
+    EXPECT_THROW(make_guess_source(bad, *target, 256), rwd::Error);
+    // A lent draft source is used, not rebuilt, and not both ways at once.
+    DraftSource shared(draft, *target, 256);
+    SourceSpec lent;
+    lent.kind = SourceKind::Draft;
+    lent.shared_draft = &shared;
+    EXPECT_EQ(make_guess_source(lent, *target, 256)->name(), "draft");
+    lent.draft = draft;
+    EXPECT_THROW(make_guess_source(lent, *target, 256), rwd::Error);
 }
 
 TEST(DraftSource, RefusesAModelWithAnotherVocabulary) {

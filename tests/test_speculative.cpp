@@ -24,6 +24,7 @@
 #include "rewind/speculate/draft_source.h"
 #include "rewind/speculate/ngram_source.h"
 #include "rewind/speculate/reference_source.h"
+#include "rewind/speculate/source_factory.h"
 
 using namespace rwd;
 using namespace rwd::speculate;
@@ -97,17 +98,14 @@ protected:
         draft_.reset();
     }
 
+    // Through the library's factory, as the CLI and the harness build theirs. "auto" gets every
+    // member the item allows (references when it has them, and the draft).
     std::unique_ptr<GuessSource> make_source(const std::string& kind, const Item& item) {
-        const Tokenizer& tok = target_->tokenizer();
-        if (kind == "ngram") return std::make_unique<NgramSource>();
-        if (kind == "ref") return std::make_unique<ReferenceSource>(ReferenceSource::from_texts(tok, item.references));
-        if (kind == "draft") return std::make_unique<DraftSource>(draft_, *target_, kCapacity);
-        std::vector<std::unique_ptr<GuessSource>> m;
-        if (!item.references.empty())
-            m.push_back(std::make_unique<ReferenceSource>(ReferenceSource::from_texts(tok, item.references)));
-        m.push_back(std::make_unique<NgramSource>());
-        m.push_back(std::make_unique<DraftSource>(draft_, *target_, kCapacity));
-        return std::make_unique<CompositeSource>(std::move(m));
+        SourceSpec spec;
+        parse_source_kind(kind, spec);
+        if (kind == "ref" || kind.starts_with("auto")) spec.references = item.references;
+        if (kind == "draft" || kind.starts_with("auto")) spec.draft = draft_;
+        return make_guess_source(spec, *target_, kCapacity);
     }
 
     std::vector<TokenId> prompt_of(const Item& item) { return target_->tokenizer().encode(item.prompt); }
@@ -164,7 +162,7 @@ TEST_F(Speculative, LosslessOnWorkloads) {
         auto items = load_items(kind);
         items.resize(kSanitized ? 1 : 2);
         check_lossless(items, kSanitized ? std::vector<int>{1, 16} : std::vector<int>{1, 4, 16},
-                       {"ngram", "ref", "draft", "auto"}, KPolicy::Fixed, 64);
+                       {"ngram", "ref", "draft", "auto", "auto-first"}, KPolicy::Fixed, 64);
     }
 }
 

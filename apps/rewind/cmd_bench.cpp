@@ -286,7 +286,7 @@ void register_bench(CLI::App& app, Runner& run) {
     wl->excludes(p);
     cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate per item (default: the workload's max_tokens; 128 for -p)");
     cmd->add_option("--items,--limit", o->items, "Take only the first N items of each workload file");
-    cmd->add_option("--spec", o->spec, "Guess sources to measure: ngram, ref, draft, auto (comma-separated)")
+    cmd->add_option("--spec", o->spec, "Guess sources to measure: ngram, ref, draft, auto, auto-first (auto with its old first-answer-wins policy) (comma-separated)")
         ->delimiter(',')->capture_default_str();
     cmd->add_option("-k,--k", o->ks, "Guesses per pass to measure (comma-separated)")->delimiter(',')->capture_default_str();
     auto* ad = cmd->add_flag("--adaptive", o->adaptive, "Also measure adaptive k (k the ceiling) next to fixed k");

@@ -17,11 +17,8 @@
 #include "rewind/generate.h"
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
-#include "rewind/speculate/composite_source.h"
 #include "rewind/speculate/decoder.h"
-#include "rewind/speculate/draft_source.h"
-#include "rewind/speculate/ngram_source.h"
-#include "rewind/speculate/reference_source.h"
+#include "rewind/speculate/source_factory.h"
 
 namespace rwd::cli {
 namespace {
@@ -85,8 +82,9 @@ void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
     cmd.add_flag("--json", f.json, "Print one JSON object (ids, text, stop reason, timings) instead of streaming");
     cmd.add_option("--spec", f.spec,
                    "Speculative decoding guess source: none, ngram (prompt lookup), ref (--ref documents), "
-                   "draft (--draft model), auto (ref, then ngram, then draft, as available)")
-        ->check(CLI::IsMember({"none", "ngram", "ref", "draft", "auto"}))
+                   "draft (--draft model), auto (ref, ngram and draft as available; the longest proposal "
+                   "wins), auto-first (as auto, but the first member with a guess wins)")
+        ->check(CLI::IsMember({"none", "ngram", "ref", "draft", "auto", "auto-first"}))
         ->capture_default_str();
     cmd.add_option("--ref", f.refs, "Reference document to copy guesses from (repeatable; --spec ref/auto)")
         ->check(CLI::ExistingFile);
@@ -156,7 +154,8 @@ std::string read_prompt(const GenerateFlags& f) {
 
 double per_second(int64_t n, double seconds) { return seconds > 0 ? static_cast<double>(n) / seconds : 0.0; }
 
-// The guess source --spec names, or null for plain decoding. Refuses flags that would be ignored.
+// The guess source --spec names (built by the library's one factory), or null for plain
+// decoding. Refuses flags that would be ignored.
 std::unique_ptr<speculate::GuessSource> make_guess_source(const GenerateFlags& f, const Model& target,
                                                           const KvCache& cache, const ContextOptions& copts) {
     namespace sp = speculate;
@@ -165,33 +164,19 @@ std::unique_ptr<speculate::GuessSource> make_guess_source(const GenerateFlags& f
             throw Error("generate: --ref and --draft need --spec ref, draft or auto");
         return nullptr;
     }
-    if (!f.refs.empty() && f.spec != "ref" && f.spec != "auto")
+    if (!f.refs.empty() && f.spec != "ref" && f.spec != "auto" && f.spec != "auto-first")
         throw Error("generate: --ref is only used with --spec ref or auto");
-    if (!f.draft.empty() && f.spec != "draft" && f.spec != "auto")
+    if (!f.draft.empty() && f.spec != "draft" && f.spec != "auto" && f.spec != "auto-first")
         throw Error("generate: --draft is only used with --spec draft or auto");
-    auto make_ref = [&]() -> std::unique_ptr<sp::GuessSource> {
-        std::vector<std::string> texts;
-        for (const std::string& path : f.refs) texts.push_back(sp::read_text_file(path));
-        return std::make_unique<sp::ReferenceSource>(sp::ReferenceSource::from_texts(target.tokenizer(), texts));
-    };
-    auto make_draft = [&]() -> std::unique_ptr<sp::GuessSource> {
-        return std::make_unique<sp::DraftSource>(Model::load(f.draft), target, cache.capacity(),
-                                                 sp::DraftSourceOptions{.context = copts, .cache_type = cache.type()});
-    };
-    if (f.spec == "ngram") return std::make_unique<sp::NgramSource>();
-    if (f.spec == "ref") {
-        if (f.refs.empty()) throw Error("generate: --spec ref needs at least one --ref FILE");
-        return make_ref();
-    }
-    if (f.spec == "draft") {
-        if (f.draft.empty()) throw Error("generate: --spec draft needs --draft MODEL");
-        return make_draft();
-    }
-    std::vector<std::unique_ptr<sp::GuessSource>> members; // auto
-    if (!f.refs.empty()) members.push_back(make_ref());
-    members.push_back(std::make_unique<sp::NgramSource>());
-    if (!f.draft.empty()) members.push_back(make_draft());
-    return std::make_unique<sp::CompositeSource>(std::move(members));
+    if (f.spec == "ref" && f.refs.empty()) throw Error("generate: --spec ref needs at least one --ref FILE");
+    if (f.spec == "draft" && f.draft.empty()) throw Error("generate: --spec draft needs --draft MODEL");
+    sp::SourceSpec spec;
+    sp::parse_source_kind(f.spec, spec);
+    for (const std::string& path : f.refs) spec.references.push_back(sp::read_text_file(path));
+    if (!f.draft.empty()) spec.draft = Model::load(f.draft);
+    spec.draft_options.context = copts;
+    spec.draft_options.cache_type = cache.type();
+    return sp::make_guess_source(spec, target, cache.capacity());
 }
 
 nlohmann::ordered_json stats_json(const speculate::SpecStats& s, const speculate::SpeculativeOptions& so,

@@ -16,14 +16,15 @@ const char* source_name(Source s) {
     case Source::Ref: return "ref";
     case Source::Draft: return "draft";
     case Source::Auto: return "auto";
+    case Source::AutoFirst: return "auto-first";
     }
     return "?";
 }
 
 Source parse_source(std::string_view name) {
-    for (Source s : {Source::Baseline, Source::Ngram, Source::Ref, Source::Draft, Source::Auto})
+    for (Source s : {Source::Baseline, Source::Ngram, Source::Ref, Source::Draft, Source::Auto, Source::AutoFirst})
         if (name == source_name(s)) return s;
-    throw Error("unknown guess source '" + std::string(name) + "' (choose from ngram, ref, draft, auto)");
+    throw Error("unknown guess source '" + std::string(name) + "' (choose from ngram, ref, draft, auto, auto-first)");
 }
 
 std::string Config::label() const {

@@ -10,31 +10,15 @@
 #include "rewind/error.h"
 #include "rewind/generate.h"
 #include "rewind/kernels/simd.h"
-#include "rewind/speculate/composite_source.h"
 #include "rewind/speculate/decoder.h"
 #include "rewind/speculate/draft_source.h"
-#include "rewind/speculate/ngram_source.h"
-#include "rewind/speculate/reference_source.h"
+#include "rewind/speculate/source_factory.h"
 
 namespace rwd::bench {
 namespace {
 
 namespace sp = rwd::speculate;
 using Clock = std::chrono::steady_clock;
-
-// Lends a source to a CompositeSource (which owns its members) without giving it away, so the
-// draft model's context and cache are built once, not once per request.
-class BorrowedSource final : public sp::GuessSource {
-public:
-    explicit BorrowedSource(sp::GuessSource& inner) : inner_(inner) {}
-    std::string_view name() const override { return inner_.name(); }
-    void reset(const sp::GenerationStart& start) override { inner_.reset(start); }
-    void propose(std::span<const TokenId> context, int k, sp::Proposal& out) override { inner_.propose(context, k, out); }
-    void accept(std::span<const TokenId> context) override { inner_.accept(context); }
-
-private:
-    sp::GuessSource& inner_;
-};
 
 bool applies(const Config& c, const WorkItem& item) {
     return c.source != Source::Ref || !item.references.empty();
@@ -97,25 +81,14 @@ public:
     }
 
 private:
+    // Through the library's factory, lending it the one draft source: its context and cache are
+    // built once, not once per request.
     std::unique_ptr<sp::GuessSource> make_source(const Config& c, const WorkItem& item) {
-        const Tokenizer& tok = target_.model().tokenizer();
-        switch (c.source) {
-        case Source::Ngram: return std::make_unique<sp::NgramSource>();
-        case Source::Ref: return std::make_unique<sp::ReferenceSource>(sp::ReferenceSource::from_texts(tok, item.references));
-        case Source::Draft: return std::make_unique<BorrowedSource>(*draft_);
-        case Source::Auto: {
-            // The order of preference of "auto": documents the user supplied, then the text so
-            // far, then the draft model (the only member that costs forward passes).
-            std::vector<std::unique_ptr<sp::GuessSource>> members;
-            if (!item.references.empty())
-                members.push_back(std::make_unique<sp::ReferenceSource>(sp::ReferenceSource::from_texts(tok, item.references)));
-            members.push_back(std::make_unique<sp::NgramSource>());
-            if (draft_) members.push_back(std::make_unique<BorrowedSource>(*draft_));
-            return std::make_unique<sp::CompositeSource>(std::move(members));
-        }
-        case Source::Baseline: break;
-        }
-        throw Error("bench: no guess source for configuration '" + c.label() + "'");
+        sp::SourceSpec spec;
+        sp::parse_source_kind(source_name(c.source), spec);
+        if (spec.kind == sp::SourceKind::Ref || spec.kind == sp::SourceKind::Auto) spec.references = item.references;
+        if (spec.kind == sp::SourceKind::Draft || spec.kind == sp::SourceKind::Auto) spec.shared_draft = draft_.get();
+        return sp::make_guess_source(spec, target_.model(), cache_.capacity());
     }
 
     const RunnerOptions& opts_;

@@ -1,4 +1,5 @@
-// CompositeSource: first non-empty proposal wins; members that did not answer are still told
+// CompositeSource: members answer in order; under Longest the longest proposal is kept (its
+// tokens and, in rejection mode, its distributions). Members that were not chosen are still told
 // what was accepted, so a draft model that sat out catches up in one pass later.
 #include "rewind/speculate/composite_source.h"
 
@@ -8,8 +9,16 @@
 
 namespace rwd::speculate {
 
-CompositeSource::CompositeSource(std::vector<std::unique_ptr<GuessSource>> members)
-    : members_(std::move(members)) {
+const char* compose_policy_name(ComposePolicy p) {
+    switch (p) {
+    case ComposePolicy::Longest: return "longest";
+    case ComposePolicy::First: return "first";
+    }
+    return "?";
+}
+
+CompositeSource::CompositeSource(std::vector<std::unique_ptr<GuessSource>> members, ComposePolicy policy)
+    : members_(std::move(members)), policy_(policy) {
     if (members_.empty()) throw Error("composite source: no member sources");
     for (const auto& m : members_) {
         if (!m) throw Error("composite source: null member source");
@@ -26,14 +35,30 @@ void CompositeSource::reset(const GenerationStart& start) {
 
 void CompositeSource::propose(std::span<const TokenId> context, int k, Proposal& out) {
     check_k(name(), k);
-    const size_t before = out.tokens.size();
-    for (size_t i = 0; i < members_.size(); ++i) {
-        members_[i]->propose(context, k, out);
-        if (out.tokens.size() > before) {
-            ++answered_[i];
-            return;
+    out.clear();
+    if (policy_ == ComposePolicy::First) {
+        for (size_t i = 0; i < members_.size(); ++i) {
+            members_[i]->propose(context, k, out);
+            if (!out.tokens.empty()) {
+                ++answered_[i];
+                return;
+            }
+        }
+        return;
+    }
+    // Longest: `out` holds the best so far; a trial that beats it is swapped in (buffers are
+    // exchanged, not copied or freed).
+    size_t best = members_.size();
+    for (size_t i = 0; i < members_.size() && out.tokens.size() < static_cast<size_t>(k); ++i) {
+        trial_.clear();
+        members_[i]->propose(context, k, trial_);
+        if (trial_.tokens.size() > out.tokens.size()) {
+            std::swap(out.tokens, trial_.tokens);
+            std::swap(out.probs, trial_.probs);
+            best = i;
         }
     }
+    if (best < members_.size()) ++answered_[best];
 }
 
 void CompositeSource::accept(std::span<const TokenId> context) {

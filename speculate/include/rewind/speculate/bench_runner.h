@@ -43,7 +43,7 @@ struct BenchModels {
 using ProgressFn = std::function<void(const Progress&)>;
 
 // Runs the benchmark. Items without references are not measured under "ref" (the source has
-// nothing to copy from; their cells stay empty); "auto" uses references when an item has them,
+// nothing to copy from; their cells stay empty); "auto" (and "auto-first") uses references when an item has them,
 // prompt lookup, and the draft model when one is loaded. Lossless failures are recorded in the
 // result, not thrown: the report names them. Throws rwd::Error on bad options (no items,
 // repeat < 1, a draft configuration without a draft model, "ref" with no item having references).

@@ -1,0 +1,66 @@
+// The one place a guess source is built from a description: the CLI, the bench harness, the
+// tests and the C API all name a source ("ngram", "ref", "draft", "auto") and hand over what it
+// needs (documents, a draft model); this builds it and refuses descriptions that would ignore
+// what they were given.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rewind/model.h"
+#include "rewind/speculate/composite_source.h"
+#include "rewind/speculate/draft_source.h"
+#include "rewind/speculate/guess_source.h"
+#include "rewind/speculate/ngram_source.h"
+#include "rewind/speculate/reference_source.h"
+
+namespace rwd::speculate {
+
+enum class SourceKind {
+    Ngram, // prompt lookup over the prompt and the text so far
+    Ref,   // reference copy from SourceSpec::references
+    Draft, // a draft model (SourceSpec::draft)
+    Auto,  // a CompositeSource of ref (when references are given), ngram, and draft (when a draft
+           // model is given), in that order of preference, chosen by SourceSpec::compose
+};
+
+// Every name parse_source_kind() accepts, in this order: "ngram", "ref", "draft", "auto",
+// "auto-first" (auto with ComposePolicy::First: the first non-empty proposal wins, as "auto" did
+// before; kept so `rewind bench` can compare the two).
+inline constexpr const char* kSourceNames[] = {"ngram", "ref", "draft", "auto", "auto-first"};
+
+struct SourceSpec {
+    SourceKind kind = SourceKind::Ngram;
+    // Ref (required, at least one) and Auto (optional): documents to copy from, tokenized with
+    // the target's tokenizer without BOS. Refused for Ngram and Draft.
+    std::vector<std::string> references;
+    // Draft (required) and Auto (optional): the draft model, with the target's vocabulary.
+    // Refused for Ngram and Ref.
+    std::shared_ptr<const Model> draft;
+    // Instead of `draft`: an already-built draft source to lend (not owned; it must outlive the
+    // returned source), so one draft context and cache serve many generations (the harness
+    // does this). Its reset() keeps whatever prefix a new prompt shares. Not both.
+    GuessSource* shared_draft = nullptr;
+    ComposePolicy compose = ComposePolicy::Longest; // Auto only
+    NgramSourceOptions ngram;
+    ReferenceSourceOptions ref;
+    DraftSourceOptions draft_options; // its cache_type should match the target cache's
+};
+
+// `name` is one of kSourceNames; sets spec.kind (and spec.compose for "auto-first"/"auto").
+// Throws rwd::Error naming the choices otherwise.
+void parse_source_kind(std::string_view name, SourceSpec& spec);
+// The name of (kind, compose): "auto-first" for Auto with ComposePolicy::First.
+const char* source_kind_name(SourceKind kind, ComposePolicy compose = ComposePolicy::Longest);
+
+// Builds the source `spec` describes for `target`, whose KV cache holds `target_capacity`
+// positions (a draft model must reach all of them). Throws rwd::Error, building nothing, when
+// the spec lacks what its kind needs (no references for Ref, no draft for Draft), carries what
+// its kind would ignore (references for Ngram/Draft, a draft for Ngram/Ref), gives both `draft`
+// and `shared_draft`, has an empty or invalid reference, or the draft does not fit the target
+// (see DraftSource).
+std::unique_ptr<GuessSource> make_guess_source(const SourceSpec& spec, const Model& target, int64_t target_capacity);
+
+} // namespace rwd::speculate

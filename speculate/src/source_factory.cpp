@@ -1,0 +1,95 @@
+// make_guess_source: validates the whole description first, then builds the members ("auto":
+// ref, ngram, draft, cheapest first). A lent draft is wrapped so the composite can own its
+// members without owning the draft.
+#include "rewind/speculate/source_factory.h"
+
+#include "rewind/error.h"
+
+namespace rwd::speculate {
+namespace {
+
+// Forwards to a source owned elsewhere.
+class BorrowedSource final : public GuessSource {
+public:
+    explicit BorrowedSource(GuessSource& inner) : inner_(inner) {}
+    std::string_view name() const override { return inner_.name(); }
+    void reset(const GenerationStart& start) override { inner_.reset(start); }
+    void propose(std::span<const TokenId> context, int k, Proposal& out) override { inner_.propose(context, k, out); }
+    void accept(std::span<const TokenId> context) override { inner_.accept(context); }
+
+private:
+    GuessSource& inner_;
+};
+
+void check_spec(const SourceSpec& spec, const char* name) {
+    const std::string who = std::string("guess source '") + name + "': ";
+    const bool has_draft = spec.draft || spec.shared_draft;
+    if (spec.draft && spec.shared_draft) throw Error(who + "give a draft model or a shared draft source, not both");
+    switch (spec.kind) {
+    case SourceKind::Ngram:
+        if (!spec.references.empty()) throw Error(who + "reference documents are only used by 'ref' and 'auto'");
+        if (has_draft) throw Error(who + "a draft model is only used by 'draft' and 'auto'");
+        break;
+    case SourceKind::Ref:
+        if (spec.references.empty()) throw Error(who + "needs at least one reference document");
+        if (has_draft) throw Error(who + "a draft model is only used by 'draft' and 'auto'");
+        break;
+    case SourceKind::Draft:
+        if (!has_draft) throw Error(who + "needs a draft model");
+        if (!spec.references.empty()) throw Error(who + "reference documents are only used by 'ref' and 'auto'");
+        break;
+    case SourceKind::Auto: break;
+    }
+}
+
+} // namespace
+
+void parse_source_kind(std::string_view name, SourceSpec& spec) {
+    if (name == "ngram") spec.kind = SourceKind::Ngram;
+    else if (name == "ref") spec.kind = SourceKind::Ref;
+    else if (name == "draft") spec.kind = SourceKind::Draft;
+    else if (name == "auto" || name == "auto-first") {
+        spec.kind = SourceKind::Auto;
+        spec.compose = name == "auto" ? ComposePolicy::Longest : ComposePolicy::First;
+    } else {
+        std::string choices;
+        for (const char* n : kSourceNames) choices += (choices.empty() ? "" : ", ") + std::string(n);
+        throw Error("unknown guess source '" + std::string(name) + "' (choose from " + choices + ")");
+    }
+}
+
+const char* source_kind_name(SourceKind kind, ComposePolicy compose) {
+    switch (kind) {
+    case SourceKind::Ngram: return "ngram";
+    case SourceKind::Ref: return "ref";
+    case SourceKind::Draft: return "draft";
+    case SourceKind::Auto: return compose == ComposePolicy::First ? "auto-first" : "auto";
+    }
+    return "?";
+}
+
+std::unique_ptr<GuessSource> make_guess_source(const SourceSpec& spec, const Model& target, int64_t target_capacity) {
+    check_spec(spec, source_kind_name(spec.kind, spec.compose));
+    auto make_ref = [&]() -> std::unique_ptr<GuessSource> {
+        return std::make_unique<ReferenceSource>(ReferenceSource::from_texts(target.tokenizer(), spec.references, spec.ref));
+    };
+    auto make_draft = [&]() -> std::unique_ptr<GuessSource> {
+        if (spec.shared_draft) return std::make_unique<BorrowedSource>(*spec.shared_draft);
+        return std::make_unique<DraftSource>(spec.draft, target, target_capacity, spec.draft_options);
+    };
+    switch (spec.kind) {
+    case SourceKind::Ngram: return std::make_unique<NgramSource>(spec.ngram);
+    case SourceKind::Ref: return make_ref();
+    case SourceKind::Draft: return make_draft();
+    case SourceKind::Auto: {
+        std::vector<std::unique_ptr<GuessSource>> members;
+        if (!spec.references.empty()) members.push_back(make_ref());
+        members.push_back(std::make_unique<NgramSource>(spec.ngram));
+        if (spec.draft || spec.shared_draft) members.push_back(make_draft());
+        return std::make_unique<CompositeSource>(std::move(members), spec.compose);
+    }
+    }
+    throw Error("guess source: unknown kind");
+}
+
+} // namespace rwd::speculate
