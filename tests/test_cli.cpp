@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace {
@@ -78,13 +79,21 @@ TEST_F(Cli, GenerateReproducesLlamaCppGreedyOutput) {
 TEST_F(Cli, BadRequestsFailWithAMessage) {
     const std::string prompt = write_temp("bad.txt", "def f(x):\n");
     const std::string model = " -m " + kShared + "/models/pycode-4m.gguf";
+    // Each rwd::ErrorCode has its exit status, listed in `rewind --help`.
     CliRun r = run("generate -m /nonexistent/model.gguf -f " + prompt);
-    EXPECT_NE(r.status, 0);
+    ASSERT_TRUE(WIFEXITED(r.status));
+    EXPECT_EQ(WEXITSTATUS(r.status), 3) << "io: " << r.out;
     EXPECT_NE(r.out.find("/nonexistent/model.gguf"), std::string::npos) << r.out;
     // Speculation needs rewind's exact numerics.
     r = run("generate" + model + " -f " + prompt + " -n 4 --spec ngram --numerics llamacpp");
-    EXPECT_NE(r.status, 0);
+    ASSERT_TRUE(WIFEXITED(r.status));
+    EXPECT_EQ(WEXITSTATUS(r.status), 9) << "state: " << r.out;
     EXPECT_NE(r.out.find("Numerics::Exact"), std::string::npos) << r.out;
+    r = run("generate" + model + " -f " + prompt + " -n 4 --top-p 2");
+    ASSERT_TRUE(WIFEXITED(r.status));
+    EXPECT_EQ(WEXITSTATUS(r.status), 8) << "argument: " << r.out;
+    r = run("--help");
+    EXPECT_NE(r.out.find("9  state"), std::string::npos) << r.out;
     r = run("generate" + model + " -f " + prompt + " --numerics fast");
     EXPECT_NE(r.status, 0);
     std::filesystem::remove(prompt);

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -309,21 +310,23 @@ TEST(ForwardErrors, BadInputLeavesCacheUnchanged) {
     const KvCache before = c.fork();
     const uint64_t processed = ctx.tokens_processed();
 
-    auto expect_refused = [&](KvCache& cache, std::vector<TokenId> toks, Logits which, const char* what) {
+    auto expect_refused = [&](KvCache& cache, std::vector<TokenId> toks, Logits which, ErrorCode code,
+                              const char* what) {
         SCOPED_TRACE(what);
         try {
             ctx.forward(cache, toks, which);
             ADD_FAILURE() << "no error";
         } catch (const Error& e) {
             EXPECT_FALSE(std::string(e.what()).empty());
+            EXPECT_EQ(e.code(), code) << error_code_name(e.code()) << ": " << e.what();
         }
         EXPECT_EQ(ctx.tokens_processed(), processed);
     };
-    expect_refused(c, {}, Logits::All, "empty input");
-    expect_refused(c, {1, 2, static_cast<TokenId>(V)}, Logits::All, "id == n_vocab");
-    expect_refused(c, {-1}, Logits::Last, "negative id");
-    expect_refused(c, random_tokens(rng, 15, V), Logits::Last, "capacity overflow (10 + 15 > 24)");
-    expect_refused(c, random_tokens(rng, 9, V), Logits::All, "Logits::All over max_batch");
+    expect_refused(c, {}, Logits::All, ErrorCode::argument, "empty input");
+    expect_refused(c, {1, 2, static_cast<TokenId>(V)}, Logits::All, ErrorCode::argument, "id == n_vocab");
+    expect_refused(c, {-1}, Logits::Last, ErrorCode::argument, "negative id");
+    expect_refused(c, random_tokens(rng, 15, V), Logits::Last, ErrorCode::capacity, "capacity overflow (10 + 15 > 24)");
+    expect_refused(c, random_tokens(rng, 9, V), Logits::All, ErrorCode::capacity, "Logits::All over max_batch");
     EXPECT_EQ(c.size(), 10);
     EXPECT_TRUE(c.contents_equal(before));
 
@@ -331,7 +334,7 @@ TEST(ForwardErrors, BadInputLeavesCacheUnchanged) {
     Context octx(other);
     octx.forward(foreign, std::vector<TokenId>{1, 2, 3}, Logits::None);
     const KvCache foreign_before = foreign.fork();
-    expect_refused(foreign, {1, 2}, Logits::Last, "cache of another model");
+    expect_refused(foreign, {1, 2}, Logits::Last, ErrorCode::state, "cache of another model");
     EXPECT_TRUE(foreign.contents_equal(foreign_before));
 
     // The cache still works after all that, and fills exactly to capacity.
@@ -353,8 +356,18 @@ TEST(ForwardErrors, BadOptionsAndFiles) {
     // max_batch is clamped to the context length: no pass can be longer.
     EXPECT_EQ(Context(model, {.n_threads = 1, .max_batch = 100000}).options().max_batch,
               model->hparams().n_ctx_train);
-    EXPECT_THROW(Model::load("/nonexistent/model.gguf"), Error);
-    EXPECT_THROW(Model::load(std::string(REWIND_SHARED_DIR) + "/vocab/ggml-vocab-llama-spm.gguf"), Error);
+    auto code_of = [](auto&& f) -> std::optional<ErrorCode> {
+        try {
+            f();
+        } catch (const Error& e) {
+            return e.code();
+        }
+        return std::nullopt;
+    };
+    EXPECT_EQ(code_of([&] { Model::load("/nonexistent/model.gguf"); }), ErrorCode::io);
+    EXPECT_EQ(code_of([&] { Model::load(std::string(REWIND_SHARED_DIR) + "/vocab/ggml-vocab-llama-spm.gguf"); }),
+              ErrorCode::format);
+    EXPECT_EQ(code_of([&] { Context(model, {.n_threads = 0}); }), ErrorCode::argument);
 }
 
 // A weight stored as a type the kernels cannot compute with is refused by name. The file is a
@@ -392,6 +405,7 @@ TEST(ModelLoad, RefusesUnsupportedWeightTypeByName) {
         const std::string msg = e.what();
         EXPECT_NE(msg.find(name), std::string::npos) << msg;
         EXPECT_NE(msg.find("Q4_0"), std::string::npos) << msg;
+        EXPECT_EQ(e.code(), ErrorCode::unsupported) << msg;
     }
     std::remove(path.c_str());
 }

@@ -176,6 +176,7 @@ TEST_F(KvCacheTest, LoadRefusesAnotherModel) {
         ADD_FAILURE() << "loaded another model's cache";
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("another model"), std::string::npos) << e.what();
+        EXPECT_EQ(e.code(), ErrorCode::state) << e.what();
     }
     // Same shapes, different weights: the fingerprint alone tells them apart.
     auto f16 = load("pycode-4m-f16");

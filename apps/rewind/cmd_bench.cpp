@@ -96,9 +96,9 @@ std::string canonical_command(const BenchCliOptions& o, const std::string& model
 
 void write_file(const std::string& path, const std::string& text) {
     std::ofstream f(path, std::ios::binary);
-    if (!f) throw Error("cannot write '" + path + "'");
+    if (!f) throw Error(ErrorCode::io, "cannot write '" + path + "'");
     f << text;
-    if (!f.flush()) throw Error("cannot write '" + path + "'");
+    if (!f.flush()) throw Error(ErrorCode::io, "cannot write '" + path + "'");
 }
 
 // Redraws one stderr line at most ten times a second; finish() leaves the cursor on a fresh line.
@@ -204,7 +204,7 @@ int run_bench(const BenchCliOptions& o) {
     if (o.cost_only) return run_cost_curve(o, model_path);
     if (!o.from_json.empty()) {
         std::ifstream f(o.from_json, std::ios::binary);
-        if (!f) throw Error("cannot open '" + o.from_json + "'");
+        if (!f) throw Error(ErrorCode::io, "cannot open '" + o.from_json + "'");
         std::ostringstream text;
         text << f.rdbuf();
         return emit_reports(rb::from_json(text.str(), o.from_json), o);

@@ -148,7 +148,7 @@ ContextOptions to_context_options(const GenerateFlags& f) {
 std::string read_prompt(const GenerateFlags& f) {
     if (f.file.empty()) return f.prompt;
     std::ifstream in(f.file, std::ios::binary);
-    if (!in) throw Error(f.file + ": cannot open the prompt file");
+    if (!in) throw Error(ErrorCode::io, f.file + ": cannot open the prompt file");
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 

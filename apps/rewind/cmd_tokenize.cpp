@@ -76,7 +76,7 @@ int run_tokenize(const TokenizeOptions& o) {
     std::string text;
     if (!o.file.empty()) {
         std::ifstream f(o.file, std::ios::binary);
-        if (!f) throw Error("cannot open the text file '" + o.file + "'");
+        if (!f) throw Error(ErrorCode::io, "cannot open the text file '" + o.file + "'");
         text = read_stream(f);
     } else if (!o.have_prompt || o.prompt == "-") {
         text = read_stream(std::cin);

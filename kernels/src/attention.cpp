@@ -16,14 +16,14 @@ namespace rwd {
 
 void detail::check_attention_shape(const AttentionShape& s, DType kv_type, const char* who) {
     if (s.n_tokens <= 0 || s.pos0 < 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.head_dim <= 0)
-        throw Error(std::string(who) + ": bad shape (n_tokens " + std::to_string(s.n_tokens) + ", pos0 " +
+        throw Error(ErrorCode::shape, std::string(who) + ": bad shape (n_tokens " + std::to_string(s.n_tokens) + ", pos0 " +
                     std::to_string(s.pos0) + ", n_head " + std::to_string(s.n_head) + ", n_head_kv " +
                     std::to_string(s.n_head_kv) + ", head_dim " + std::to_string(s.head_dim) + ")");
     if (s.n_head % s.n_head_kv != 0)
-        throw Error(std::string(who) + ": n_head " + std::to_string(s.n_head) + " is not a multiple of n_head_kv " +
+        throw Error(ErrorCode::shape, std::string(who) + ": n_head " + std::to_string(s.n_head) + " is not a multiple of n_head_kv " +
                     std::to_string(s.n_head_kv));
     if (kv_type != DType::F32 && kv_type != DType::F16)
-        throw Error(std::string(who) + ": unsupported KV type " + dtype_name(kv_type));
+        throw Error(ErrorCode::unsupported, std::string(who) + ": unsupported KV type " + dtype_name(kv_type));
 }
 
 namespace {

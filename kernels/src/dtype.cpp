@@ -78,14 +78,14 @@ int64_t dtype_block_size(DType t) {
     case DType::Q5_K:
     case DType::Q6_K: return kQKBlock;
     }
-    throw Error("dtype_block_size: unknown dtype " + std::to_string(uint32_t(t)));
+    throw Error(ErrorCode::unsupported, "dtype_block_size: unknown dtype " + std::to_string(uint32_t(t)));
 }
 
 size_t dtype_row_bytes(DType t, int64_t cols) {
-    if (cols < 0) throw Error("dtype_row_bytes: negative column count " + std::to_string(cols));
+    if (cols < 0) throw Error(ErrorCode::shape, "dtype_row_bytes: negative column count " + std::to_string(cols));
     const int64_t bs = dtype_block_size(t); // throws for an unknown type
     if (cols % bs != 0)
-        throw Error(std::string("dtype_row_bytes: ") + dtype_name(t) + " row of " + std::to_string(cols) +
+        throw Error(ErrorCode::shape, std::string("dtype_row_bytes: ") + dtype_name(t) + " row of " + std::to_string(cols) +
                     " columns is not a multiple of " + std::to_string(bs));
     return size_t(cols / bs) * block_bytes(t);
 }
@@ -144,7 +144,7 @@ uint16_t fp32_to_bf16(float f) {
 
 void dequantize_row(DType t, const void* row_data, int64_t cols, float* out) {
     if (!row_data || !out) throw Error("dequantize_row: null pointer");
-    if (cols < 0) throw Error("dequantize_row: negative column count");
+    if (cols < 0) throw Error(ErrorCode::shape, "dequantize_row: negative column count");
     if (t != DType::F32 && t != DType::F16 && t != DType::BF16) dtype_row_bytes(t, cols); // throws for bad widths
     switch (t) {
     case DType::F32:
@@ -161,7 +161,7 @@ void dequantize_row(DType t, const void* row_data, int64_t cols, float* out) {
         return;
     }
     case DType::Q8_0: {
-        if (cols % kQ8Block != 0) throw Error("dequantize_row: Q8_0 row length not a multiple of 32");
+        if (cols % kQ8Block != 0) throw Error(ErrorCode::shape, "dequantize_row: Q8_0 row length not a multiple of 32");
         const auto* b = static_cast<const BlockQ8_0*>(row_data);
         for (int64_t i = 0; i < cols / kQ8Block; ++i) {
             const float d = fp16_to_fp32(b[i].d);
@@ -177,7 +177,7 @@ void dequantize_row(DType t, const void* row_data, int64_t cols, float* out) {
     case DType::Q5_K:
     case DType::Q6_K: detail::dequantize_row_new(t, row_data, cols, out); return;
     }
-    throw Error("dequantize_row: unknown dtype " + std::to_string(uint32_t(t)));
+    throw Error(ErrorCode::unsupported, "dequantize_row: unknown dtype " + std::to_string(uint32_t(t)));
 }
 
 void quantize_row(DType t, const float* x, int64_t cols, void* out) {
@@ -207,7 +207,7 @@ void quantize_row(DType t, const float* x, int64_t cols, void* out) {
 void quantize_row_q8_0(const float* x, int64_t cols, BlockQ8_0* out) {
     if (!x || !out) throw Error("quantize_row_q8_0: null pointer");
     if (cols < 0 || cols % kQ8Block != 0)
-        throw Error("quantize_row_q8_0: row of " + std::to_string(cols) + " is not a multiple of 32");
+        throw Error(ErrorCode::shape, "quantize_row_q8_0: row of " + std::to_string(cols) + " is not a multiple of 32");
     for (int64_t b = 0; b < cols / kQ8Block; ++b) {
         const float* xb = x + b * kQ8Block;
         float amax = 0.0f;

@@ -202,10 +202,10 @@ void matmul_ggml(const MatrixView& w, const float* x, int64_t n_tokens, float* y
                  SimdLevel level) {
     if (!w.data || !x || !y) throw Error("matmul_ggml: null pointer");
     if (w.rows <= 0 || w.cols <= 0 || n_tokens <= 0)
-        throw Error("matmul_ggml: non-positive size (rows " + std::to_string(w.rows) + ", cols " +
+        throw Error(ErrorCode::shape, "matmul_ggml: non-positive size (rows " + std::to_string(w.rows) + ", cols " +
                     std::to_string(w.cols) + ", n_tokens " + std::to_string(n_tokens) + ")");
     if (!matmul_ggml_supports(w.type))
-        throw Error(std::string("matmul_ggml: ") + dtype_name(w.type) + " weights are not supported (F32 only)");
+        throw Error(ErrorCode::unsupported, std::string("matmul_ggml: ") + dtype_name(w.type) + " weights are not supported (F32 only)");
     require_simd(level);
     const auto* wf = static_cast<const float*>(w.data);
     const auto dot = level == SimdLevel::Scalar ? detail::ggml_dot_scalar : detail::ggml_dot_avx2;

@@ -24,7 +24,7 @@ constexpr int64_t kRowGrain = 8;
 
 size_t matmul_scratch_bytes(DType type, int64_t n_tokens, int64_t cols) {
     if (type != DType::Q8_0) return 0;
-    if (n_tokens < 0) throw Error("matmul_scratch_bytes: negative token count");
+    if (n_tokens < 0) throw Error(ErrorCode::shape, "matmul_scratch_bytes: negative token count");
     return size_t(n_tokens) * dtype_row_bytes(DType::Q8_0, cols);
 }
 
@@ -32,7 +32,7 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std
             ThreadPool* pool, SimdLevel level) {
     if (!w.data || !x || !y) throw Error("matmul: null pointer");
     if (w.rows <= 0 || w.cols <= 0 || n_tokens <= 0)
-        throw Error("matmul: non-positive size (rows " + std::to_string(w.rows) + ", cols " +
+        throw Error(ErrorCode::shape, "matmul: non-positive size (rows " + std::to_string(w.rows) + ", cols " +
                     std::to_string(w.cols) + ", n_tokens " + std::to_string(n_tokens) + ")");
     require_simd(level);
     if (w.type != DType::F32 && w.type != DType::F16 && w.type != DType::BF16 && w.type != DType::Q8_0)
@@ -50,11 +50,11 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std
     if (w.type == DType::Q8_0) {
         const size_t need = matmul_scratch_bytes(w.type, n_tokens, w.cols);
         if (!scratch.data() || scratch.size() < need)
-            throw Error("matmul: Q8_0 scratch of " + std::to_string(scratch.size()) + " bytes, need " +
+            throw Error(ErrorCode::shape, "matmul: Q8_0 scratch of " + std::to_string(scratch.size()) + " bytes, need " +
                         std::to_string(need));
         auto* xq = reinterpret_cast<BlockQ8_0*>(scratch.data()); // BlockQ8_0 has alignment 2
         if (reinterpret_cast<uintptr_t>(xq) % alignof(BlockQ8_0) != 0)
-            throw Error("matmul: Q8_0 scratch must be 2-byte aligned");
+            throw Error(ErrorCode::shape, "matmul: Q8_0 scratch must be 2-byte aligned");
         const int64_t nb = w.cols / kQ8Block;
         for (int64_t t = 0; t < n_tokens; ++t) {
             if (level == SimdLevel::Scalar) quantize_row_q8_0(x + t * w.cols, w.cols, xq + t * nb);
@@ -81,7 +81,7 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std
 
 void matmul_reference(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
     if (!w.data || !x || !y) throw Error("matmul_reference: null pointer");
-    if (w.rows <= 0 || w.cols <= 0 || n_tokens <= 0) throw Error("matmul_reference: non-positive size");
+    if (w.rows <= 0 || w.cols <= 0 || n_tokens <= 0) throw Error(ErrorCode::shape, "matmul_reference: non-positive size");
     const size_t row_bytes = dtype_row_bytes(w.type, w.cols);
     using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     RowMajor wf(w.rows, w.cols);

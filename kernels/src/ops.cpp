@@ -16,7 +16,7 @@ namespace rwd {
 void rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim, float eps, float* out) {
     if (!x || !weight || !out) throw Error("rms_norm: null pointer");
     if (n_tokens <= 0 || dim <= 0)
-        throw Error("rms_norm: non-positive size (n_tokens " + std::to_string(n_tokens) + ", dim " + std::to_string(dim) + ")");
+        throw Error(ErrorCode::shape, "rms_norm: non-positive size (n_tokens " + std::to_string(n_tokens) + ", dim " + std::to_string(dim) + ")");
     for (int64_t t = 0; t < n_tokens; ++t) {
         const float* xt = x + t * dim;
         float* ot = out + t * dim;
@@ -32,16 +32,16 @@ void rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim
 namespace {
 
 void check_rope(int64_t n_tokens, int64_t n_rot, float freq_base, const char* who) {
-    if (n_tokens <= 0) throw Error(std::string(who) + ": non-positive token count");
+    if (n_tokens <= 0) throw Error(ErrorCode::shape, std::string(who) + ": non-positive token count");
     if (n_rot <= 0 || n_rot % 2 != 0)
-        throw Error(std::string(who) + ": n_rot " + std::to_string(n_rot) + " must be even and positive");
+        throw Error(ErrorCode::shape, std::string(who) + ": n_rot " + std::to_string(n_rot) + " must be even and positive");
     if (!(freq_base > 0.0f)) throw Error(std::string(who) + ": freq_base must be positive");
 }
 
 void check_rope_heads(int64_t n_heads, int64_t head_dim, int64_t n_rot, const char* who) {
-    if (n_heads <= 0 || head_dim <= 0) throw Error(std::string(who) + ": non-positive size");
+    if (n_heads <= 0 || head_dim <= 0) throw Error(ErrorCode::shape, std::string(who) + ": non-positive size");
     if (n_rot > head_dim)
-        throw Error(std::string(who) + ": n_rot " + std::to_string(n_rot) + " exceeds head_dim " + std::to_string(head_dim));
+        throw Error(ErrorCode::shape, std::string(who) + ": n_rot " + std::to_string(n_rot) + " exceeds head_dim " + std::to_string(head_dim));
 }
 
 // Angles for pairs [i0, i0 + np) continuing the recurrence from `theta`, which it advances:
@@ -103,8 +103,8 @@ void rope_norm_angles(const int32_t* positions, int64_t n_tokens, int64_t n_rot,
 void rope_norm_apply(float* x, const float* cos_sin, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                      int64_t n_rot) {
     if (!x || !cos_sin) throw Error("rope_norm_apply: null pointer");
-    if (n_tokens <= 0) throw Error("rope_norm_apply: non-positive token count");
-    if (n_rot <= 0 || n_rot % 2 != 0) throw Error("rope_norm_apply: n_rot must be even and positive");
+    if (n_tokens <= 0) throw Error(ErrorCode::shape, "rope_norm_apply: non-positive token count");
+    if (n_rot <= 0 || n_rot % 2 != 0) throw Error(ErrorCode::shape, "rope_norm_apply: n_rot must be even and positive");
     check_rope_heads(n_heads, head_dim, n_rot, "rope_norm_apply");
     for (int64_t t = 0; t < n_tokens; ++t) {
         const float* cst = cos_sin + t * n_rot;
@@ -119,7 +119,7 @@ void swiglu(const float* gate, const float* up, int64_t n, float* out) { swiglu(
 
 void swiglu(const float* gate, const float* up, int64_t n, float* out, SimdLevel level) {
     if (!gate || !up || !out) throw Error("swiglu: null pointer");
-    if (n < 0) throw Error("swiglu: negative size");
+    if (n < 0) throw Error(ErrorCode::shape, "swiglu: negative size");
     require_simd(level);
     if (level != SimdLevel::Scalar) {
         detail::swiglu_avx2(gate, up, n, out);
@@ -133,7 +133,7 @@ void swiglu(const float* gate, const float* up, int64_t n, float* out, SimdLevel
 
 void add_inplace(float* y, const float* x, int64_t n) {
     if (!y || !x) throw Error("add_inplace: null pointer");
-    if (n < 0) throw Error("add_inplace: negative size");
+    if (n < 0) throw Error(ErrorCode::shape, "add_inplace: negative size");
     for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 

@@ -85,7 +85,7 @@ void require_simd(SimdLevel l) {
     if (l != SimdLevel::Scalar && l != SimdLevel::Avx2 && l != SimdLevel::Avx512)
         throw Error("unknown SIMD level " + std::to_string(int(l)));
     if (int(l) > int(detect_simd()))
-        throw Error(std::string("SIMD level ") + simd_name(l) + " is not supported by this CPU (it has " +
+        throw Error(ErrorCode::unsupported, std::string("SIMD level ") + simd_name(l) + " is not supported by this CPU (it has " +
                     simd_name(detect_simd()) + ")");
 }
 

@@ -101,17 +101,17 @@ public:
 
     static Mapping map(const std::string& path) {
         int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) throw Error(path + ": cannot open: " + errno_text(errno));
+        if (fd < 0) throw Error(ErrorCode::io, path + ": cannot open: " + errno_text(errno));
         struct FdCloser { int fd; ~FdCloser() { ::close(fd); } } closer{fd};
         struct stat st {};
-        if (::fstat(fd, &st) != 0) throw Error(path + ": cannot stat: " + errno_text(errno));
-        if (!S_ISREG(st.st_mode)) throw Error(path + ": not a regular file");
+        if (::fstat(fd, &st) != 0) throw Error(ErrorCode::io, path + ": cannot stat: " + errno_text(errno));
+        if (!S_ISREG(st.st_mode)) throw Error(ErrorCode::io, path + ": not a regular file");
         Mapping m;
         if (st.st_size == 0) return m; // nothing to map; the parser reports the truncation
         if (static_cast<uint64_t>(st.st_size) > std::numeric_limits<size_t>::max())
-            throw Error(path + ": file too large to map");
+            throw Error(ErrorCode::io, path + ": file too large to map");
         void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED) throw Error(path + ": cannot map: " + errno_text(errno));
+        if (p == MAP_FAILED) throw Error(ErrorCode::io, path + ": cannot map: " + errno_text(errno));
         m.data_ = static_cast<const uint8_t*>(p);
         m.size_ = static_cast<uint64_t>(st.st_size);
         return m;
@@ -157,8 +157,9 @@ public:
     uint64_t size() const { return size_; }
     uint64_t remaining() const { return size_ - pos_; }
 
-    [[noreturn]] void fail(const std::string& what, const std::string& problem) const {
-        throw Error(path_ + ": " + what + ": " + problem);
+    [[noreturn]] void fail(const std::string& what, const std::string& problem,
+                           ErrorCode code = ErrorCode::format) const {
+        throw Error(code, path_ + ": " + what + ": " + problem);
     }
 
     void need(uint64_t n, const std::string& what) const {
@@ -401,7 +402,7 @@ struct GgufFile::Impl {
     void parse();
     void parse_alignment();
     [[noreturn]] void fail(const std::string& what, const std::string& problem) const {
-        throw Error(path + ": " + what + ": " + problem);
+        throw Error(ErrorCode::format, path + ": " + what + ": " + problem);
     }
 };
 
@@ -432,9 +433,10 @@ void GgufFile::Impl::parse() {
                            ((version >> 8) & 0xff00u) | (version >> 24);
         if (swapped == 2 || swapped == 3)
             r.fail("header", "big-endian GGUF files are not supported (version field " +
-                                 std::to_string(version) + ")");
+                                 std::to_string(version) + ")",
+                   ErrorCode::unsupported);
         r.fail("header", "unsupported GGUF version " + std::to_string(version) +
-                             " (supported: 2, 3)");
+                             " (supported: 2, 3)", ErrorCode::unsupported);
     }
     uint64_t n_tensors = r.read<uint64_t>("header (tensor count)");
     uint64_t n_kv = r.read<uint64_t>("header (metadata count)");
@@ -601,7 +603,7 @@ namespace {
         const auto& arr = std::get<std::shared_ptr<GgufArray>>(kv.value);
         got += std::string(" of ") + gguf_value_type_name(arr->type);
     }
-    throw Error(path + ": metadata '" + kv.key + "' has type " + got + ", expected " + expected);
+    throw Error(ErrorCode::format, path + ": metadata '" + kv.key + "' has type " + got + ", expected " + expected);
 }
 
 const GgufArray& array_of(const std::string& path, const GgufKeyValue& kv, const std::string& expected) {
@@ -624,7 +626,7 @@ std::optional<uint64_t> GgufFile::get_uint(std::string_view key) const {
     IntValue iv = int_value(kv->value);
     if (!iv.is_int) type_error(path(), *kv, "an integer");
     if (iv.negative)
-        throw Error(path() + ": metadata '" + kv->key + "': value " + std::to_string(iv.value_s) +
+        throw Error(ErrorCode::format, path() + ": metadata '" + kv->key + "': value " + std::to_string(iv.value_s) +
                     " is negative, expected an unsigned integer");
     return iv.magnitude_u;
 }
@@ -636,7 +638,7 @@ std::optional<int64_t> GgufFile::get_int(std::string_view key) const {
     if (!iv.is_int) type_error(path(), *kv, "an integer");
     if (iv.negative) return iv.value_s;
     if (iv.magnitude_u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        throw Error(path() + ": metadata '" + kv->key + "': value " + std::to_string(iv.magnitude_u) +
+        throw Error(ErrorCode::format, path() + ": metadata '" + kv->key + "': value " + std::to_string(iv.magnitude_u) +
                     " does not fit in a signed 64-bit integer");
     return static_cast<int64_t>(iv.magnitude_u);
 }
@@ -697,7 +699,7 @@ std::optional<std::vector<int64_t>> GgufFile::get_int_array(std::string_view key
         if (iv.negative) {
             out.push_back(iv.value_s);
         } else if (iv.magnitude_u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-            throw Error(path() + ": metadata '" + kv->key + "'[" + std::to_string(i) + "]: value " +
+            throw Error(ErrorCode::format, path() + ": metadata '" + kv->key + "'[" + std::to_string(i) + "]: value " +
                         std::to_string(iv.magnitude_u) + " does not fit in a signed 64-bit integer");
         } else {
             out.push_back(static_cast<int64_t>(iv.magnitude_u));

@@ -86,8 +86,9 @@ class Loader {
 public:
     explicit Loader(const GgufFile& g) : g_(g) {}
 
-    [[noreturn]] void fail(const std::string& what, const std::string& problem) const {
-        throw Error(g_.path() + ": " + what + ": " + problem);
+    [[noreturn]] void fail(const std::string& what, const std::string& problem,
+                           ErrorCode code = ErrorCode::format) const {
+        throw Error(code, g_.path() + ": " + what + ": " + problem);
     }
 
     // A required (or defaulted) positive integer hyperparameter, bounded so that products of two
@@ -130,12 +131,13 @@ public:
                                                                     static_cast<uint64_t>(rows)};
         if (dims != want)
             fail(where, "shape " + shape_to_string(ti->dims) + " does not match the hyperparameters (expected " +
-                            shape_to_string(want) + ")");
+                            shape_to_string(want) + ")", ErrorCode::shape);
         if (vector && ti->type != TensorType::F32)
-            fail(where, "type " + tensor_type_name(ti->type) + " not supported for a norm weight (expected F32)");
+            fail(where, "type " + tensor_type_name(ti->type) + " not supported for a norm weight (expected F32)",
+                 ErrorCode::unsupported);
         if (!vector && !is_matmul_type(ti->type))
             fail(where, "type " + tensor_type_name(ti->type) +
-                            " not supported (supported: F32, F16, BF16, Q8_0)");
+                            " not supported (supported: F32, F16, BF16, Q8_0)", ErrorCode::unsupported);
         if (reinterpret_cast<uintptr_t>(ti->data) % element_alignment(ti->type) != 0)
             fail(where, "data is not aligned for " + tensor_type_name(ti->type));
         WeightRef w;
@@ -151,7 +153,8 @@ public:
     void check_all_used() const {
         for (const GgufTensorInfo& ti : g_.tensors())
             if (!used_.count(ti.name))
-                fail("tensor '" + ti.name + "'", "unexpected tensor (not part of the llama layout this build supports)");
+                fail("tensor '" + ti.name + "'", "unexpected tensor (not part of the llama layout this build supports)",
+                     ErrorCode::unsupported);
     }
 
 private:
@@ -164,7 +167,7 @@ private:
 std::unique_ptr<LlamaModelFile> LlamaModelFile::open(const std::string& path) {
     GgufFile gguf = GgufFile::open(path);
     if (gguf.tensors().empty())
-        throw Error(path + ": no tensors: this is a vocabulary-only GGUF file, not a model "
+        throw Error(ErrorCode::format, path + ": no tensors: this is a vocabulary-only GGUF file, not a model "
                            "(use `rewind inspect` to look at it)");
     std::unique_ptr<LlamaModelFile> mf(new LlamaModelFile(std::move(gguf)));
     const GgufFile& g = mf->gguf_;
@@ -174,7 +177,8 @@ std::unique_ptr<LlamaModelFile> LlamaModelFile::open(const std::string& path) {
     std::optional<std::string> arch = g.get_string("general.architecture");
     if (!arch) ld.fail("metadata 'general.architecture'", "required key is missing");
     if (*arch != "llama")
-        ld.fail("metadata 'general.architecture'", "unsupported architecture '" + *arch + "' (expected 'llama')");
+        ld.fail("metadata 'general.architecture'", "unsupported architecture '" + *arch + "' (expected 'llama')",
+                ErrorCode::unsupported);
     hp.architecture = *arch;
     hp.name = g.get_string("general.name").value_or("");
     hp.n_ctx_train = ld.positive("llama.context_length");
@@ -252,7 +256,7 @@ std::unique_ptr<LlamaModelFile> LlamaModelFile::open(const std::string& path) {
         // Make sure the file is named even if the tokenizer's message does not say it.
         std::string msg = e.what();
         if (msg.rfind(path, 0) == 0) throw;
-        throw Error(path + ": tokenizer: " + msg);
+        throw Error(e.code(), path + ": tokenizer: " + msg);
     }
     if (mf->tokenizer_->n_vocab() != hp.n_vocab)
         ld.fail("tokenizer", "vocabulary has " + std::to_string(mf->tokenizer_->n_vocab()) +

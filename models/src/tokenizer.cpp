@@ -19,7 +19,9 @@ const char* kTokensKey = "tokenizer.ggml.tokens";
 const char* kScoresKey = "tokenizer.ggml.scores";
 const char* kTypesKey = "tokenizer.ggml.token_type";
 
-[[noreturn]] void fail(const std::string& what) { throw Error("tokenizer: " + what); }
+[[noreturn]] void fail(const std::string& what, ErrorCode code = ErrorCode::format) {
+    throw Error(code, "tokenizer: " + what);
+}
 
 // A special-token id from metadata: absent -> the kind's default (if the vocabulary has it);
 // negative or 0xFFFFFFFF (how converters write "none" into a uint32) -> none.
@@ -40,7 +42,7 @@ bool is_c_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 
 std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
     // The getters' own errors (a key of the wrong type) already name the file.
     const auto missing = [&](const char* key, const char* why) {
-        return Error(gguf.path() + ": tokenizer: " + key + " is missing" + why);
+        return Error(ErrorCode::format, gguf.path() + ": tokenizer: " + key + " is missing" + why);
     };
     TokenizerSpec spec;
     auto model = gguf.get_string(kModelKey);
@@ -65,7 +67,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
     try {
         return from_spec(spec);
     } catch (const Error& e) {
-        throw Error(gguf.path() + ": " + e.what());
+        throw Error(e.code(), gguf.path() + ": " + e.what());
     }
 }
 
@@ -74,7 +76,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_spec(const TokenizerSpec& spec) {
     if (spec.model == "gpt2") return detail::make_bpe_tokenizer(spec);
     if (spec.model.empty()) fail(std::string(kModelKey) + " is missing");
     fail(std::string(kModelKey) + " = '" + spec.model +
-         "' is not supported (supported: 'llama' SentencePiece, 'gpt2' byte-level BPE)");
+         "' is not supported (supported: 'llama' SentencePiece, 'gpt2' byte-level BPE)",
+         ErrorCode::unsupported);
 }
 
 std::string Tokenizer::decode(const std::vector<TokenId>& ids, bool render_special) const {
@@ -202,7 +205,7 @@ std::vector<TokenId> VocabTokenizer::encode(std::string_view text, AddBos add_bo
     std::vector<TokenId> out;
     const bool with_bos = add_bos == AddBos::Default ? add_bos_ : add_bos == AddBos::Yes;
     if (with_bos) {
-        if (bos_ < 0) throw Error("tokenizer: a BOS token was requested but the vocabulary has none");
+        if (bos_ < 0) throw Error(ErrorCode::unsupported, "tokenizer: a BOS token was requested but the vocabulary has none");
         out.push_back(bos_);
     }
     bool after_special = true;

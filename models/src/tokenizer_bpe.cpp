@@ -29,7 +29,7 @@ PreSplit pre_split_for(const std::string& pre) {
     if (pre == "gpt-2") return PreSplit::Gpt2;
     if (pre == "starcoder" || pre == "refact" || pre == "smollm") return PreSplit::DigitsGpt2;
     if (pre.empty() || pre == "default") return PreSplit::Default;
-    throw Error("tokenizer: tokenizer.ggml.pre = '" + pre +
+    throw Error(ErrorCode::unsupported, "tokenizer: tokenizer.ggml.pre = '" + pre +
                 "' is not supported for gpt2 vocabularies (supported: gpt-2, starcoder, refact, smollm, default)");
 }
 
@@ -156,7 +156,7 @@ class BpeTokenizer final : public VocabTokenizer {
 public:
     explicit BpeTokenizer(const TokenizerSpec& spec)
         : VocabTokenizer(spec, TokenizerModel::Bpe), split_(pre_split_for(spec.pre)) {
-        if (spec.merges.empty()) throw Error("tokenizer: tokenizer.ggml.merges is missing or empty (needed by gpt2 vocabularies)");
+        if (spec.merges.empty()) throw Error(ErrorCode::format, "tokenizer: tokenizer.ggml.merges is missing or empty (needed by gpt2 vocabularies)");
         ranks_.reserve(spec.merges.size());
         std::string key;
         for (size_t i = 0; i < spec.merges.size(); ++i) {
@@ -164,7 +164,7 @@ public:
             // Split at the first space after the first character: a part may itself be " ".
             const size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
             if (sp == std::string::npos)
-                throw Error("tokenizer: tokenizer.ggml.merges[" + std::to_string(i) + "] = '" + m +
+                throw Error(ErrorCode::format, "tokenizer: tokenizer.ggml.merges[" + std::to_string(i) + "] = '" + m +
                             "' is not of the form 'left right'");
             merge_key(key, std::string_view(m).substr(0, sp), std::string_view(m).substr(sp + 1));
             ranks_.emplace(key, static_cast<int>(i)); // the first occurrence keeps its rank
@@ -265,7 +265,7 @@ private:
                 TokenId id = find(piece.substr(off, n));
                 if (id < 0) id = unk_;
                 if (id < 0)
-                    throw Error("tokenizer: the vocabulary has no token for byte symbol '" +
+                    throw Error(ErrorCode::format, "tokenizer: the vocabulary has no token for byte symbol '" +
                                 std::string(piece.substr(off, n)) + "' and no unknown token");
                 out.push_back(id);
                 off += n;

@@ -24,7 +24,7 @@ public:
             if (kinds_[i] != TokenKind::Byte) continue;
             byte_value_[i] = parse_byte_piece(pieces_[i]);
             if (byte_value_[i] < 0)
-                throw Error("tokenizer: tokenizer.ggml.tokens[" + std::to_string(i) + "] = '" + pieces_[i] +
+                throw Error(ErrorCode::format, "tokenizer: tokenizer.ggml.tokens[" + std::to_string(i) + "] = '" + pieces_[i] +
                             "' is a byte token in tokenizer.ggml.token_type but not of the form <0xNN>");
         }
         // Byte fallback prefers the <0xNN> piece and, like llama.cpp, accepts the bare byte.
@@ -97,7 +97,7 @@ private:
         if (unk_ >= 0) return unk_;
         char hex[8];
         std::snprintf(hex, sizeof hex, "0x%02X", b);
-        throw Error(std::string("tokenizer: cannot encode byte ") + hex +
+        throw Error(ErrorCode::unsupported, std::string("tokenizer: cannot encode byte ") + hex +
                     ": the vocabulary has no byte token for it and no unknown token");
     }
 

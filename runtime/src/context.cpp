@@ -94,7 +94,7 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
     // Validate everything before the cache (or anything else) is touched.
     if (n == 0) throw Error("forward: no tokens given");
     if (!cache.belongs_to(m))
-        throw Error("forward: the KV cache belongs to another model (architecture '" + cache.identity().architecture +
+        throw Error(ErrorCode::state, "forward: the KV cache belongs to another model (architecture '" + cache.identity().architecture +
                     "', " + std::to_string(cache.identity().n_layer) + " layers), not " + m.path());
     const int64_t n_vocab = m.n_vocab();
     for (int64_t i = 0; i < n; ++i) {
@@ -103,11 +103,11 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
                         ", outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
     }
     if (which == Logits::All && n > opts_.max_batch)
-        throw Error("forward: logits for all of " + std::to_string(n) + " tokens exceed max_batch " +
+        throw Error(ErrorCode::capacity, "forward: logits for all of " + std::to_string(n) + " tokens exceed max_batch " +
                     std::to_string(opts_.max_batch) + " (ask for Logits::Last or split the call)");
     const int64_t n0 = cache.size();
     if (n > cache.capacity() - n0)
-        throw Error("forward: " + std::to_string(n) + " tokens after " + std::to_string(n0) +
+        throw Error(ErrorCode::capacity, "forward: " + std::to_string(n) + " tokens after " + std::to_string(n0) +
                     " cached ones exceed the KV cache capacity " + std::to_string(cache.capacity()));
 
     Buffers& b = *buf_;
@@ -175,7 +175,7 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
             if (an == 0) continue;
             const AttentionShape s{an, pos0 + a0, hp.n_head, hp.n_head_kv, hd};
             if (attention_scratch(opts_.numerics, s, pool->size()) > static_cast<int64_t>(b.att_scratch.size()))
-                throw Error("forward: attention scratch too small (kernel contract changed?)");
+                throw Error(ErrorCode::shape, "forward: attention scratch too small (kernel contract changed?)");
             if (exact) {
                 attention(s, b.q.data() + a0 * E, cache.k_layer(il), cache.v_layer(il), cache.dtype(),
                           b.attn.data() + a0 * E, b.att_scratch.data(), pool);

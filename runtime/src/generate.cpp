@@ -61,10 +61,10 @@ GenerateResult generate_plain(Context& ctx, KvCache& cache, const std::vector<To
     const int64_t n0 = cache.size();
     if (P == 0) throw Error("generate: the prompt is empty");
     if (n0 >= P)
-        throw Error("generate: the cache already holds " + std::to_string(n0) + " positions for a prompt of " +
+        throw Error(ErrorCode::state, "generate: the cache already holds " + std::to_string(n0) + " positions for a prompt of " +
                     std::to_string(P) + " tokens (at least the last prompt token must be run)");
     if (P > cache.capacity())
-        throw Error("generate: the prompt of " + std::to_string(P) + " tokens does not fit the KV cache capacity " +
+        throw Error(ErrorCode::capacity, "generate: the prompt of " + std::to_string(P) + " tokens does not fit the KV cache capacity " +
                     std::to_string(cache.capacity()));
     for (int64_t i = 0; i < P; ++i) {
         if (!model.tokenizer().valid(prompt[static_cast<size_t>(i)]) || prompt[static_cast<size_t>(i)] >= model.n_vocab())

@@ -63,7 +63,7 @@ int64_t resolve_capacity(const Model& model, int64_t capacity) {
     if (capacity < 0) throw Error("KV cache: capacity " + std::to_string(capacity) + " is negative");
     if (capacity == 0) capacity = n_ctx;
     if (capacity > n_ctx)
-        throw Error("KV cache: capacity " + std::to_string(capacity) + " exceeds the model's context length " +
+        throw Error(ErrorCode::capacity, "KV cache: capacity " + std::to_string(capacity) + " exceeds the model's context length " +
                     std::to_string(n_ctx));
     return capacity;
 }
@@ -75,7 +75,7 @@ struct Reader {
     size_t pos = 0;
     void need(size_t n, const char* what) {
         if (buf.size() - pos < n)
-            throw Error(path + ": truncated KV cache file (ends inside " + what + ")");
+            throw Error(ErrorCode::format, path + ": truncated KV cache file (ends inside " + what + ")");
     }
     template <class T> T get(const char* what) {
         need(sizeof(T), what);
@@ -189,17 +189,17 @@ void KvCache::save(const std::string& path) const {
     const std::string tmp = path + ".tmp";
     {
         std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-        if (!f) throw Error(tmp + ": cannot open for writing");
+        if (!f) throw Error(ErrorCode::io, tmp + ": cannot open for writing");
         f.write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size()));
         f.flush();
         if (!f) {
             std::remove(tmp.c_str());
-            throw Error(tmp + ": write failed");
+            throw Error(ErrorCode::io, tmp + ": write failed");
         }
     }
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {
         std::remove(tmp.c_str());
-        throw Error(path + ": cannot rename the written KV cache into place");
+        throw Error(ErrorCode::io, path + ": cannot rename the written KV cache into place");
     }
 }
 
@@ -207,25 +207,25 @@ KvCache KvCache::load(const std::string& path, const Model& model, KvCacheOption
     std::vector<std::byte> buf;
     {
         std::ifstream f(path, std::ios::binary);
-        if (!f) throw Error(path + ": cannot open KV cache file");
+        if (!f) throw Error(ErrorCode::io, path + ": cannot open KV cache file");
         f.seekg(0, std::ios::end);
         const std::streamoff n = f.tellg();
-        if (n < 0) throw Error(path + ": cannot read KV cache file");
+        if (n < 0) throw Error(ErrorCode::io, path + ": cannot read KV cache file");
         f.seekg(0);
         buf.resize(static_cast<size_t>(n));
         f.read(reinterpret_cast<char*>(buf.data()), n);
-        if (!f) throw Error(path + ": cannot read KV cache file");
+        if (!f) throw Error(ErrorCode::io, path + ": cannot read KV cache file");
     }
     Reader r{path, buf};
     r.need(sizeof kMagic, "the magic");
-    if (std::memcmp(buf.data(), kMagic, sizeof kMagic) != 0) throw Error(path + ": not a rewind KV cache file (bad magic)");
+    if (std::memcmp(buf.data(), kMagic, sizeof kMagic) != 0) throw Error(ErrorCode::format, path + ": not a rewind KV cache file (bad magic)");
     r.pos = sizeof kMagic;
     const uint32_t version = r.get<uint32_t>("the version");
     if (version != kVersion)
-        throw Error(path + ": KV cache file version " + std::to_string(version) + " is not supported (expected " +
+        throw Error(ErrorCode::unsupported, path + ": KV cache file version " + std::to_string(version) + " is not supported (expected " +
                     std::to_string(kVersion) + ")");
     // The checksum covers everything before it: check it before trusting any count.
-    if (buf.size() < r.pos + 8) throw Error(path + ": truncated KV cache file (no checksum)");
+    if (buf.size() < r.pos + 8) throw Error(ErrorCode::format, path + ": truncated KV cache file (no checksum)");
     uint64_t stored_sum;
     std::memcpy(&stored_sum, buf.data() + buf.size() - 8, 8);
     const std::vector<std::byte> body(buf.begin(), buf.end() - 8);
@@ -244,23 +244,23 @@ KvCache KvCache::load(const std::string& path, const Model& model, KvCacheOption
     const uint32_t type_code = b.get<uint32_t>("the header");
     const int64_t size = b.get<int64_t>("the header");
     if (fnv1a(body.data(), body.size()) != stored_sum)
-        throw Error(path + ": KV cache file is corrupted or truncated (checksum mismatch)");
+        throw Error(ErrorCode::format, path + ": KV cache file is corrupted or truncated (checksum mismatch)");
 
     const KvIdentity want = identity_of(model);
     if (!(id == want))
-        throw Error(path + ": KV cache was written for another model (" + describe(id) + "), not " + model.path() +
+        throw Error(ErrorCode::state, path + ": KV cache was written for another model (" + describe(id) + "), not " + model.path() +
                     " (" + describe(want) + ")");
-    if (type_code > 1) throw Error(path + ": unknown KV type code " + std::to_string(type_code));
+    if (type_code > 1) throw Error(ErrorCode::format, path + ": unknown KV type code " + std::to_string(type_code));
     const KvType file_type = type_code == 0 ? KvType::F32 : KvType::F16;
 
     KvCache c(model, opts);
     if (size < 0 || size > c.capacity_)
-        throw Error(path + ": holds " + std::to_string(size) + " positions, the cache capacity is " +
+        throw Error(ErrorCode::capacity, path + ": holds " + std::to_string(size) + " positions, the cache capacity is " +
                     std::to_string(c.capacity_));
     const size_t n_vals = static_cast<size_t>(size * id.n_head_kv * id.head_dim);
     const size_t file_bytes = n_vals * elem_bytes(file_type);
     if ((body.size() - b.pos) != 2 * static_cast<size_t>(id.n_layer) * file_bytes)
-        throw Error(path + ": KV data is " + std::to_string(body.size() - b.pos) + " bytes, the header implies " +
+        throw Error(ErrorCode::format, path + ": KV data is " + std::to_string(body.size() - b.pos) + " bytes, the header implies " +
                     std::to_string(2 * static_cast<size_t>(id.n_layer) * file_bytes));
     for (size_t il = 0; il < c.k_.size(); ++il) {
         convert(file_type, body.data() + b.pos, c.type_, c.k_[il].data(), n_vals);
@@ -276,7 +276,7 @@ KvCache KvCache::import(const Model& model, int64_t n_tokens, std::span<const fl
                         KvCacheOptions opts) {
     KvCache c(model, opts);
     if (n_tokens < 0 || n_tokens > c.capacity_)
-        throw Error("KV import: " + std::to_string(n_tokens) + " tokens do not fit a cache of capacity " +
+        throw Error(ErrorCode::capacity, "KV import: " + std::to_string(n_tokens) + " tokens do not fit a cache of capacity " +
                     std::to_string(c.capacity_));
     const size_t per_layer = static_cast<size_t>(n_tokens * c.id_.n_head_kv * c.id_.head_dim);
     const size_t want = per_layer * static_cast<size_t>(c.id_.n_layer);
@@ -286,7 +286,7 @@ KvCache KvCache::import(const Model& model, int64_t n_tokens, std::span<const fl
         msg.append(name).append(" has ").append(std::to_string(got)).append(" floats, expected [");
         const int64_t dims[4] = {c.id_.n_layer, n_tokens, c.id_.n_head_kv, c.id_.head_dim};
         for (int i = 0; i < 4; ++i) msg.append(std::to_string(dims[i])).append(i == 3 ? "] = " : ", ");
-        throw Error(msg.append(std::to_string(want)));
+        throw Error(ErrorCode::shape, msg.append(std::to_string(want)));
     }
     for (size_t i = 0; i < want; ++i) {
         if (!std::isfinite(k[i]) || !std::isfinite(v[i]))

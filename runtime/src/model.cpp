@@ -29,16 +29,16 @@ std::string where(const std::string& path, const WeightRef& w) {
 MatrixView to_matrix(const std::string& path, const WeightRef& w) {
     DType dt{};
     if (!to_dtype(w.type, dt))
-        throw Error(where(path, w) + ": type " + tensor_type_name(w.type) +
+        throw Error(ErrorCode::unsupported, where(path, w) + ": type " + tensor_type_name(w.type) +
                     " is not supported (rewind computes with F32, F16, BF16 and Q8_0)");
     if (w.data == nullptr || w.rows <= 0 || w.cols <= 0)
-        throw Error(where(path, w) + ": empty or missing data");
+        throw Error(ErrorCode::format, where(path, w) + ": empty or missing data");
     if (dt == DType::Q8_0 && w.cols % kQ8Block != 0)
-        throw Error(where(path, w) + ": Q8_0 rows of " + std::to_string(w.cols) +
+        throw Error(ErrorCode::shape, where(path, w) + ": Q8_0 rows of " + std::to_string(w.cols) +
                     " elements are not a multiple of " + std::to_string(kQ8Block));
     const uint64_t need = static_cast<uint64_t>(dtype_row_bytes(dt, w.cols)) * static_cast<uint64_t>(w.rows);
     if (w.n_bytes < need)
-        throw Error(where(path, w) + ": holds " + std::to_string(w.n_bytes) + " bytes, its shape needs " +
+        throw Error(ErrorCode::format, where(path, w) + ": holds " + std::to_string(w.n_bytes) + " bytes, its shape needs " +
                     std::to_string(need));
     return MatrixView{dt, w.data, w.rows, w.cols};
 }
@@ -54,14 +54,14 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
 
     if (hp.n_embd <= 0 || hp.n_head <= 0 || hp.n_head_kv <= 0 || hp.n_layer <= 0 || hp.n_ff <= 0 ||
         hp.n_vocab <= 0 || hp.n_ctx_train <= 0)
-        throw Error(path + ": hyperparameters must all be positive");
+        throw Error(ErrorCode::format, path + ": hyperparameters must all be positive");
     if (hp.n_embd % hp.n_head != 0 || hp.n_head % hp.n_head_kv != 0)
-        throw Error(path + ": n_embd must divide by n_head and n_head by n_head_kv");
+        throw Error(ErrorCode::format, path + ": n_embd must divide by n_head and n_head by n_head_kv");
     if (hp.n_rot <= 0 || hp.n_rot % 2 != 0 || hp.n_rot > hp.head_dim())
-        throw Error(path + ": rope dimension " + std::to_string(hp.n_rot) +
+        throw Error(ErrorCode::format, path + ": rope dimension " + std::to_string(hp.n_rot) +
                     " must be even, positive and at most the head size " + std::to_string(hp.head_dim()));
     if (m->file_->tokenizer().n_vocab() != hp.n_vocab)
-        throw Error(path + ": tokenizer has " + std::to_string(m->file_->tokenizer().n_vocab()) +
+        throw Error(ErrorCode::shape, path + ": tokenizer has " + std::to_string(m->file_->tokenizer().n_vocab()) +
                     " tokens, the model " + std::to_string(hp.n_vocab));
 
     // Norms: pointers straight into the mapping when F32, else an owned F32 copy. owned_ is
@@ -69,11 +69,11 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
     m->owned_.reserve(2 * static_cast<size_t>(hp.n_layer) + 1);
     auto norm = [&](const WeightRef& r) -> const float* {
         if (r.rows * r.cols != n_embd || r.data == nullptr)
-            throw Error(where(path, r) + ": a norm of " + std::to_string(n_embd) + " elements was expected");
+            throw Error(ErrorCode::shape, where(path, r) + ": a norm of " + std::to_string(n_embd) + " elements was expected");
         if (r.type == TensorType::F32) return static_cast<const float*>(r.data);
         DType dt{};
         if (!to_dtype(r.type, dt) || dt == DType::Q8_0)
-            throw Error(where(path, r) + ": norm of type " + tensor_type_name(r.type) +
+            throw Error(ErrorCode::unsupported, where(path, r) + ": norm of type " + tensor_type_name(r.type) +
                         " cannot be converted (F32, F16 or BF16 expected)");
         std::vector<float> f(static_cast<size_t>(n_embd));
         dequantize_row(dt, r.data, n_embd, f.data());
@@ -86,9 +86,9 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
     m->output_norm = norm(w.output_norm);
     if (m->tok_embd.rows != hp.n_vocab || m->tok_embd.cols != n_embd || m->output.rows != hp.n_vocab ||
         m->output.cols != n_embd)
-        throw Error(path + ": token embedding / output head shapes do not match [n_vocab, n_embd]");
+        throw Error(ErrorCode::shape, path + ": token embedding / output head shapes do not match [n_vocab, n_embd]");
     if (static_cast<int64_t>(w.layers.size()) != hp.n_layer)
-        throw Error(path + ": " + std::to_string(w.layers.size()) + " layers of weights for block_count " +
+        throw Error(ErrorCode::format, path + ": " + std::to_string(w.layers.size()) + " layers of weights for block_count " +
                     std::to_string(hp.n_layer));
 
     const int64_t n_embd_kv = hp.n_embd_kv();
@@ -106,7 +106,7 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
         l.ffn_up = to_matrix(path, lw.ffn_up);
         auto expect = [&](const WeightRef& r, const MatrixView& v, int64_t rows, int64_t cols) {
             if (v.rows != rows || v.cols != cols)
-                throw Error(where(path, r) + ": shape [" + std::to_string(v.rows) + ", " + std::to_string(v.cols) +
+                throw Error(ErrorCode::shape, where(path, r) + ": shape [" + std::to_string(v.rows) + ", " + std::to_string(v.cols) +
                             "], expected [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
         };
         expect(lw.wq, l.wq, n_embd, n_embd);

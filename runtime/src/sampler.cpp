@@ -157,7 +157,7 @@ void Sampler::distribution(const float* logits, std::span<const TokenId> history
 
 TokenId Sampler::sample_from(std::span<const float> probs, int64_t pos, uint64_t stream) const {
     if (static_cast<int64_t>(probs.size()) != n_vocab_)
-        throw Error("sampler: distribution has " + std::to_string(probs.size()) + " entries, the vocabulary " +
+        throw Error(ErrorCode::shape, "sampler: distribution has " + std::to_string(probs.size()) + " entries, the vocabulary " +
                     std::to_string(n_vocab_));
     double total = 0;
     for (size_t i = 0; i < probs.size(); ++i) {

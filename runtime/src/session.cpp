@@ -26,7 +26,7 @@ void Session::append_tokens(const std::vector<TokenId>& tokens) {
     }
     const auto total = static_cast<int64_t>(tokens_.size() + tokens.size());
     if (total > cache_.capacity())
-        throw Error("session: " + std::to_string(tokens.size()) + " more tokens after " +
+        throw Error(ErrorCode::capacity, "session: " + std::to_string(tokens.size()) + " more tokens after " +
                     std::to_string(tokens_.size()) + " exceed the KV cache capacity " +
                     std::to_string(cache_.capacity()));
     // Run the previously held-back token and all new ones but the last, which is held back now.
@@ -39,7 +39,7 @@ void Session::append_tokens(const std::vector<TokenId>& tokens) {
 }
 
 GenerateResult Session::generate(const GenerateOptions& opts, const TokenCallback& on_token) {
-    if (tokens_.empty()) throw Error("session: nothing to generate from (append a prompt first)");
+    if (tokens_.empty()) throw Error(ErrorCode::state, "session: nothing to generate from (append a prompt first)");
     GenerateResult r = generate_plain(ctx_, cache_, tokens_, opts, on_token);
     tokens_.insert(tokens_.end(), r.tokens.begin(), r.tokens.end());
     return r;

@@ -32,10 +32,10 @@ std::vector<CostPoint> measure_cost_curve(Context& ctx, const CostCurveOptions& 
     if (opts.warmup < 0) throw Error("cost curve: warmup must not be negative");
     if (opts.rounds < 1) throw Error("cost curve: rounds must be at least 1");
     if (opts.prefix + opts.max_n > n_ctx)
-        throw Error("cost curve: prefix " + std::to_string(opts.prefix) + " + " + std::to_string(opts.max_n) +
+        throw Error(ErrorCode::capacity, "cost curve: prefix " + std::to_string(opts.prefix) + " + " + std::to_string(opts.max_n) +
                     " tokens exceed the model's context of " + std::to_string(n_ctx));
     if (opts.max_n > ctx.options().max_batch)
-        throw Error("cost curve: max_n " + std::to_string(opts.max_n) + " exceeds the context's max_batch " +
+        throw Error(ErrorCode::capacity, "cost curve: max_n " + std::to_string(opts.max_n) + " exceeds the context's max_batch " +
                     std::to_string(ctx.options().max_batch));
 
     const int64_t n_vocab = model.n_vocab();
@@ -73,7 +73,7 @@ Throughput measure_throughput(Context& ctx, const ThroughputOptions& opts) {
     if (opts.prompt_tokens < 1 || opts.decode_tokens < 1 || opts.rounds < 1)
         throw Error("throughput: prompt tokens, decode tokens and rounds must be positive");
     if (opts.prompt_tokens + opts.decode_tokens > model.hparams().n_ctx_train)
-        throw Error("throughput: " + std::to_string(opts.prompt_tokens) + " prompt + " +
+        throw Error(ErrorCode::capacity, "throughput: " + std::to_string(opts.prompt_tokens) + " prompt + " +
                     std::to_string(opts.decode_tokens) + " decode tokens exceed the model's context of " +
                     std::to_string(model.hparams().n_ctx_train));
     std::vector<TokenId> prompt(static_cast<size_t>(opts.prompt_tokens));

@@ -403,7 +403,7 @@ BenchResult from_json(const std::string& text, const std::string& source) {
     try {
         const json j = json::parse(text);
         if (j.value("format", "") != "rewind-bench/1")
-            throw Error(source + ": not a rewind bench report (\"format\" is not \"rewind-bench/1\")");
+            throw Error(ErrorCode::format, source + ": not a rewind bench report (\"format\" is not \"rewind-bench/1\")");
         const json& s = j.at("setup");
         r.setup.model_path = s.at("model").get<std::string>();
         r.setup.draft_path = s.at("draft").is_null() ? "" : s.at("draft").get<std::string>();
@@ -431,7 +431,7 @@ BenchResult from_json(const std::string& text, const std::string& source) {
             ir.max_tokens = it.at("max_tokens").get<int64_t>();
             const json& runs = it.at("runs");
             if (runs.size() != r.configs.size())
-                throw Error(source + ": item '" + ir.id + "' has " + std::to_string(runs.size()) + " runs for " +
+                throw Error(ErrorCode::format, source + ": item '" + ir.id + "' has " + std::to_string(runs.size()) + " runs for " +
                             std::to_string(r.configs.size()) + " configurations");
             for (const auto& run : runs) {
                 Cell cell;
@@ -457,7 +457,7 @@ BenchResult from_json(const std::string& text, const std::string& source) {
             r.throughput = {it->at("prompt_tokens").get<int64_t>(), it->at("decode_tokens").get<int64_t>(),
                             it->at("prefill_seconds").get<double>(), it->at("decode_seconds").get<double>()};
     } catch (const json::exception& e) {
-        throw Error(source + ": malformed rewind bench report (" + e.what() + ")");
+        throw Error(ErrorCode::format, source + ": malformed rewind bench report (" + e.what() + ")");
     }
     return r;
 }

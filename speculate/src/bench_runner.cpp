@@ -162,7 +162,7 @@ BenchResult run_bench(const BenchModels& models, const std::vector<WorkItem>& it
         try {
             return engine.run(c, it, prompt, max_tokens_of(it));
         } catch (const Error& e) {
-            throw Error("bench: item '" + it.id + "', " + c.label() + ": " + e.what());
+            throw Error(e.code(), "bench: item '" + it.id + "', " + c.label() + ": " + e.what());
         }
     };
 

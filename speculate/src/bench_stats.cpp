@@ -55,7 +55,7 @@ Summary summarize(std::span<const double> values) {
 
 std::vector<double> ratios(std::span<const double> numerator, std::span<const double> denominator) {
     if (numerator.size() != denominator.size())
-        throw Error("ratios: " + std::to_string(numerator.size()) + " numerators but " +
+        throw Error(ErrorCode::shape, "ratios: " + std::to_string(numerator.size()) + " numerators but " +
                     std::to_string(denominator.size()) + " denominators");
     std::vector<double> out(numerator.size());
     for (size_t i = 0; i < out.size(); ++i) {

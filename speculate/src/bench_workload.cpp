@@ -16,7 +16,7 @@ namespace {
 using nlohmann::json;
 
 [[noreturn]] void fail(const std::string& source, int64_t line, const std::string& what) {
-    throw Error(source + ":" + std::to_string(line) + ": " + what);
+    throw Error(ErrorCode::format, source + ":" + std::to_string(line) + ": " + what);
 }
 
 std::string required_string(const json& obj, const char* key, const std::string& source, int64_t line) {
@@ -90,9 +90,9 @@ std::vector<WorkItem> parse_workload(std::istream& in, const std::string& source
 
 std::vector<WorkItem> load_workload(const std::string& path) {
     std::ifstream in(path);
-    if (!in) throw Error(path + ": cannot open workload file");
+    if (!in) throw Error(ErrorCode::io, path + ": cannot open workload file");
     auto items = parse_workload(in, path);
-    if (items.empty()) throw Error(path + ": workload has no items");
+    if (items.empty()) throw Error(ErrorCode::format, path + ": workload has no items");
     return items;
 }
 

@@ -55,11 +55,11 @@ SpeculativeDecoder::SpeculativeDecoder(Context& target, KvCache& cache, GuessSou
         throw Error("speculative decoding: k must be in [1, " + std::to_string(SpeculativeOptions::kMaxK) + "], got " +
                     std::to_string(opts_.k));
     if (!cache_.belongs_to(target.model()))
-        throw Error("speculative decoding: the KV cache was built for another model");
+        throw Error(ErrorCode::state, "speculative decoding: the KV cache was built for another model");
     // Lossless means a verified token's logits equal those of plain decoding; only Exact
     // numerics give the same bits whatever the pass size.
     if (target.options().numerics != Numerics::Exact)
-        throw Error("speculative decoding: the target context uses Numerics::LlamaCpp, whose results change "
+        throw Error(ErrorCode::state, "speculative decoding: the target context uses Numerics::LlamaCpp, whose results change "
                     "with the pass size; speculation needs Numerics::Exact");
 }
 
@@ -104,11 +104,11 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& promp
     const int64_t capacity = cache_.capacity();
     if (P == 0) throw Error("speculative decoding: the prompt is empty");
     if (n0 >= P)
-        throw Error("speculative decoding: the cache already holds " + std::to_string(n0) +
+        throw Error(ErrorCode::state, "speculative decoding: the cache already holds " + std::to_string(n0) +
                     " positions for a prompt of " + std::to_string(P) +
                     " tokens (at least the last prompt token must be run)");
     if (P > capacity)
-        throw Error("speculative decoding: the prompt of " + std::to_string(P) +
+        throw Error(ErrorCode::capacity, "speculative decoding: the prompt of " + std::to_string(P) +
                     " tokens does not fit the KV cache capacity " + std::to_string(capacity));
     for (int64_t i = 0; i < P; ++i) {
         const TokenId id = prompt[static_cast<size_t>(i)];
@@ -160,7 +160,7 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& promp
         }
         size_t m = std::min(proposal_.tokens.size(), static_cast<size_t>(std::max(room, 0)));
         if (!proposal_.probs.empty() && proposal_.probs.size() != proposal_.tokens.size() * n_vocab)
-            throw Error("speculative decoding: source '" + std::string(source_.name()) + "' returned " +
+            throw Error(ErrorCode::shape, "speculative decoding: source '" + std::string(source_.name()) + "' returned " +
                         std::to_string(proposal_.probs.size()) + " probabilities for " +
                         std::to_string(proposal_.tokens.size()) + " guesses");
         for (size_t i = 0; i < m; ++i) {

@@ -16,24 +16,24 @@ void check_draft_compatible(const Model& draft, const Model& target, int64_t tar
     const Tokenizer& dt = draft.tokenizer();
     const Tokenizer& tt = target.tokenizer();
     if (draft.n_vocab() != target.n_vocab() || dt.n_vocab() != tt.n_vocab())
-        throw Error(who + "vocabulary sizes differ (" + std::to_string(draft.n_vocab()) + " vs " +
+        throw Error(ErrorCode::state, who + "vocabulary sizes differ (" + std::to_string(draft.n_vocab()) + " vs " +
                     std::to_string(target.n_vocab()) + ")");
-    if (dt.model() != tt.model()) throw Error(who + "tokenizer kinds differ");
+    if (dt.model() != tt.model()) throw Error(ErrorCode::state, who + "tokenizer kinds differ");
     for (TokenId id = 0; id < static_cast<TokenId>(tt.n_vocab()); ++id) {
         if (dt.piece(id) != tt.piece(id) || dt.kind(id) != tt.kind(id))
-            throw Error(who + "token " + std::to_string(id) + " differs ('" + dt.piece(id) + "' vs '" +
+            throw Error(ErrorCode::state, who + "token " + std::to_string(id) + " differs ('" + dt.piece(id) + "' vs '" +
                         tt.piece(id) + "')");
     }
     if (dt.bos() != tt.bos() || dt.eos() != tt.eos())
-        throw Error(who + "special token ids differ (BOS " + std::to_string(dt.bos()) + " vs " +
+        throw Error(ErrorCode::state, who + "special token ids differ (BOS " + std::to_string(dt.bos()) + " vs " +
                     std::to_string(tt.bos()) + ", EOS " + std::to_string(dt.eos()) + " vs " +
                     std::to_string(tt.eos()) + ")");
     for (TokenId id = 0; id < static_cast<TokenId>(tt.n_vocab()); ++id) {
         if (dt.is_eog(id) != tt.is_eog(id))
-            throw Error(who + "end-of-generation tokens differ at id " + std::to_string(id));
+            throw Error(ErrorCode::state, who + "end-of-generation tokens differ at id " + std::to_string(id));
     }
     if (draft.hparams().n_ctx_train < target_capacity)
-        throw Error(who + "its context length " + std::to_string(draft.hparams().n_ctx_train) +
+        throw Error(ErrorCode::capacity, who + "its context length " + std::to_string(draft.hparams().n_ctx_train) +
                     " is smaller than the target cache's capacity " + std::to_string(target_capacity));
 }
 

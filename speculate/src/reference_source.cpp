@@ -19,7 +19,7 @@ ReferenceSource::ReferenceSource(const std::vector<std::vector<TokenId>>& refere
         total += static_cast<int64_t>(references[i].size());
     }
     if (total > opts.max_tokens)
-        throw Error("reference source: references hold " + std::to_string(total) +
+        throw Error(ErrorCode::capacity, "reference source: references hold " + std::to_string(total) +
                     " tokens, above the limit of " + std::to_string(opts.max_tokens));
     index_.reserve(total + static_cast<int64_t>(references.size()));
     for (const auto& ref : references) {
@@ -48,10 +48,10 @@ void ReferenceSource::propose(std::span<const TokenId> context, int k, Proposal&
 
 std::string read_text_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path + ": cannot open reference file");
+    if (!in) throw Error(ErrorCode::io, path + ": cannot open reference file");
     std::ostringstream ss;
     ss << in.rdbuf();
-    if (in.bad()) throw Error(path + ": read error");
+    if (in.bad()) throw Error(ErrorCode::io, path + ": read error");
     return ss.str();
 }
 

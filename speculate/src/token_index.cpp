@@ -56,7 +56,7 @@ void TokenIndex::push(TokenId token) {
     if (token < 0) throw Error("token index: invalid token id " + std::to_string(token));
     const int64_t j = size();
     if (j >= kMaxTokens)
-        throw Error("token index: more than " + std::to_string(kMaxTokens) + " tokens");
+        throw Error(ErrorCode::capacity, "token index: more than " + std::to_string(kMaxTokens) + " tokens");
     // The n-grams ending at j - 1 now have a continuation (the new token at j).
     const int64_t avail = j - doc_start_;
     const int n_top = static_cast<int>(std::min<int64_t>(range_.n_max, avail));
@@ -75,7 +75,7 @@ void TokenIndex::push(std::span<const TokenId> tokens) {
 void TokenIndex::end_document() {
     if (document_size() == 0) return;
     if (size() >= kMaxTokens)
-        throw Error("token index: more than " + std::to_string(kMaxTokens) + " tokens");
+        throw Error(ErrorCode::capacity, "token index: more than " + std::to_string(kMaxTokens) + " tokens");
     tokens_.push_back(kSeparator);
     doc_start_ = size();
 }
