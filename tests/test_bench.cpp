@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "rewind/error.h"
-#include "rewind/speculate/bench_report.h"
-#include "rewind/speculate/bench_runner.h"
-#include "rewind/speculate/bench_stats.h"
-#include "rewind/speculate/bench_workload.h"
+#include "rewind/bench/bench_report.h"
+#include "rewind/bench/bench_runner.h"
+#include "rewind/bench/bench_stats.h"
+#include "rewind/bench/bench_workload.h"
 
 namespace rb = rwd::bench;
 using nlohmann::json;

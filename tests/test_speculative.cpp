@@ -25,6 +25,7 @@
 #include "rewind/speculate/ngram_source.h"
 #include "rewind/speculate/reference_source.h"
 #include "rewind/speculate/source_factory.h"
+#include "rewind/speculate/speculative_session.h"
 
 using namespace rwd;
 using namespace rwd::speculate;
@@ -476,4 +477,70 @@ TEST_F(Speculative, GreedyRejectionModeIsExact) {
     so.generate = go;
     so.verify = VerifyMode::Rejection;
     EXPECT_EQ(generate_speculative(ctx, sc, prompt, draft, so).tokens, plain.tokens);
+}
+
+// A Session that speculates (append, generate, append, generate) emits exactly what a plain
+// Session emits, call after call, for every source, greedy and seeded sampling; it reuses the
+// prefix (only the held-back token runs as the second call's prompt) and ends with the same
+// tokens and KV cache.
+TEST_F(Speculative, SessionSpeculatesLosslessly) {
+    const Item item = load_items("ref").at(0);
+    const size_t cut = item.prompt.find('\n', item.prompt.size() / 2);
+    ASSERT_NE(cut, std::string::npos);
+    const std::string part1 = item.prompt.substr(0, cut + 1), part2 = item.prompt.substr(cut + 1) + "\n";
+    const SessionOptions sopts{.context = {}, .cache = {.capacity = kCapacity}};
+    int64_t accepted = 0; // guesses that stood: the sessions really speculated
+    for (const float temp : {0.0f, 0.8f}) {
+        GenerateOptions go;
+        go.max_tokens = kSanitized ? 12 : 32;
+        go.sampler.temperature = temp;
+        go.sampler.seed = 1234;
+        Session plain(target_, sopts);
+        plain.append_text(part1);
+        const GenerateResult p1 = plain.generate(go);
+        plain.append_text(part2);
+        const GenerateResult p2 = plain.generate(go);
+        for (const std::string kind : {"ngram", "ref", "draft", "auto", "auto-first"}) {
+            auto src = make_source(kind, item);
+            for (const KPolicy policy : {KPolicy::Fixed, KPolicy::Adaptive}) {
+                SpeculativeOptions so;
+                so.generate = go;
+                so.k = 4;
+                so.k_policy = policy;
+                Session s(target_, sopts);
+                s.append_text(part1);
+                const SpeculativeResult r1 = generate_speculative(s, *src, so);
+                ASSERT_EQ(r1.tokens, p1.tokens) << kind << " temp " << temp;
+                s.append_text(part2);
+                const SpeculativeResult r2 = generate_speculative(s, *src, so);
+                ASSERT_EQ(r2.tokens, p2.tokens) << kind << " temp " << temp;
+                EXPECT_EQ(r2.stop, p2.stop);
+                EXPECT_EQ(r2.prompt_tokens, 1); // the prefix was reused
+                EXPECT_EQ(r2.stats.emitted, static_cast<int64_t>(p2.tokens.size()));
+                EXPECT_EQ(s.tokens(), plain.tokens());
+                EXPECT_TRUE(s.cache().contents_equal(plain.cache())) << kind << " temp " << temp;
+                accepted += r1.stats.accepted + r2.stats.accepted;
+            }
+        }
+    }
+    EXPECT_GT(accepted, 0);
+}
+
+TEST_F(Speculative, SessionRefusesBadOptionsWithNothingChanged) {
+    NgramSource src;
+    SpeculativeOptions so;
+    so.generate.max_tokens = 8;
+    Session empty(target_, {.context = {}, .cache = {.capacity = 64}});
+    EXPECT_THROW(generate_speculative(empty, src, so), Error);
+    Session s(target_, {.context = {}, .cache = {.capacity = 64}});
+    s.append_text("def f(x):\n");
+    const std::vector<TokenId> before(s.tokens());
+    const int64_t cached = s.cache().size();
+    so.k = 0;
+    EXPECT_THROW(generate_speculative(s, src, so), Error);
+    so.k = 4;
+    so.generate.sampler.top_p = 0.0f;
+    EXPECT_THROW(generate_speculative(s, src, so), Error);
+    EXPECT_EQ(s.tokens(), before);
+    EXPECT_EQ(s.cache().size(), cached);
 }

@@ -18,10 +18,10 @@
 #include "commands.h"
 #include "rewind/error.h"
 #include "rewind/model.h"
-#include "rewind/speculate/bench_cost.h"
-#include "rewind/speculate/bench_report.h"
-#include "rewind/speculate/bench_runner.h"
-#include "rewind/speculate/bench_workload.h"
+#include "rewind/bench/bench_cost.h"
+#include "rewind/bench/bench_report.h"
+#include "rewind/bench/bench_runner.h"
+#include "rewind/bench/bench_workload.h"
 #include "rewind/speculate/reference_source.h"
 
 namespace rwd::cli {

@@ -38,9 +38,30 @@ void Session::append_tokens(const std::vector<TokenId>& tokens) {
     tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
 }
 
+namespace {
+
+class PlainContinuation final : public Continuation {
+public:
+    explicit PlainContinuation(const GenerateOptions& opts) : opts_(opts) {}
+    GenerateResult continue_tokens(Context& ctx, KvCache& cache, const std::vector<TokenId>& tokens,
+                                   const TokenCallback& on_token) override {
+        return generate_plain(ctx, cache, tokens, opts_, on_token);
+    }
+
+private:
+    const GenerateOptions& opts_;
+};
+
+} // namespace
+
 GenerateResult Session::generate(const GenerateOptions& opts, const TokenCallback& on_token) {
+    PlainContinuation plain(opts);
+    return generate(plain, on_token);
+}
+
+GenerateResult Session::generate(Continuation& how, const TokenCallback& on_token) {
     if (tokens_.empty()) throw Error(ErrorCode::state, "session: nothing to generate from (append a prompt first)");
-    GenerateResult r = generate_plain(ctx_, cache_, tokens_, opts, on_token);
+    GenerateResult r = how.continue_tokens(ctx_, cache_, tokens_, on_token);
     tokens_.insert(tokens_.end(), r.tokens.begin(), r.tokens.end());
     return r;
 }

@@ -1,7 +1,9 @@
 // Guidance-style use: text, tokens and KV cache kept together, so a caller can append a prompt,
 // generate, append more text, generate again, and the processed prefix is reused every time.
 // The newest token is held back from the cache until the next generate() (its logits are what
-// generation starts from), so no token is ever run twice.
+// generation starts from), so no token is ever run twice. Generation is plain decoding unless a
+// Continuation is given: speculate/ supplies a speculative one
+// (rewind/speculate/speculative_session.h), so the runtime never knows who guesses.
 #pragma once
 #include <memory>
 #include <string>
@@ -13,6 +15,18 @@
 #include "rewind/kv_cache.h"
 
 namespace rwd {
+
+// One way to continue a token sequence on a context and cache, for Session::generate. Plain
+// decoding is built in; speculative decoding (speculate/) implements this.
+class Continuation {
+public:
+    virtual ~Continuation() = default;
+    // Continues `tokens` under generate_plain's contract: the cache holds tokens[0, cache.size())
+    // with cache.size() < tokens.size(); afterwards it holds `tokens` and every generated token
+    // but the last. Throws rwd::Error, before running anything, on invalid options.
+    virtual GenerateResult continue_tokens(Context& ctx, KvCache& cache, const std::vector<TokenId>& tokens,
+                                           const TokenCallback& on_token) = 0;
+};
 
 struct SessionOptions {
     ContextOptions context;
@@ -33,6 +47,8 @@ public:
     // Generates from the current state (generate_plain over tokens()); generated tokens become
     // part of the session. Throws rwd::Error if the session is empty.
     GenerateResult generate(const GenerateOptions& opts, const TokenCallback& on_token = {});
+    // The same, continued by `how` (e.g. speculative decoding) instead of generate_plain.
+    GenerateResult generate(Continuation& how, const TokenCallback& on_token = {});
 
     const std::vector<TokenId>& tokens() const { return tokens_; }
     std::string text() const;

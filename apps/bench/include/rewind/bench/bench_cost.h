@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "rewind/context.h"
-#include "rewind/speculate/bench_result.h"
+#include "rewind/bench/bench_result.h"
 
 namespace rwd::bench {
 

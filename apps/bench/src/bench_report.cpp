@@ -1,7 +1,7 @@
 // Markdown, JSON and SVG writers for benchmark results, and the progress line. The SVG is written
 // by hand (no plotting library) so the harness has no extra dependency; it is sized in pixels and
 // uses only basic elements, so browsers and rsvg render it the same.
-#include "rewind/speculate/bench_report.h"
+#include "rewind/bench/bench_report.h"
 
 #include <algorithm>
 #include <cmath>

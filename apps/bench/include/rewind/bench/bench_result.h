@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "rewind/speculate/bench_stats.h"
+#include "rewind/bench/bench_stats.h"
 
 namespace rwd::bench {
 

@@ -1,7 +1,7 @@
 // Verification cost curve: repeated timed forward passes over a fixed cached prefix, which is
 // filled once and restored by truncate() (O(1)) before every pass; and plain prefill/decode
 // throughput for context.
-#include "rewind/speculate/bench_cost.h"
+#include "rewind/bench/bench_cost.h"
 
 #include <algorithm>
 #include <chrono>

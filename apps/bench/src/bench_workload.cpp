@@ -1,6 +1,6 @@
 // Workload JSON-lines parsing for the benchmark harness. Every malformed line is reported with
 // its file and line number, since workloads are hand-edited and a silent skip would bias results.
-#include "rewind/speculate/bench_workload.h"
+#include "rewind/bench/bench_workload.h"
 
 #include <filesystem>
 #include <fstream>

@@ -9,10 +9,10 @@
 
 #include "rewind/model.h"
 #include "rewind/sampler.h"
-#include "rewind/speculate/bench_cost.h"
-#include "rewind/speculate/bench_report.h"
-#include "rewind/speculate/bench_result.h"
-#include "rewind/speculate/bench_workload.h"
+#include "rewind/bench/bench_cost.h"
+#include "rewind/bench/bench_report.h"
+#include "rewind/bench/bench_result.h"
+#include "rewind/bench/bench_workload.h"
 
 namespace rwd::bench {
 

@@ -1,6 +1,6 @@
 // Order statistics and ratios for the benchmark harness. Inputs are copied before sorting so
 // callers keep their per-repeat order (the JSON report records it).
-#include "rewind/speculate/bench_stats.h"
+#include "rewind/bench/bench_stats.h"
 
 #include <algorithm>
 #include <cmath>

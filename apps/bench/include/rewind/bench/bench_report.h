@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "rewind/speculate/bench_result.h"
+#include "rewind/bench/bench_result.h"
 
 namespace rwd::bench {
 

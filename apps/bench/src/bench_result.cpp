@@ -1,7 +1,7 @@
 // Per-configuration summaries of a benchmark run. Speedups are per-item ratios taken within one
 // run (baseline and configuration interleaved), then the median over items: robust to the odd
 // slow item and to machine drift between items.
-#include "rewind/speculate/bench_result.h"
+#include "rewind/bench/bench_result.h"
 
 #include <algorithm>
 

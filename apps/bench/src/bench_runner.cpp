@@ -1,7 +1,7 @@
 // The benchmark loop. One target context and cache serve every run (the cache is truncated to 0
 // before each), so no run pays for allocation or first-touch page faults that another skipped;
 // one draft source likewise serves the "draft" and "auto" configurations.
-#include "rewind/speculate/bench_runner.h"
+#include "rewind/bench/bench_runner.h"
 
 #include <chrono>
 #include <fstream>
