@@ -153,8 +153,6 @@ TEST_P(VocabVectors, StreamDecodingEqualsDecode) {
 TEST_P(VocabVectors, RandomTextRoundTrips) {
     const auto tok = load_vocab(GetParam());
     const bool spm = tok->model() == TokenizerModel::Spm;
-    const TokenId eos_piece = id_of(*tok, "</s>");
-    const bool user_defined_eos = eos_piece >= 0 && tok->kind(eos_piece) == TokenKind::UserDefined;
     const std::vector<std::string> atoms = {"a", "Z", "7", " ", "  ", "\n", "\t", "'s", "'ll", "__", "(", "é", "½",
                                             "日本", "\xF0\x9F\xA6\x99", "\xE2\x96\x81", "<s>", "</s>",
                                             "<|endoftext|>", "<0x41>", "\xC3", "\xFF", "\x80"};
@@ -166,9 +164,6 @@ TEST_P(VocabVectors, RandomTextRoundTrips) {
         for (int i = 0; i < n; ++i) {
             const std::string& a = atoms[rng() % atoms.size()];
             if (spm && a == "\xE2\x96\x81") continue; // SentencePiece's space mark decodes as ' '
-            // A user-defined piece (Phi-3's "</s>") is always a token, and SentencePiece then
-            // restarts with a space prefix, so text around it is not restored either.
-            if (user_defined_eos && a == "</s>") continue;
             text += a;
         }
         const auto ids = tok->encode(text, AddBos::No);
@@ -183,7 +178,7 @@ TEST_P(VocabVectors, RandomTextRoundTrips) {
     EXPECT_GT(checked, 20u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Vocab, VocabVectors, ::testing::Values("llama-spm", "phi-3", "gpt-2", "starcoder"),
+INSTANTIATE_TEST_SUITE_P(Vocab, VocabVectors, ::testing::Values("llama-spm", "phi-3", "gpt-2", "starcoder", "llama-bpe", "qwen2"),
                          [](const auto& info) {
                              std::string n = info.param;
                              std::replace(n.begin(), n.end(), '-', '_');
@@ -366,11 +361,81 @@ TEST(SpecialTokens, LongestPieceWinsAndPhi3StripsWhitespaceAfter) {
 }
 
 TEST(SpecialTokens, UserDefinedPiecesAlwaysMatch) {
-    // Phi-3's "</s>" is user-defined: llama.cpp (like Hugging Face) matches it even in plain text.
+    // Qwen2's "<tool_call>" is user-defined: llama.cpp (like Hugging Face) matches it even in
+    // plain text; its control tokens only when parsing specials.
+    const auto tok = load_vocab("qwen2");
+    const TokenId tool_call = id_of(*tok, "<tool_call>"), im_end = id_of(*tok, "<|im_end|>");
+    ASSERT_EQ(tok->kind(tool_call), TokenKind::UserDefined);
+    EXPECT_FALSE(tok->is_control(tool_call));
+    EXPECT_TRUE(contains(tok->encode("a<tool_call>b"), tool_call));
+    EXPECT_FALSE(contains(tok->encode("a<|im_end|>b"), im_end));
+    EXPECT_TRUE(contains(tok->encode("a<|im_end|>b", AddBos::No, SpecialTokens::Parse), im_end));
+    EXPECT_EQ(tok->decode(tok->encode("a<tool_call>b")), "a<tool_call>b");
+}
+
+// Phi-3's "</s>" is user-defined in the file, but llama.cpp lists "</s>" among the texts that end
+// generation and makes every such token control: so with special parsing off it stays text (three
+// pieces, like "<s>"), and it renders as "" unless asked.
+TEST(SpecialTokens, Phi3EndOfSentenceIsControlAsInLlamaCpp) {
     const auto tok = load_vocab("phi-3");
-    ASSERT_EQ(tok->kind(2), TokenKind::UserDefined);
-    EXPECT_TRUE(contains(tok->encode("a</s>b", AddBos::No), 2));
-    EXPECT_FALSE(contains(tok->encode("a<|end|>b", AddBos::No), 32007));
+    ASSERT_EQ(tok->piece(2), "</s>");
+    EXPECT_EQ(tok->kind(2), TokenKind::UserDefined);
+    EXPECT_TRUE(tok->is_control(2));
+    EXPECT_TRUE(tok->is_eog(2));
+    const auto eos_text = tok->encode("</s>", AddBos::No);
+    EXPECT_EQ(eos_text.size(), 3u);
+    EXPECT_FALSE(contains(eos_text, 2));
+    EXPECT_EQ(tok->encode("<s>", AddBos::No).size(), 3u);
+    EXPECT_FALSE(contains(tok->encode("<s>", AddBos::No), 1));
+    EXPECT_FALSE(contains(tok->encode("a</s>b", AddBos::No), 2));
+    EXPECT_EQ(tok->decode(tok->encode("a</s>b", AddBos::No)), "a</s>b");
+    // Parsed as special, both are single tokens; "</s>" also eats the whitespace after it (Phi-3).
+    EXPECT_EQ(tok->encode("</s>", AddBos::No, SpecialTokens::Parse), std::vector<TokenId>{2});
+    EXPECT_EQ(tok->encode("<s>", AddBos::No, SpecialTokens::Parse), std::vector<TokenId>{1});
+    EXPECT_EQ(tok->encode("a</s> b", AddBos::No, SpecialTokens::Parse),
+              tok->encode("a</s>b", AddBos::No, SpecialTokens::Parse));
+    EXPECT_EQ(tok->decode({2}), "");
+    EXPECT_EQ(tok->decode({2}, true), "</s>");
+}
+
+TEST(SpecialTokens, EndOfGenerationSets) {
+    const auto llama = load_vocab("llama-bpe");
+    EXPECT_EQ(llama->eos(), 128001);
+    EXPECT_EQ(llama->eot(), 128009); // "<|eot_id|>", found by its text
+    EXPECT_EQ(llama->eog_ids(), (std::vector<TokenId>{128001, 128009}));
+    EXPECT_FALSE(llama->is_eog(128006)); // <|start_header_id|>
+    EXPECT_FALSE(llama->is_eog(-1));
+    EXPECT_FALSE(llama->is_eog(static_cast<TokenId>(llama->n_vocab())));
+
+    const auto qwen = load_vocab("qwen2");
+    for (const char* t : {"<|endoftext|>", "<|im_end|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"})
+        EXPECT_TRUE(qwen->is_eog(id_of(*qwen, t))) << t;
+    EXPECT_FALSE(qwen->is_eog(id_of(*qwen, "<|im_start|>")));
+    EXPECT_EQ(qwen->eot(), id_of(*qwen, "<|im_end|>"));
+    // Qwen2's vocabulary also has an ordinary token "</s>": llama.cpp makes it control and EOG too.
+    const TokenId plain_eos = id_of(*qwen, "</s>");
+    EXPECT_EQ(qwen->kind(plain_eos), TokenKind::Normal);
+    EXPECT_TRUE(qwen->is_control(plain_eos));
+    EXPECT_TRUE(qwen->is_eog(plain_eos));
+    EXPECT_TRUE(qwen->is_eog(qwen->eos()));
+}
+
+TEST(SpecialTokens, Llama3ChatTurn) {
+    const auto tok = load_vocab("llama-bpe");
+    EXPECT_TRUE(tok->add_bos());
+    const std::string text = "<|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|>";
+    const auto parsed = tok->encode(text, AddBos::Default, SpecialTokens::Parse);
+    ASSERT_GE(parsed.size(), 6u);
+    EXPECT_EQ(parsed[0], 128000);
+    EXPECT_EQ(parsed[1], 128006);
+    EXPECT_EQ(parsed[3], 128007);
+    EXPECT_EQ(parsed.back(), 128009);
+    EXPECT_EQ(tok->decode(parsed), "user\n\nHi there");
+    EXPECT_EQ(tok->decode(parsed, true), "<|begin_of_text|>" + text);
+    const auto plain = tok->encode(text);
+    EXPECT_EQ(plain[0], 128000);
+    for (TokenId id : {128006, 128007, 128009}) EXPECT_FALSE(contains(plain, id));
+    EXPECT_EQ(tok->decode(plain), text);
 }
 
 // ---- small hand-built vocabularies ----
@@ -437,6 +502,73 @@ TEST(TinyVocab, BpePreTokenizerSplits) {
     EXPECT_EQ(ids("default", "a's"), (V{0, 12, 13})); // ' is punctuation: split off first
 }
 
+// The words a pre-tokenizer cuts `text` into, seen through a vocabulary built for the purpose:
+// every byte symbol, every substring of the text's symbols, and merges ranked so that each word
+// merges left to right into one token (merges never cross a word boundary).
+std::vector<std::string> words_of(const std::string& pre, const std::string& text) {
+    const auto symbol = [](unsigned char b) { // GPT-2's printable stand-in for a byte, as UTF-8
+        const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+        uint32_t cp = b;
+        if (!printable) {
+            cp = 256;
+            for (int x = 0; x < b; ++x)
+                cp += !((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174);
+        }
+        std::string s;
+        if (cp < 0x80) {
+            s += static_cast<char>(cp);
+        } else {
+            s += static_cast<char>(0xC0 | (cp >> 6));
+            s += static_cast<char>(0x80 | (cp & 0x3F));
+        }
+        return s;
+    };
+    std::vector<std::string> sym;
+    for (char c : text) sym.push_back(symbol(static_cast<unsigned char>(c)));
+    TokenizerSpec s;
+    s.model = "gpt2";
+    s.pre = pre;
+    s.add_bos = false;
+    for (int b = 0; b < 256; ++b) s.tokens.push_back(symbol(static_cast<unsigned char>(b)));
+    for (size_t i = 0; i < sym.size(); ++i) {
+        std::string acc = sym[i];
+        for (size_t j = i + 1; j < sym.size(); ++j) {
+            s.merges.push_back(acc + " " + sym[j]);
+            acc += sym[j];
+            s.tokens.push_back(acc);
+        }
+    }
+    const auto tok = Tokenizer::from_spec(s);
+    std::vector<std::string> words;
+    for (TokenId id : tok->encode(text)) words.push_back(tok->decode({id}));
+    return words;
+}
+
+using Words = std::vector<std::string>;
+
+TEST(PreTokenizers, Llama3AndQwen2) {
+    const std::string text = "Hello  world's 12345\n\n  x!!\nI'M (ok)";
+    EXPECT_EQ(words_of("llama-bpe", text), (Words{"Hello", " ", " world", "'s", " ", "123", "45", "\n\n", " ", " x",
+                                                  "!!\n", "I", "'M", " (", "ok", ")"}));
+    EXPECT_EQ(words_of("llama3", "a 1234567"), (Words{"a", " ", "123", "456", "7"}));
+    // Qwen2: the same pattern with every digit alone.
+    EXPECT_EQ(words_of("qwen2", text), (Words{"Hello", " ", " world", "'s", " ", "1", "2", "3", "4", "5", "\n\n", " ",
+                                              " x", "!!\n", "I", "'M", " (", "ok", ")"}));
+    // A non-letter other than a newline leads a word; a blank run before a newline ends at it.
+    EXPECT_EQ(words_of("qwen2", "\tab .cd \r\n ef"), (Words{"\tab", " .", "cd", " \r\n", " ef"}));
+}
+
+TEST(PreTokenizers, DeepSeek) {
+    EXPECT_EQ(words_of("deepseek-coder", "ab, 12\n\xE4\xB8\xAD\xE6\x96\x87x"), // "ab, 12\n中文x"
+              (Words{"ab", ",", " ", "1", "2", "\n", "\xE4\xB8\xAD\xE6\x96\x87", "x"}));
+    EXPECT_EQ(words_of("deepseek-llm", "Hi, \xE4\xB8\x96\xE7\x95\x8C 42 ok  "), // "Hi, 世界 42 ok  "
+              (Words{"Hi", ",", " ", "\xE4\xB8\x96\xE7\x95\x8C", " ", "42", " ok", "  "}));
+    // U+3000 (ideographic space) is a blank, never part of the CJK or symbol classes it lies in.
+    EXPECT_EQ(words_of("deepseek-llm", "a\xE3\x80\x80\xE3\x80\x82"), (Words{"a", "\xE3\x80\x80", "\xE3\x80\x82"}));
+    // Letters outside the cased-letter list (here Hebrew) are not words of their own.
+    EXPECT_EQ(words_of("deepseek-llm", "x \xD7\x90\xD7\x91"), (Words{"x", " \xD7\x90\xD7\x91"}));
+}
+
 // ---- errors ----
 
 void expect_error(const TokenizerSpec& s, const std::string& needle) {
@@ -480,7 +612,7 @@ TEST(TokenizerErrors, MissingOrInconsistentMetadata) {
     expect_error(b, "tokenizer.ggml.merges[0]");
     b.merges = {"a b"};
     b.pre = "no-such-pre";
-    expect_error(b, "tokenizer.ggml.pre");
+    expect_error(b, "tokenizer.ggml.pre = 'no-such-pre' is not supported");
 
     // "none" written as -1 or as a uint32 0xFFFFFFFF is accepted.
     s = tiny_spm();

@@ -2,7 +2,9 @@
 // vocabulary, special-token splitting, BOS/EOS, pieces, decoding and the UTF-8 stream decoder.
 #include <algorithm>
 #include <cctype>
+#include <initializer_list>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "rewind/error.h"
@@ -61,6 +63,18 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
     spec.eot = gguf.get_int("tokenizer.ggml.eot_token_id");
     spec.unk = gguf.get_int("tokenizer.ggml.unknown_token_id");
     spec.pad = gguf.get_int("tokenizer.ggml.padding_token_id");
+    spec.eom = gguf.get_int("tokenizer.ggml.eom_token_id");
+    // The older prefix/suffix/middle keys are read after the fim_* ones and win, as in llama.cpp.
+    const auto either = [&](const char* older, const char* newer) {
+        auto v = gguf.get_int(older);
+        return v ? v : gguf.get_int(newer);
+    };
+    spec.fim_pre = either("tokenizer.ggml.prefix_token_id", "tokenizer.ggml.fim_pre_token_id");
+    spec.fim_suf = either("tokenizer.ggml.suffix_token_id", "tokenizer.ggml.fim_suf_token_id");
+    spec.fim_mid = either("tokenizer.ggml.middle_token_id", "tokenizer.ggml.fim_mid_token_id");
+    spec.fim_pad = gguf.get_int("tokenizer.ggml.fim_pad_token_id");
+    spec.fim_rep = gguf.get_int("tokenizer.ggml.fim_rep_token_id");
+    spec.fim_sep = gguf.get_int("tokenizer.ggml.fim_sep_token_id");
     spec.add_bos = gguf.get_bool("tokenizer.ggml.add_bos_token");
     spec.add_eos = gguf.get_bool("tokenizer.ggml.add_eos_token");
     spec.add_space_prefix = gguf.get_bool("tokenizer.ggml.add_space_prefix");
@@ -150,7 +164,6 @@ VocabTokenizer::VocabTokenizer(const TokenizerSpec& spec, TokenizerModel kind) {
     bos_ = special_id(spec.bos, spm ? 1 : -1, "tokenizer.ggml.bos_token_id", n);
     eos_ = special_id(spec.eos, spm ? 2 : -1, "tokenizer.ggml.eos_token_id", n);
     unk_ = special_id(spec.unk, spm ? 0 : -1, "tokenizer.ggml.unknown_token_id", n);
-    eot_ = special_id(spec.eot, -1, "tokenizer.ggml.eot_token_id", n);
     pad_ = special_id(spec.pad, -1, "tokenizer.ggml.padding_token_id", n);
     add_bos_ = spec.add_bos.value_or(spm);
     add_eos_ = spec.add_eos.value_or(false);
@@ -159,9 +172,12 @@ VocabTokenizer::VocabTokenizer(const TokenizerSpec& spec, TokenizerModel kind) {
     if (add_bos_ && bos_ < 0) fail("tokenizer.ggml.add_bos_token is true but there is no BOS token");
     if (add_eos_ && eos_ < 0) fail("tokenizer.ggml.add_eos_token is true but there is no EOS token");
 
+    mark_control_and_eog(spec);
+
     for (size_t i = 0; i < n; ++i) {
         const TokenKind k = kinds_[i];
-        if ((k == TokenKind::Control || k == TokenKind::UserDefined || k == TokenKind::Unknown) &&
+        if ((k == TokenKind::Control || k == TokenKind::UserDefined || k == TokenKind::Unknown ||
+             (flags_[i] & kControlFlag)) &&
             !pieces_[i].empty())
             specials_.push_back(static_cast<TokenId>(i));
     }
@@ -183,6 +199,71 @@ VocabTokenizer::VocabTokenizer(const TokenizerSpec& spec, TokenizerModel kind) {
     }
 }
 
+// llama.cpp's rules, applied after the special ids are read: a token whose text marks the end of a
+// turn or fill-in-the-middle becomes control whatever the file calls it (so Phi-3's user-defined
+// "</s>" is no longer matched in plain text), and the end-of-generation set collects those texts
+// plus EOS, EOT and EOM. An EOT/EOM/FIM id absent from the metadata is found by its text; where
+// several texts of one list are present llama.cpp takes whichever its hash map yields first, we
+// take the first in list order.
+void VocabTokenizer::mark_control_and_eog(const TokenizerSpec& spec) {
+    const size_t n = pieces_.size();
+    flags_.assign(n, 0);
+    for (size_t i = 0; i < n; ++i)
+        if (kinds_[i] == TokenKind::Control) flags_[i] |= kControlFlag;
+
+    // Returns the id from metadata, else the first listed text present (which becomes control).
+    const auto detect = [&](const std::optional<int64_t>& value, const char* key,
+                            std::initializer_list<const char*> texts) -> TokenId {
+        const TokenId id = special_id(value, -1, key, n);
+        if (id >= 0) return id;
+        for (const char* t : texts)
+            if (const TokenId found = find(t); found >= 0) {
+                flags_[static_cast<size_t>(found)] |= kControlFlag;
+                return found;
+            }
+        return -1;
+    };
+    const std::string fw_bar = "\xEF\xBD\x9C", lower_block = "\xE2\x96\x81"; // U+FF5C, U+2581
+    const std::string ds_end = "<" + fw_bar + "end" + lower_block + "of" + lower_block + "sentence" + fw_bar + ">";
+    const std::string ds_begin = "<" + fw_bar + "fim" + lower_block + "begin" + fw_bar + ">";
+    const std::string ds_hole = "<" + fw_bar + "fim" + lower_block + "hole" + fw_bar + ">";
+    const std::string ds_fim_end = "<" + fw_bar + "fim" + lower_block + "end" + fw_bar + ">";
+    const std::string pre_sp = lower_block + "<PRE>", suf_sp = lower_block + "<SUF>", mid_sp = lower_block + "<MID>";
+
+    eot_ = detect(spec.eot, "tokenizer.ggml.eot_token_id",
+                  {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>",
+                   "_<EOT>", "[EOT]", ds_end.c_str(), "<end_of_utterance>"});
+    const TokenId eom = detect(spec.eom, "tokenizer.ggml.eom_token_id", {"<|eom_id|>"});
+    detect(spec.fim_pre, "tokenizer.ggml.fim_pre_token_id",
+           {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", ds_begin.c_str(), "<PRE>", pre_sp.c_str(),
+            "<|code_prefix|>", "<|prefix|>"});
+    detect(spec.fim_suf, "tokenizer.ggml.fim_suf_token_id",
+           {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", ds_hole.c_str(), "<SUF>", suf_sp.c_str(),
+            "<|code_suffix|>", "<|suffix|>"});
+    detect(spec.fim_mid, "tokenizer.ggml.fim_mid_token_id",
+           {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", ds_fim_end.c_str(), "<MID>", mid_sp.c_str(),
+            "<|code_middle|>", "<|middle|>"});
+    const TokenId fim_pad = detect(spec.fim_pad, "tokenizer.ggml.fim_pad_token_id",
+                                   {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"});
+    const TokenId fim_rep = detect(spec.fim_rep, "tokenizer.ggml.fim_rep_token_id",
+                                   {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"});
+    const TokenId fim_sep = detect(spec.fim_sep, "tokenizer.ggml.fim_sep_token_id", {"<|file_sep|>"});
+
+    const auto add_eog = [&](TokenId id) {
+        if (id >= 0) flags_[static_cast<size_t>(id)] |= kEogFlag;
+    };
+    for (TokenId id : {fim_pad, fim_rep, fim_sep, eos_, eot_, eom}) add_eog(id);
+    // (llama.cpp then drops "<|end|>" from the set for gpt-oss's harmony vocabulary and "</s>" for
+    // Gemma 4's; rewind refuses both vocabularies' tokenizers, so those two exceptions are not here.)
+    for (const char* t : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+                          "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+                          "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+                          ds_end.c_str(), "[e~["})
+        if (const TokenId id = find(t); id >= 0) flags_[static_cast<size_t>(id)] |= kControlFlag | kEogFlag;
+    for (size_t i = 0; i < n; ++i)
+        if (flags_[i] & kEogFlag) eog_ids_.push_back(static_cast<TokenId>(i));
+}
+
 void VocabTokenizer::render_all() {
     rendered_.resize(pieces_.size());
     for (size_t i = 0; i < pieces_.size(); ++i) {
@@ -196,8 +277,8 @@ std::string VocabTokenizer::token_to_piece(TokenId id, bool render_special) cons
     if (!valid(id)) throw Error("tokenizer: token id " + std::to_string(id) + " is outside the vocabulary of " +
                                 std::to_string(n_vocab()) + " tokens");
     const auto i = static_cast<size_t>(id);
-    const TokenKind k = kinds_[i];
-    if (k == TokenKind::Control || k == TokenKind::Unknown) return render_special ? pieces_[i] : std::string();
+    if ((flags_[i] & kControlFlag) || kinds_[i] == TokenKind::Unknown)
+        return render_special ? pieces_[i] : std::string();
     return rendered_[i];
 }
 
@@ -224,7 +305,7 @@ std::vector<TokenId> VocabTokenizer::encode(std::string_view text, AddBos add_bo
 
 // llama.cpp's order of matching: each special piece in turn (longest first) is cut out of every
 // stretch of text still plain, left to right. Which pieces can match: user-defined always, control
-// and unknown only when parsing specials.
+// (see is_control) and unknown only when parsing specials.
 std::vector<VocabTokenizer::Fragment> VocabTokenizer::split_special(std::string_view text,
                                                                     SpecialTokens special) const {
     std::vector<Fragment> frags;
@@ -233,7 +314,8 @@ std::vector<VocabTokenizer::Fragment> VocabTokenizer::split_special(std::string_
     std::vector<Fragment> next;
     for (TokenId id : specials_) {
         const auto i = static_cast<size_t>(id);
-        if (special == SpecialTokens::AsText && kinds_[i] != TokenKind::UserDefined) continue;
+        if (special == SpecialTokens::AsText && ((flags_[i] & kControlFlag) || kinds_[i] == TokenKind::Unknown))
+            continue;
         const std::string& p = pieces_[i];
         next.clear();
         bool changed = false;

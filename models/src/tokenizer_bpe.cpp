@@ -20,17 +20,28 @@ using unicode::CharClass;
 // How tokenizer.ggml.pre splits text before BPE; each is a sequence of llama.cpp's regex passes,
 // every pass splitting the pieces the previous one left (matches and the gaps between them).
 enum class PreSplit {
-    Gpt2,       // the GPT-2 pattern alone
-    DigitsGpt2, // every \p{N} alone, then GPT-2 (starcoder, refact, smollm)
-    Default,    // [\p{P}$+<=>^~|]+, GPT-2, \p{N}+, [0-9]{3}: llama.cpp's fallback
+    Gpt2,          // the GPT-2 pattern alone
+    DigitsGpt2,    // every \p{N} alone, then GPT-2 (starcoder, refact, smollm)
+    Default,       // [\p{P}$+<=>^~|]+, GPT-2, \p{N}+, [0-9]{3}: llama.cpp's fallback
+    Llama3,        // the Llama 3 pattern (numbers in groups of up to three)
+    Qwen2,         // the Llama 3 pattern with every number alone
+    DeepseekLlm,   // [\r\n], \s?<cased letter>+, \s?<ASCII/fullwidth symbol>+, \s+$, <CJK>+, \p{N}+
+    DeepseekCoder, // [\r\n], \s?\p{L}+, \s?\p{P}+, <CJK>+, \p{N}
 };
 
+// The names llama.cpp maps to each pattern (its aliases of one pattern included); anything else
+// is refused by name rather than split with a pattern the vocabulary was not trained with.
 PreSplit pre_split_for(const std::string& pre) {
     if (pre == "gpt-2") return PreSplit::Gpt2;
     if (pre == "starcoder" || pre == "refact" || pre == "smollm") return PreSplit::DigitsGpt2;
     if (pre.empty() || pre == "default") return PreSplit::Default;
+    if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") return PreSplit::Llama3;
+    if (pre == "qwen2" || pre == "deepseek-r1-qwen") return PreSplit::Qwen2;
+    if (pre == "deepseek-llm") return PreSplit::DeepseekLlm;
+    if (pre == "deepseek-coder") return PreSplit::DeepseekCoder;
     throw Error(ErrorCode::unsupported, "tokenizer: tokenizer.ggml.pre = '" + pre +
-                "' is not supported for gpt2 vocabularies (supported: gpt-2, starcoder, refact, smollm, default)");
+                "' is not supported for gpt2 vocabularies (supported: llama-bpe (also llama3, llama-v3), qwen2 (also "
+                "deepseek-r1-qwen), deepseek-llm, deepseek-coder, gpt-2, starcoder, refact, smollm, default)");
 }
 
 using Range = std::pair<size_t, size_t>; // [begin, end) in code points
@@ -144,6 +155,144 @@ void split_gpt2(const Text& t, const Range& r, std::vector<Range>& out) {
     }
 }
 
+// Pass: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,D}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+//       \s*[\r\n]+|\s+(?!\S)|\s+
+// Llama 3 (D = 3) and Qwen2 (D = 1). As in split_gpt2, the piece's end counts as the end of text.
+void split_llama3(const Text& t, const Range& r, size_t max_digits, std::vector<Range>& out) {
+    const size_t end = r.second;
+    const auto in = [&](size_t i) { return i < end; };
+    const auto letter = [&](size_t i) { return in(i) && t.cls[i].letter; };
+    const auto number = [&](size_t i) { return in(i) && t.cls[i].number; };
+    const auto space = [&](size_t i) { return in(i) && t.cls[i].whitespace; };
+    const auto other = [&](size_t i) { return in(i) && !t.cls[i].letter && !t.cls[i].number && !t.cls[i].whitespace; };
+    const auto newline = [&](size_t i) { return in(i) && (t.cps[i] == '\r' || t.cps[i] == '\n'); };
+    const auto lower = [&](size_t i) { return t.cps[i] >= 'A' && t.cps[i] <= 'Z' ? t.cps[i] + 32 : t.cps[i]; };
+
+    size_t pos = r.first;
+    const auto emit = [&](size_t to) {
+        out.emplace_back(pos, to);
+        pos = to;
+    };
+    while (pos < end) {
+        const uint32_t c = t.cps[pos];
+        if (c == '\'' && in(pos + 1)) { // contractions, either case
+            const uint32_t c1 = lower(pos + 1);
+            if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') {
+                emit(pos + 2);
+                continue;
+            }
+            if (in(pos + 2)) {
+                const uint32_t c2 = lower(pos + 2);
+                if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) {
+                    emit(pos + 3);
+                    continue;
+                }
+            }
+        }
+        // A letter run, optionally led by one character that is no newline, letter or number.
+        if (!newline(pos) && !number(pos) && (letter(pos) || letter(pos + 1))) {
+            size_t j = pos + 1;
+            while (letter(j)) ++j;
+            emit(j);
+            continue;
+        }
+        if (number(pos)) {
+            size_t j = pos;
+            while (number(j) && j - pos < max_digits) ++j;
+            emit(j);
+            continue;
+        }
+        // A symbol run, optionally led by one ' ', then any newlines.
+        const size_t k = c == ' ' ? pos + 1 : pos;
+        if (other(k)) {
+            size_t j = k;
+            while (other(j)) ++j;
+            while (newline(j)) ++j;
+            emit(j);
+            continue;
+        }
+        size_t j = pos, after_newline = 0;
+        while (space(j)) {
+            if (newline(j)) after_newline = j + 1;
+            ++j;
+        }
+        if (after_newline > 0) {
+            emit(after_newline); // \s*[\r\n]+: blanks up to the last newline of the run
+        } else if (j - pos > 1 && in(j)) {
+            emit(j - 1); // \s+(?!\S): leave the last blank to lead the next word
+        } else if (j > pos) {
+            emit(j);
+        } else {
+            emit(pos + 1);
+        }
+    }
+}
+
+// Pass "\s?X+": a run of X, led by one blank where there is one.
+template <typename Pred>
+void split_blank_led_runs(const Text& t, const Range& r, Pred is_x, std::vector<Range>& out) {
+    size_t gap = r.first;
+    for (size_t i = r.first; i < r.second;) {
+        size_t j = i;
+        if (t.cls[i].whitespace && i + 1 < r.second && is_x(i + 1)) j = i + 1;
+        if (!is_x(j)) {
+            ++i;
+            continue;
+        }
+        while (j < r.second && is_x(j)) ++j;
+        if (gap < i) out.emplace_back(gap, i);
+        out.emplace_back(i, j);
+        i = gap = j;
+    }
+    if (gap < r.second) out.emplace_back(gap, r.second);
+}
+
+// Pass "\s+$": the blanks that end the piece.
+void split_trailing_blanks(const Text& t, const Range& r, std::vector<Range>& out) {
+    size_t b = r.second;
+    while (b > r.first && t.cls[b - 1].whitespace) --b;
+    if (b > r.first) out.emplace_back(r.first, b);
+    if (b < r.second) out.emplace_back(b, r.second);
+}
+
+struct CodeRange {
+    uint32_t first, last;
+};
+
+template <size_t N>
+bool in_table(const CodeRange (&table)[N], uint32_t cp) {
+    const auto it = std::upper_bound(std::begin(table), std::end(table), cp,
+                                     [](uint32_t c, const CodeRange& r) { return c < r.first; });
+    return it != std::begin(table) && cp <= std::prev(it)->last;
+}
+
+// DeepSeek LLM's letter class: the cased letters (Lu, Ll, Lt) of an older Unicode version, as its
+// pattern lists them.
+constexpr CodeRange kDeepseekLetters[] = {
+    {0x41, 0x5A}, {0x61, 0x7A}, {0xB5, 0xB5}, {0xC0, 0xD6}, {0xD8, 0xF6}, {0xF8, 0x1BA}, {0x1BC, 0x1BF},
+    {0x1C4, 0x293}, {0x295, 0x2AF}, {0x370, 0x373}, {0x376, 0x377}, {0x37B, 0x37D}, {0x37F, 0x37F},
+    {0x386, 0x386}, {0x388, 0x38A}, {0x38C, 0x38C}, {0x38E, 0x3A1}, {0x3A3, 0x3F5}, {0x3F7, 0x481},
+    {0x48A, 0x52F}, {0x531, 0x556}, {0x10A0, 0x10C5}, {0x13A0, 0x13F5}, {0x13F8, 0x13FD}, {0x1C90, 0x1CBA},
+    {0x1CBD, 0x1CBF}, {0x1D00, 0x1D2B}, {0x1D6B, 0x1D77}, {0x1D79, 0x1D9A}, {0x1E00, 0x1F15}, {0x1F18, 0x1F1D},
+    {0x1F20, 0x1F45}, {0x1F48, 0x1F4D}, {0x1F50, 0x1F57}, {0x1F59, 0x1F59}, {0x1F5B, 0x1F5B}, {0x1F5D, 0x1F5D},
+    {0x1F5F, 0x1F7D}, {0x1F80, 0x1FB4}, {0x1FB6, 0x1FBC}, {0x1FBE, 0x1FBE}, {0x1FC2, 0x1FC4}, {0x1FC6, 0x1FCC},
+    {0x1FD0, 0x1FD3}, {0x1FD6, 0x1FDB}, {0x1FE0, 0x1FEC}, {0x1FF2, 0x1FF4}, {0x1FF6, 0x1FFC}, {0x2102, 0x2102},
+    {0x2107, 0x2107}, {0x210A, 0x2113}, {0x2115, 0x2115}, {0x2119, 0x211D}, {0x2124, 0x2124}, {0x2126, 0x2126},
+    {0x2128, 0x2128}, {0x212A, 0x212D}, {0x212F, 0x2134}, {0x2139, 0x2139}, {0x213C, 0x213F}, {0x2145, 0x2149},
+    {0x214E, 0x214E}, {0x2183, 0x2184}, {0x2C00, 0x2C7B}, {0x2C7E, 0x2CE4}, {0x2CEB, 0x2CEE}, {0x2CF2, 0x2CF3},
+    {0xA640, 0xA66D}, {0xA680, 0xA69B}, {0xA722, 0xA76F}, {0xA771, 0xA787}, {0xA78B, 0xA78E}, {0xAB70, 0xABBF},
+    {0xFB00, 0xFB06}, {0xFB13, 0xFB17}, {0xFF21, 0xFF3A}, {0xFF41, 0xFF5A}, {0x10400, 0x1044F},
+    {0x104B0, 0x104D3}, {0x104D8, 0x104FB}, {0x10C80, 0x10CB2}, {0x10CC0, 0x10CF2}, {0x118A0, 0x118DF},
+    {0x1E900, 0x1E943},
+};
+// DeepSeek LLM's symbol class: ASCII punctuation and symbols, their fullwidth forms, curly quotes,
+// and the ideographic space, comma and full stop.
+constexpr CodeRange kDeepseekSymbols[] = {{0x21, 0x2F},     {0x3A, 0x7E},     {0x2018, 0x201F}, {0x3000, 0x3002},
+                                          {0xFF01, 0xFF0F}, {0xFF1A, 0xFF5E}};
+// Both DeepSeek patterns' CJK class: U+0800..U+9FA5 (from the Samaritan block to the last
+// unified ideograph of Unicode 1.1) and the Hangul syllables and Jamo extension B.
+constexpr CodeRange kDeepseekCjk[] = {{0x0800, 0x9FA5}, {0xAC00, 0xD7FF}};
+
 // Key of a merge pair: the left part's length first, so ("a b", "c") and ("a", "b c") differ.
 void merge_key(std::string& key, std::string_view a, std::string_view b) {
     const auto len = static_cast<uint32_t>(a.size());
@@ -156,6 +305,16 @@ class BpeTokenizer final : public VocabTokenizer {
 public:
     explicit BpeTokenizer(const TokenizerSpec& spec)
         : VocabTokenizer(spec, TokenizerModel::Bpe), split_(pre_split_for(spec.pre)) {
+        // llama.cpp's settings for Llama 3's pattern: whole-word lookup first, and BOS added
+        // unless tokenizer.ggml.add_bos_token says otherwise.
+        if (split_ == PreSplit::Llama3) {
+            ignore_merges_ = true;
+            if (!spec.add_bos) {
+                if (bos_ < 0)
+                    throw Error(ErrorCode::format, "tokenizer: llama-bpe vocabularies add a BOS token but there is none");
+                add_bos_ = true;
+            }
+        }
         if (spec.merges.empty()) throw Error(ErrorCode::format, "tokenizer: tokenizer.ggml.merges is missing or empty (needed by gpt2 vocabularies)");
         ranks_.reserve(spec.merges.size());
         std::string key;
@@ -225,6 +384,40 @@ private:
             pass([&](const Range& r, std::vector<Range>& o) { split_runs(r, [&](size_t i) { return cls[i].number; }, o); });
             pass([&](const Range& r, std::vector<Range>& o) { split_triples(t, r, o); });
             break;
+        case PreSplit::Llama3:
+        case PreSplit::Qwen2: {
+            const size_t digits = split_ == PreSplit::Llama3 ? 3 : 1;
+            pass([&](const Range& r, std::vector<Range>& o) { split_llama3(t, r, digits, o); });
+            break;
+        }
+        case PreSplit::DeepseekLlm:
+        case PreSplit::DeepseekCoder: {
+            // Classes spelled with explicit characters are matched by llama.cpp against the text
+            // with every non-ASCII blank replaced by U+000B, so those blanks never belong to them
+            // (U+3000 is in both the CJK and the symbol ranges but never matches either).
+            const auto listed = [&](const auto& table) {
+                return [&](size_t i) { return !(cps[i] > 0x7F && cls[i].whitespace) && in_table(table, cps[i]); };
+            };
+            const auto newline = [&](size_t i) { return cps[i] == '\r' || cps[i] == '\n'; };
+            pass([&](const Range& r, std::vector<Range>& o) { split_each(r, newline, o); });
+            if (split_ == PreSplit::DeepseekLlm) {
+                pass([&](const Range& r, std::vector<Range>& o) { split_blank_led_runs(t, r, listed(kDeepseekLetters), o); });
+                pass([&](const Range& r, std::vector<Range>& o) { split_blank_led_runs(t, r, listed(kDeepseekSymbols), o); });
+                pass([&](const Range& r, std::vector<Range>& o) { split_trailing_blanks(t, r, o); });
+                pass([&](const Range& r, std::vector<Range>& o) { split_runs(r, listed(kDeepseekCjk), o); });
+                pass([&](const Range& r, std::vector<Range>& o) { split_runs(r, [&](size_t i) { return cls[i].number; }, o); });
+            } else {
+                pass([&](const Range& r, std::vector<Range>& o) {
+                    split_blank_led_runs(t, r, [&](size_t i) { return cls[i].letter; }, o);
+                });
+                pass([&](const Range& r, std::vector<Range>& o) {
+                    split_blank_led_runs(t, r, [&](size_t i) { return cls[i].punctuation; }, o);
+                });
+                pass([&](const Range& r, std::vector<Range>& o) { split_runs(r, listed(kDeepseekCjk), o); });
+                pass([&](const Range& r, std::vector<Range>& o) { split_each(r, [&](size_t i) { return cls[i].number; }, o); });
+            }
+            break;
+        }
         }
 
         std::string word;
@@ -240,6 +433,11 @@ private:
     }
 
     void encode_word(const std::string& w, std::vector<TokenId>& out) const {
+        if (ignore_merges_) // Llama 3: a word that is a whole token is taken as is, merges or not
+            if (const TokenId id = find(w); id >= 0) {
+                out.push_back(id);
+                return;
+            }
         std::vector<MergeSymbol> sym = utf8_symbols(w);
         const std::string_view ws(w);
         std::string key;
@@ -274,6 +472,7 @@ private:
     }
 
     PreSplit split_;
+    bool ignore_merges_ = false;
     StringMap<int> ranks_; // merge_key(left, right) -> rank (its line in tokenizer.ggml.merges)
 };
 

@@ -65,6 +65,7 @@ private:
         TokenId token = -1;
     };
     std::vector<Fragment> split_special(std::string_view text, SpecialTokens special) const;
+    void mark_control_and_eog(const TokenizerSpec& spec); // fills flags_, eog_ids_ and eot_
 
     StringMap<TokenId> by_text_;       // later duplicates win, as in llama.cpp
     std::vector<std::string> rendered_; // token_to_piece(id, false) for non-special kinds

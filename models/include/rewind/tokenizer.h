@@ -19,9 +19,9 @@ enum class TokenKind : int32_t { Undefined = 0, Normal = 1, Unknown = 2, Control
 
 enum class TokenizerModel { Spm, Bpe };
 
-// Whether text that spells a control or unknown-kind token (e.g. "<s>") is matched as that token
+// Whether text that spells a control or unknown token (e.g. "<s>") is matched as that token
 // (longest pieces first). User-defined tokens are matched either way, as llama.cpp and Hugging Face
-// tokenizers do.
+// tokenizers do, unless llama.cpp treats them as control (see Tokenizer::is_control).
 enum class SpecialTokens { AsText, Parse };
 enum class AddBos { Default, Yes, No }; // Default: the file's tokenizer.ggml.add_bos_token
 
@@ -36,6 +36,9 @@ struct TokenizerSpec {
     std::vector<int64_t> token_types; // empty: all Normal
     std::vector<std::string> merges;  // "left right", required for "gpt2"
     std::optional<int64_t> bos, eos, eot, unk, pad; // negative or 0xFFFFFFFF: none
+    // End-of-message and fill-in-the-middle markers (tokenizer.ggml.eom_token_id, fim_*_token_id
+    // or the older prefix/suffix/middle_token_id). Absent or none: found by text, as llama.cpp does.
+    std::optional<int64_t> eom, fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
     std::optional<bool> add_bos, add_eos, add_space_prefix;
 };
 
@@ -61,21 +64,33 @@ public:
 
     int64_t n_vocab() const { return static_cast<int64_t>(pieces_.size()); }
     const std::string& piece(TokenId id) const { return pieces_.at(static_cast<size_t>(id)); } // raw vocab string
-    TokenKind kind(TokenId id) const { return kinds_.at(static_cast<size_t>(id)); }
+    TokenKind kind(TokenId id) const { return kinds_.at(static_cast<size_t>(id)); } // as the file says
+    // Control in llama.cpp's sense: the file's control kind, or a token llama.cpp promotes to control
+    // by its text whatever its kind (end-of-generation and fill-in-the-middle markers such as
+    // "<|eot_id|>", "<|im_end|>", "</s>"). Control tokens are matched in text only with
+    // SpecialTokens::Parse and render as "" unless asked. False for an invalid id.
+    bool is_control(TokenId id) const { return valid(id) && (flags_[static_cast<size_t>(id)] & kControlFlag); }
     TokenId bos() const { return bos_; }
     TokenId eos() const { return eos_; }
-    TokenId eot() const { return eot_; }
+    TokenId eot() const { return eot_; } // from the metadata, else found by its text as llama.cpp does
     TokenId unk() const { return unk_; }
     TokenId pad() const { return pad_; }
     bool add_bos() const { return add_bos_; }
     bool add_eos() const { return add_eos_; } // appended unless the caller passes AddBos::No
     bool add_space_prefix() const { return add_space_prefix_; } // SPM only
-    bool is_eog(TokenId id) const { return id == eos_ || id == eot_; }
+    // End of generation: EOS, EOT, EOM, the FIM pad/repo/file-separator markers, and every token
+    // whose text llama.cpp lists as ending generation ("<|eot_id|>", "<|im_end|>", "<|end|>", ...).
+    bool is_eog(TokenId id) const { return valid(id) && (flags_[static_cast<size_t>(id)] & kEogFlag); }
+    const std::vector<TokenId>& eog_ids() const { return eog_ids_; } // ascending
     bool valid(TokenId id) const { return id >= 0 && id < n_vocab(); }
 
 protected:
+    static constexpr uint8_t kControlFlag = 1, kEogFlag = 2;
+
     std::vector<std::string> pieces_;
     std::vector<TokenKind> kinds_;
+    std::vector<uint8_t> flags_; // per token: kControlFlag | kEogFlag
+    std::vector<TokenId> eog_ids_;
     TokenId bos_ = -1, eos_ = -1, eot_ = -1, unk_ = -1, pad_ = -1;
     bool add_bos_ = false;
     bool add_eos_ = false;
