@@ -50,17 +50,19 @@ struct SourceSpec {
 };
 
 // `name` is one of kSourceNames; sets spec.kind (and spec.compose for "auto-first"/"auto").
-// Throws rwd::Error naming the choices otherwise.
+// Throws rwd::Error (ErrorCode::argument) naming the choices otherwise.
 void parse_source_kind(std::string_view name, SourceSpec& spec);
 // The name of (kind, compose): "auto-first" for Auto with ComposePolicy::First.
 const char* source_kind_name(SourceKind kind, ComposePolicy compose = ComposePolicy::Longest);
 
 // Builds the source `spec` describes for `target`, whose KV cache holds `target_capacity`
-// positions (a draft model must reach all of them). Throws rwd::Error, building nothing, when
-// the spec lacks what its kind needs (no references for Ref, no draft for Draft), carries what
-// its kind would ignore (references for Ngram/Draft, a draft for Ngram/Ref), gives both `draft`
-// and `shared_draft`, has an empty or invalid reference, or the draft does not fit the target
-// (see DraftSource).
+// positions (a draft model must reach all of them). Throws rwd::Error, building nothing:
+// ErrorCode::argument when the spec lacks what its kind needs (no references for Ref, no draft
+// for Draft), carries what its kind would ignore (references for Ngram/Draft, a draft for
+// Ngram/Ref), gives both `draft` and `shared_draft`, or has an empty, invalid or too large
+// reference set or invalid options; ErrorCode::state when the draft's vocabulary is not the
+// target's, ErrorCode::capacity when its context is shorter than target_capacity (see
+// DraftSource).
 std::unique_ptr<GuessSource> make_guess_source(const SourceSpec& spec, const Model& target, int64_t target_capacity);
 
 } // namespace rwd::speculate
