@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -97,4 +100,39 @@ TEST_F(Cli, BadRequestsFailWithAMessage) {
     r = run("generate" + model + " -f " + prompt + " --numerics fast");
     EXPECT_NE(r.status, 0);
     std::filesystem::remove(prompt);
+}
+
+// inspect describes every valid GGUF file: K-quant files it runs, and a file with a tensor type it
+// cannot compute with (pycode-600k with one tensor's type id patched from F32 to Q8_1, whose data
+// shrinks so the file stays valid), where it names the tensor and says why instead of failing.
+TEST_F(Cli, InspectDescribesFilesWhateverTheirTensorTypes) {
+    for (const char* name : {"kq-256-q4_k_m", "pycode-4m-q5_k_m", "pycode-4m-q4_0"}) {
+        const CliRun ok = run("inspect " + kShared + "/models/" + name + ".gguf");
+        EXPECT_EQ(ok.status, 0) << ok.out;
+        EXPECT_NE(ok.out.find("rewind can run this model"), std::string::npos) << ok.out;
+        EXPECT_EQ(ok.out.find("not supported"), std::string::npos) << ok.out;
+    }
+    std::ifstream in(kShared + "/models/pycode-600k.gguf", std::ios::binary);
+    std::string bytes{std::istreambuf_iterator<char>(in), {}};
+    const std::string tensor = "blk.1.ffn_up.weight";
+    std::string needle(8, '\0');
+    const uint64_t len = tensor.size();
+    std::memcpy(needle.data(), &len, 8);
+    needle += tensor;
+    size_t pos = bytes.find(needle);
+    ASSERT_NE(pos, std::string::npos);
+    pos += needle.size();
+    uint32_t n_dims = 0;
+    std::memcpy(&n_dims, &bytes[pos], 4);
+    pos += 4 + 8 * size_t{n_dims};
+    const uint32_t q8_1 = 9;
+    std::memcpy(&bytes[pos], &q8_1, 4);
+    const std::string path = write_temp("q8_1.gguf", bytes);
+    const CliRun r = run("inspect " + path);
+    std::remove(path.c_str());
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("rewind cannot run this file"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(tensor + " (Q8_1)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("type not supported by rewind"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("tokenizer:"), std::string::npos) << r.out;
 }

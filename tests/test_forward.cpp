@@ -202,8 +202,19 @@ TEST_P(Forward, ThreadCountDoesNotChangeBits) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, Forward, ::testing::Values("pycode-4m", "bundled"),
-                         [](const auto& info) { return std::string(info.param == std::string("bundled") ? "q8_0" : "f32"); });
+// And every 4/5/6-bit type, from llama.cpp's own quantizations: the pycode-4m files mix Q4_0, Q5_0,
+// Q5_1, Q8_0 with Q4_K/Q5_K/Q6_K (its 192-wide rows force the fallbacks); the kq-256 files are
+// almost all K-quants.
+INSTANTIATE_TEST_SUITE_P(Models, Forward,
+                         ::testing::Values("pycode-4m", "bundled", "pycode-4m-q4_0", "pycode-4m-q4_k_m", "pycode-4m-q5_k_m",
+                                           "pycode-4m-q6_k", "kq-256-q4_k_m", "kq-256-q5_k_m", "kq-256-q6_k"),
+                         [](const auto& info) {
+                             std::string n = info.param;
+                             if (n == "pycode-4m") return std::string("f32");
+                             if (n == "bundled") return std::string("q8_0");
+                             std::replace(n.begin(), n.end(), '-', '_');
+                             return n;
+                         });
 
 // (d) An F16 cache runs, keeps the batching invariant, and stays close to the F32 cache.
 TEST(ForwardF16, CloseToF32AndBatchInvariant) {
@@ -371,8 +382,8 @@ TEST(ForwardErrors, BadOptionsAndFiles) {
 }
 
 // A weight stored as a type the kernels cannot compute with is refused by name. The file is a
-// copy of pycode-600k with one tensor's type id patched from F32 to Q4_0 (its data shrinks, so
-// the file stays well-formed).
+// copy of pycode-600k with one tensor's type id patched from F32 to Q8_1 (a type llama.cpp uses
+// only for activations; its data shrinks, so the file stays well-formed).
 TEST(ModelLoad, RefusesUnsupportedWeightTypeByName) {
     const std::string src = std::string(REWIND_SHARED_DIR) + "/models/pycode-600k.gguf";
     std::ifstream in(src, std::ios::binary);
@@ -391,20 +402,20 @@ TEST(ModelLoad, RefusesUnsupportedWeightTypeByName) {
     pos += 4 + 8 * size_t{n_dims};
     std::memcpy(&type, &bytes[pos], 4);
     ASSERT_EQ(type, 0u); // F32
-    type = 2;            // Q4_0
+    type = 9;            // Q8_1
     std::memcpy(&bytes[pos], &type, 4);
-    const std::string path = ::testing::TempDir() + "rewind_q4_0_patched.gguf";
+    const std::string path = ::testing::TempDir() + "rewind_q8_1_patched.gguf";
     {
         std::ofstream out(path, std::ios::binary | std::ios::trunc);
         out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     }
     try {
         Model::load(path);
-        ADD_FAILURE() << "loaded a Q4_0 weight";
+        ADD_FAILURE() << "loaded a Q8_1 weight";
     } catch (const Error& e) {
         const std::string msg = e.what();
         EXPECT_NE(msg.find(name), std::string::npos) << msg;
-        EXPECT_NE(msg.find("Q4_0"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("Q8_1"), std::string::npos) << msg;
         EXPECT_EQ(e.code(), ErrorCode::unsupported) << msg;
     }
     std::remove(path.c_str());

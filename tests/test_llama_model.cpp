@@ -248,11 +248,11 @@ TEST(LlamaModel, InconsistentFilesAreRefused) {
          {"blk.0.ffn_norm.weight", "F16"}},
         {"unsupported matmul type",
          [](Builder& b) {
-             RawTensor* t = b.tensor("blk.0.attn_q.weight"); // 64x64 F32 -> 64x64 Q4_0 (18 bytes / 32)
-             t->type = 2;
-             t->data.resize(64 * 64 / 32 * 18);
+             RawTensor* t = b.tensor("blk.0.attn_q.weight"); // 64x64 F32 -> 64x64 Q8_1 (36 bytes / 32)
+             t->type = 9;
+             t->data.resize(64 * 64 / 32 * 36);
          },
-         {"blk.0.attn_q.weight", "Q4_0", "not supported"}},
+         {"blk.0.attn_q.weight", "Q8_1", "not supported"}},
         {"embedding transposed",
          [](Builder& b) {
              RawTensor* t = b.tensor("token_embd.weight");

@@ -101,6 +101,22 @@ const Spec kSpecs[] = {
     {"aidreams260K", Numerics::Exact, 1e-3, 1e-2, true},
     {"pycode-4m-f16", Numerics::Exact, 1e-2, 1e-2, false},
     {"pycode-4m-q8_0", Numerics::Exact, 0.12, 0.12, false},
+    {"pycode-4m-q4_0", Numerics::Exact, 1.0, 1.0, false},
+    {"pycode-4m-q4_k_m", Numerics::Exact, 1.0, 1.0, false},
+    {"pycode-4m-q5_k_m", Numerics::Exact, 1.0, 1.0, false},
+    {"pycode-4m-q6_k", Numerics::Exact, 1.0, 1.0, false},
+    {"kq-256", Numerics::Exact, 1.0, 1.0, true},
+    {"kq-256-q4_k_m", Numerics::Exact, 1.0, 1.0, false},
+    {"kq-256-q5_k_m", Numerics::Exact, 1.0, 1.0, false},
+    {"kq-256-q6_k", Numerics::Exact, 1.0, 1.0, false},
+    {"pycode-4m-q4_0", Numerics::LlamaCpp, 1.0, 1.0, false},
+    {"pycode-4m-q4_k_m", Numerics::LlamaCpp, 1.0, 1.0, false},
+    {"pycode-4m-q5_k_m", Numerics::LlamaCpp, 1.0, 1.0, false},
+    {"pycode-4m-q6_k", Numerics::LlamaCpp, 1.0, 1.0, false},
+    {"kq-256", Numerics::LlamaCpp, 1.0, 1.0, true},
+    {"kq-256-q4_k_m", Numerics::LlamaCpp, 1.0, 1.0, false},
+    {"kq-256-q5_k_m", Numerics::LlamaCpp, 1.0, 1.0, false},
+    {"kq-256-q6_k", Numerics::LlamaCpp, 1.0, 1.0, false},
 };
 
 // Plain double-precision llama forward pass over a whole prompt (no cache, no kernels but

@@ -1,5 +1,6 @@
 // `rewind inspect`: what a GGUF file holds — architecture, hyperparameters, tokenizer, tensors —
-// and, with --metadata, every key/value. Works on vocabulary-only files too.
+// and, with --metadata, every key/value. Works on vocabulary-only files too, and on any valid GGUF
+// file rewind cannot run (unknown architecture, tensor types it cannot compute with): it says why.
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "commands.h"
+#include "rewind/error.h"
 #include "rewind/gguf.h"
 #include "rewind/llama_model.h"
 #include "rewind/tokenizer.h"
@@ -134,6 +136,7 @@ void print_hparams(const LlamaModelFile& mf) {
     row("fingerprint", fp);
 }
 
+// Tensors whose type rewind cannot compute with are marked.
 void print_tensors(const GgufFile& g) {
     const auto& ts = g.tensors();
     if (ts.empty()) {
@@ -152,7 +155,8 @@ void print_tensors(const GgufFile& g) {
     uint64_t total = 0, params = 0;
     for (const GgufTensorInfo& t : ts) {
         std::cout << "  " << pad(t.name, name_w) << "  " << pad(tensor_type_name(t.type), type_w) << "  "
-                  << pad(shape_string(t.dims), shape_w) << "  " << t.n_bytes << "\n";
+                  << pad(shape_string(t.dims), shape_w) << "  " << t.n_bytes
+                  << (llama_weight_type_supported(t.type) ? "" : "  (type not supported by rewind)") << "\n";
         total += t.n_bytes; // cannot overflow: every tensor lies inside the file
         params += t.n_elements;
     }
@@ -166,11 +170,26 @@ int inspect(const InspectOptions& opt) {
 
     // A model is validated in full (shapes, tokenizer) so that inspect also answers "will rewind
     // load this?"; a vocabulary-only file only needs its tokenizer.
+    // A file rewind cannot run is still described, with the reason.
     std::unique_ptr<LlamaModelFile> mf;
-    std::unique_ptr<Tokenizer> vocab_tok;
-    if (!g.tensors().empty()) mf = LlamaModelFile::open(path);
-    else vocab_tok = Tokenizer::from_gguf(g);
-    const Tokenizer& tok = mf ? mf->tokenizer() : *vocab_tok;
+    std::string cannot_run, tok_error;
+    if (!g.tensors().empty()) {
+        try {
+            mf = LlamaModelFile::open(path);
+        } catch (const Error& e) {
+            cannot_run = e.what();
+        }
+    }
+    std::unique_ptr<Tokenizer> own_tok;
+    const Tokenizer* tok = mf ? &mf->tokenizer() : nullptr;
+    if (!tok) {
+        try {
+            own_tok = Tokenizer::from_gguf(g);
+            tok = own_tok.get();
+        } catch (const Error& e) {
+            tok_error = e.what();
+        }
+    }
 
     std::cout << "file:          " << path << "\n";
     std::cout << "format:        GGUF v" << g.version() << ", " << human_bytes(g.file_size()) << " ("
@@ -184,13 +203,31 @@ int inspect(const InspectOptions& opt) {
         print_hparams(*mf);
         std::cout << "\n";
     }
-    print_tokenizer(g, tok);
+    if (tok) print_tokenizer(g, *tok);
+    else std::cout << "tokenizer: cannot be read: " << tok_error << "\n";
     std::cout << "\n";
     if (opt.metadata || !mf) {
         print_metadata(g);
         std::cout << "\n";
     }
     print_tensors(g);
+    if (!g.tensors().empty()) {
+        std::cout << "\n";
+        if (mf) {
+            std::cout << "runtime:       rewind can run this model\n";
+        } else {
+            std::cout << "runtime:       rewind cannot run this file: " << cannot_run << "\n";
+            std::vector<std::string> bad;
+            for (const GgufTensorInfo& t : g.tensors())
+                if (!llama_weight_type_supported(t.type)) bad.push_back(t.name + " (" + tensor_type_name(t.type) + ")");
+            if (!bad.empty()) {
+                std::cout << "               " << bad.size() << " tensor(s) of types it cannot compute with:";
+                for (size_t i = 0; i < bad.size() && i < 8; ++i) std::cout << (i ? ", " : " ") << bad[i];
+                if (bad.size() > 8) std::cout << ", ...";
+                std::cout << "\n";
+            }
+        }
+    }
     return 0;
 }
 

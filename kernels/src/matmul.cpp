@@ -7,6 +7,7 @@
 #include <string>
 
 #include "matmul_impl.h"
+#include "matmul_quant.h"
 #include "rewind/error.h"
 
 namespace rwd {
@@ -23,10 +24,54 @@ constexpr int64_t kRowGrain = 8;
 } // namespace
 
 size_t matmul_scratch_bytes(DType type, int64_t n_tokens, int64_t cols) {
-    if (type != DType::Q8_0) return 0;
+    if (type != DType::Q8_0 && !detail::is_quant_type(type)) return 0;
     if (n_tokens < 0) throw Error(ErrorCode::shape, "matmul_scratch_bytes: negative token count");
-    return size_t(n_tokens) * dtype_row_bytes(DType::Q8_0, cols);
+    dtype_row_bytes(type, cols); // throws for a bad width
+    if (type == DType::Q8_0) return size_t(n_tokens) * dtype_row_bytes(DType::Q8_0, cols);
+    return size_t(n_tokens) * detail::quant_act_bytes(type, cols);
 }
+
+namespace {
+
+// Q4_0 .. Q6_K: activations quantized per token into scratch, then a body per SIMD level (all
+// levels give the same bits; see matmul_quant.h).
+void matmul_quant(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std::span<std::byte> scratch,
+                  ThreadPool* pool, SimdLevel level) {
+    detail::QuantJob job{};
+    job.type = w.type;
+    job.w = w.data;
+    job.cols = w.cols;
+    job.row_bytes = dtype_row_bytes(w.type, w.cols); // throws for widths that are not whole blocks
+    job.act_bytes = detail::quant_act_bytes(w.type, w.cols);
+    job.n_tokens = n_tokens;
+    job.y = y;
+    job.rows = w.rows;
+    const size_t need = size_t(n_tokens) * job.act_bytes;
+    if (!scratch.data() || scratch.size() < need)
+        throw Error(ErrorCode::shape, std::string("matmul: ") + dtype_name(w.type) + " scratch of " + std::to_string(scratch.size()) +
+                    " bytes, need " + std::to_string(need));
+    if (reinterpret_cast<uintptr_t>(scratch.data()) % alignof(float) != 0)
+        throw Error(ErrorCode::shape, std::string("matmul: ") + dtype_name(w.type) + " scratch must be 4-byte aligned");
+    for (int64_t t = 0; t < n_tokens; ++t)
+        detail::quantize_act(w.type, x + t * w.cols, w.cols, scratch.data() + size_t(t) * job.act_bytes);
+    job.act = scratch.data();
+
+    auto body = detail::quant_rows_scalar;
+    if (level == SimdLevel::Avx512 && cpu_features().avx512vnni) body = detail::quant_rows_avx512vnni;
+    else if (level != SimdLevel::Scalar) body = detail::quant_rows_avx2;
+
+    const int64_t macs = w.rows * w.cols * n_tokens;
+    const int64_t threads = pool ? std::min<int64_t>(pool->size(), std::max<int64_t>(1, macs / kMinMacsPerThread)) : 1;
+    if (threads <= 1) {
+        body(job, 0, w.rows);
+        return;
+    }
+    const int64_t per = (w.rows + threads - 1) / threads;
+    const int64_t grain = ((per + kRowGrain - 1) / kRowGrain) * kRowGrain;
+    pool->run(w.rows, [&](int64_t r0, int64_t r1) { body(job, r0, r1); }, grain);
+}
+
+} // namespace
 
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std::span<std::byte> scratch,
             ThreadPool* pool, SimdLevel level) {
@@ -35,8 +80,12 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std
         throw Error(ErrorCode::shape, "matmul: non-positive size (rows " + std::to_string(w.rows) + ", cols " +
                     std::to_string(w.cols) + ", n_tokens " + std::to_string(n_tokens) + ")");
     require_simd(level);
+    if (detail::is_quant_type(w.type)) {
+        matmul_quant(w, x, n_tokens, y, scratch, pool, level);
+        return;
+    }
     if (w.type != DType::F32 && w.type != DType::F16 && w.type != DType::BF16 && w.type != DType::Q8_0)
-        throw Error(std::string("matmul: no kernel for ") + dtype_name(w.type) + " weights yet");
+        throw Error(ErrorCode::unsupported, std::string("matmul: no kernel for ") + dtype_name(w.type) + " weights");
     detail::MatmulJob job{};
     job.type = w.type;
     job.w = w.data;

@@ -72,15 +72,16 @@ std::string shape_to_string(const std::vector<uint64_t>& dims) {
 uint64_t element_alignment(TensorType t) {
     switch (t) {
     case TensorType::F32: return 4;
-    case TensorType::F16: case TensorType::BF16: case TensorType::Q8_0: return 2;
+    // Every block format here starts with (or holds at an even offset) fp16 fields, and its block
+    // size is even.
+    case TensorType::F16: case TensorType::BF16: case TensorType::Q8_0: case TensorType::Q4_0:
+    case TensorType::Q4_1: case TensorType::Q5_0: case TensorType::Q5_1: case TensorType::Q4_K:
+    case TensorType::Q5_K: case TensorType::Q6_K: return 2;
     default: return 1;
     }
 }
 
-bool is_matmul_type(TensorType t) {
-    return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16 ||
-           t == TensorType::Q8_0;
-}
+bool is_matmul_type(TensorType t) { return llama_weight_type_supported(t); }
 
 class Loader {
 public:
@@ -137,7 +138,7 @@ public:
                  ErrorCode::unsupported);
         if (!vector && !is_matmul_type(ti->type))
             fail(where, "type " + tensor_type_name(ti->type) +
-                            " not supported (supported: F32, F16, BF16, Q8_0)", ErrorCode::unsupported);
+                            " not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)", ErrorCode::unsupported);
         if (reinterpret_cast<uintptr_t>(ti->data) % element_alignment(ti->type) != 0)
             fail(where, "data is not aligned for " + tensor_type_name(ti->type));
         WeightRef w;
@@ -163,6 +164,15 @@ private:
 };
 
 } // namespace
+
+bool llama_weight_type_supported(TensorType t) {
+    switch (t) {
+    case TensorType::F32: case TensorType::F16: case TensorType::BF16: case TensorType::Q8_0:
+    case TensorType::Q4_0: case TensorType::Q4_1: case TensorType::Q5_0: case TensorType::Q5_1:
+    case TensorType::Q4_K: case TensorType::Q5_K: case TensorType::Q6_K: return true;
+    default: return false;
+    }
+}
 
 std::unique_ptr<LlamaModelFile> LlamaModelFile::open(const std::string& path) {
     GgufFile gguf = GgufFile::open(path);

@@ -18,6 +18,13 @@ bool to_dtype(TensorType t, DType& out) {
     case TensorType::F16: out = DType::F16; return true;
     case TensorType::BF16: out = DType::BF16; return true;
     case TensorType::Q8_0: out = DType::Q8_0; return true;
+    case TensorType::Q4_0: out = DType::Q4_0; return true;
+    case TensorType::Q4_1: out = DType::Q4_1; return true;
+    case TensorType::Q5_0: out = DType::Q5_0; return true;
+    case TensorType::Q5_1: out = DType::Q5_1; return true;
+    case TensorType::Q4_K: out = DType::Q4_K; return true;
+    case TensorType::Q5_K: out = DType::Q5_K; return true;
+    case TensorType::Q6_K: out = DType::Q6_K; return true;
     default: return false;
     }
 }
@@ -30,12 +37,13 @@ MatrixView to_matrix(const std::string& path, const WeightRef& w) {
     DType dt{};
     if (!to_dtype(w.type, dt))
         throw Error(ErrorCode::unsupported, where(path, w) + ": type " + tensor_type_name(w.type) +
-                    " is not supported (rewind computes with F32, F16, BF16 and Q8_0)");
+                    " is not supported (rewind computes with F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, "
+                    "Q5_K and Q6_K)");
     if (w.data == nullptr || w.rows <= 0 || w.cols <= 0)
         throw Error(ErrorCode::format, where(path, w) + ": empty or missing data");
-    if (dt == DType::Q8_0 && w.cols % kQ8Block != 0)
-        throw Error(ErrorCode::shape, where(path, w) + ": Q8_0 rows of " + std::to_string(w.cols) +
-                    " elements are not a multiple of " + std::to_string(kQ8Block));
+    if (w.cols % dtype_block_size(dt) != 0)
+        throw Error(ErrorCode::shape, where(path, w) + ": " + dtype_name(dt) + " rows of " + std::to_string(w.cols) +
+                    " elements are not a multiple of " + std::to_string(dtype_block_size(dt)));
     const uint64_t need = static_cast<uint64_t>(dtype_row_bytes(dt, w.cols)) * static_cast<uint64_t>(w.rows);
     if (w.n_bytes < need)
         throw Error(ErrorCode::format, where(path, w) + ": holds " + std::to_string(w.n_bytes) + " bytes, its shape needs " +
@@ -72,7 +80,7 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
             throw Error(ErrorCode::shape, where(path, r) + ": a norm of " + std::to_string(n_embd) + " elements was expected");
         if (r.type == TensorType::F32) return static_cast<const float*>(r.data);
         DType dt{};
-        if (!to_dtype(r.type, dt) || dt == DType::Q8_0)
+        if (!to_dtype(r.type, dt) || dtype_block_size(dt) != 1)
             throw Error(ErrorCode::unsupported, where(path, r) + ": norm of type " + tensor_type_name(r.type) +
                         " cannot be converted (F32, F16 or BF16 expected)");
         std::vector<float> f(static_cast<size_t>(n_embd));

@@ -59,6 +59,10 @@ struct LlamaWeights {
     std::vector<LlamaLayerWeights> layers;
 };
 
+// Whether a matrix weight of this type loads (and the kernels compute with it): F32, F16, BF16,
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
+bool llama_weight_type_supported(TensorType t);
+
 // A loaded model file: the mapping, hyperparameters, weights and tokenizer together.
 class LlamaModelFile {
 public:

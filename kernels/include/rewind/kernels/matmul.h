@@ -22,13 +22,18 @@ struct MatrixView {
 
 // SimdLevel, detect_simd() and simd_name() live in simd.h.
 
-// Scratch bytes matmul needs for n_tokens activations of width cols (Q8_0 quantizes x).
+// Scratch bytes matmul needs for n_tokens activations of width cols (the quantized types quantize
+// x into it; 0 for F32/F16/BF16). Throws rwd::Error for a negative count or a width that is not a
+// whole number of the type's blocks.
 size_t matmul_scratch_bytes(DType type, int64_t n_tokens, int64_t cols);
 
 // y[t*rows + r] = sum_k W[r,k] * x[t*cols + k] for t < n_tokens, r < w.rows.
-// x: [n_tokens, cols] float; y: [n_tokens, rows] float. For Q8_0 weights x is first quantized
-// to Q8_0 per token (as ggml does), into `scratch`. Throws rwd::Error on null pointers,
-// non-positive sizes, cols not matching, or scratch too small.
+// x: [n_tokens, cols] float; y: [n_tokens, rows] float. For quantized weights x is first quantized
+// per token into `scratch` (4-byte aligned), deterministically, as ggml does: Q8_0 blocks for Q8_0,
+// Q4_0, Q5_0; the same plus block sums for Q4_1, Q5_1; Q8_K blocks of 256 for Q4_K, Q5_K, Q6_K.
+// The 4/5/6-bit types give the same bits at every SIMD level (kernels/src/matmul_quant.h states
+// the arithmetic). Throws rwd::Error on null pointers, non-positive sizes, cols not a whole number
+// of blocks, or scratch too small.
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
             std::span<std::byte> scratch, ThreadPool* pool, SimdLevel level = detect_simd());
 
