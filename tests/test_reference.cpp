@@ -90,6 +90,21 @@ struct Spec {
 //   amplified: measured max 0.084 (Exact) / 0.109 (LlamaCpp) on the first logits; greedy ids
 //   diverge at steps with margins up to 0.0835 (Exact) / 0.0146 (LlamaCpp). Allowed: 0.12 for
 //   the logits, 0.12 / 0.03 for the margins.
+// * Q4_0, Q4_K_M, Q5_K_M, Q6_K files (4/5/6-bit weights, Q8_0 / Q8_K activations as ggml): the
+//   same amplified activation-quantization noise. First logits, max over the file, Exact /
+//   LlamaCpp: pycode-4m-q4_0 0.105 / 0.082, -q4_k_m 0.130 / 0.142, -q5_k_m 0.160 / 0.119, -q6_k
+//   0.177 / 0.110; kq-256-q4_k_m 0.127 / 0.096, -q5_k_m 0.143 / 0.093, -q6_k 0.132 / 0.098.
+//   Allowed 0.2. Greedy ids diverge only at steps whose margin is below that noise: largest
+//   margins there 0.036 / 0.042 (pycode) and 0.104 / 0.064 (kq-256, whose random weights give
+//   flat distributions: most of its prompts reach such a step). Allowed: margins below 0.12.
+//   That this is noise and not an error of ours is checked on the first prompt: rewind's logits
+//   are no further from a double-precision forward over the dequantized weights than llama.cpp's
+//   (measured rewind / llama.cpp: q4_0 0.063 / 0.042, q4_k_m 0.063 / 0.067, q5_k_m 0.085 / 0.107,
+//   q6_k 0.113 / 0.121, kq-256-q4_k_m 0.125 / 0.179, -q5_k_m 0.136 / 0.121, -q6_k 0.133 / 0.111;
+//   allowed 2x).
+// * kq-256 (F32, random weights, larger activations than the trained models): first logits
+//   6.7e-3 (Exact) / 2.9e-3 (LlamaCpp) from llama.cpp, ids diverge at margins up to 2.5e-3 /
+//   1.0e-3. Allowed 1e-2 / 5e-3 for both.
 const Spec kSpecs[] = {
     {"pycode-4m", Numerics::LlamaCpp, 1e-3, 1e-3, true},
     {"pycode-600k", Numerics::LlamaCpp, 1e-3, 1e-3, true},
@@ -101,22 +116,22 @@ const Spec kSpecs[] = {
     {"aidreams260K", Numerics::Exact, 1e-3, 1e-2, true},
     {"pycode-4m-f16", Numerics::Exact, 1e-2, 1e-2, false},
     {"pycode-4m-q8_0", Numerics::Exact, 0.12, 0.12, false},
-    {"pycode-4m-q4_0", Numerics::Exact, 1.0, 1.0, false},
-    {"pycode-4m-q4_k_m", Numerics::Exact, 1.0, 1.0, false},
-    {"pycode-4m-q5_k_m", Numerics::Exact, 1.0, 1.0, false},
-    {"pycode-4m-q6_k", Numerics::Exact, 1.0, 1.0, false},
-    {"kq-256", Numerics::Exact, 1.0, 1.0, true},
-    {"kq-256-q4_k_m", Numerics::Exact, 1.0, 1.0, false},
-    {"kq-256-q5_k_m", Numerics::Exact, 1.0, 1.0, false},
-    {"kq-256-q6_k", Numerics::Exact, 1.0, 1.0, false},
-    {"pycode-4m-q4_0", Numerics::LlamaCpp, 1.0, 1.0, false},
-    {"pycode-4m-q4_k_m", Numerics::LlamaCpp, 1.0, 1.0, false},
-    {"pycode-4m-q5_k_m", Numerics::LlamaCpp, 1.0, 1.0, false},
-    {"pycode-4m-q6_k", Numerics::LlamaCpp, 1.0, 1.0, false},
-    {"kq-256", Numerics::LlamaCpp, 1.0, 1.0, true},
-    {"kq-256-q4_k_m", Numerics::LlamaCpp, 1.0, 1.0, false},
-    {"kq-256-q5_k_m", Numerics::LlamaCpp, 1.0, 1.0, false},
-    {"kq-256-q6_k", Numerics::LlamaCpp, 1.0, 1.0, false},
+    {"pycode-4m-q4_0", Numerics::Exact, 0.12, 0.2, false},
+    {"pycode-4m-q4_k_m", Numerics::Exact, 0.12, 0.2, false},
+    {"pycode-4m-q5_k_m", Numerics::Exact, 0.12, 0.2, false},
+    {"pycode-4m-q6_k", Numerics::Exact, 0.12, 0.2, false},
+    {"kq-256", Numerics::Exact, 1e-2, 1e-2, true},
+    {"kq-256-q4_k_m", Numerics::Exact, 0.12, 0.2, false},
+    {"kq-256-q5_k_m", Numerics::Exact, 0.12, 0.2, false},
+    {"kq-256-q6_k", Numerics::Exact, 0.12, 0.2, false},
+    {"pycode-4m-q4_0", Numerics::LlamaCpp, 0.12, 0.2, false},
+    {"pycode-4m-q4_k_m", Numerics::LlamaCpp, 0.12, 0.2, false},
+    {"pycode-4m-q5_k_m", Numerics::LlamaCpp, 0.12, 0.2, false},
+    {"pycode-4m-q6_k", Numerics::LlamaCpp, 0.12, 0.2, false},
+    {"kq-256", Numerics::LlamaCpp, 5e-3, 5e-3, true},
+    {"kq-256-q4_k_m", Numerics::LlamaCpp, 0.12, 0.2, false},
+    {"kq-256-q5_k_m", Numerics::LlamaCpp, 0.12, 0.2, false},
+    {"kq-256-q6_k", Numerics::LlamaCpp, 0.12, 0.2, false},
 };
 
 // Plain double-precision llama forward pass over a whole prompt (no cache, no kernels but
@@ -255,6 +270,20 @@ TEST_P(Reference, MatchesLlamaCpp) {
             EXPECT_LE(d, 1e-4) << "rewind's F32 forward differs from a double-precision reference";
             std::printf("[ %s ] |rewind - double reference| %.3g on a %zu-token prompt\n", spec.name, d,
                         c.prompt_ids.size());
+        }
+        if (!spec.f32 && exact && ci == 0) {
+            // Quantized weights: both runtimes quantize activations, so both sit some way from a
+            // double-precision forward over the dequantized weights. Ours must not sit further
+            // than llama.cpp's does (which would mean an error of ours, not quantization noise).
+            const std::vector<double> ref = reference_forward(*model, c.prompt_ids);
+            double ours_d = 0, theirs_d = 0;
+            for (size_t i = 0; i < ref.size(); ++i) {
+                ours_d = std::max(ours_d, std::fabs(ref[i] - logits[i]));
+                theirs_d = std::max(theirs_d, std::fabs(ref[i] - c.first_logits[i]));
+            }
+            std::printf("[ %s ] vs double forward on dequantized weights: rewind %.3g, llama.cpp %.3g\n", spec.name,
+                        ours_d, theirs_d);
+            EXPECT_LE(ours_d, 2.0 * theirs_d) << "further from the exact product than llama.cpp";
         }
 
         for (size_t step = 0; step < c.generated_ids.size(); ++step) {
