@@ -255,6 +255,20 @@ TEST(QuantFormats, QuantizeRefusesBadInput) {
     x[100] = std::numeric_limits<float>::infinity();
     EXPECT_THROW(quantize_row(DType::Q4_0, x.data(), 256, q.data()), Error);
     EXPECT_EQ(q, before) << "nothing written when refused";
+    x[100] = 7e4f; // beyond fp16: the block scales would be infinite
+    for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q5_1, DType::Q4_K, DType::Q6_K})
+        EXPECT_THROW(quantize_row(t, x.data(), 256, q.data()), Error) << dtype_name(t);
+    EXPECT_EQ(q, before) << "nothing written when refused";
+    EXPECT_NO_THROW(quantize_row(DType::BF16, x.data(), 256, q.data()));
+    x[100] = -65504.0f; // the edge of the range is fine, and stays finite
+    for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
+                    DType::Q5_K, DType::Q6_K}) {
+        quantize_row(t, x.data(), 256, q.data());
+        std::vector<float> y(256);
+        dequantize_row(t, q.data(), 256, y.data());
+        for (float v : y) ASSERT_TRUE(std::isfinite(v)) << dtype_name(t);
+        EXPECT_NEAR(y[100], -65504.0f, 65504.0f * 0.07f) << dtype_name(t);
+    }
     x[100] = 1.0f;
     EXPECT_THROW(quantize_row(DType::Q6_K, x.data(), 128, q.data()), Error);
     EXPECT_THROW(quantize_row(DType::Q5_1, x.data(), 40, q.data()), Error);

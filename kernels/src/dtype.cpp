@@ -183,10 +183,13 @@ void dequantize_row(DType t, const void* row_data, int64_t cols, float* out) {
 void quantize_row(DType t, const float* x, int64_t cols, void* out) {
     if (!x || !out) throw Error("quantize_row: null pointer");
     dtype_row_bytes(t, cols); // throws for an unknown type or a bad width
+    // Every block type keeps fp16 scales (and mins): beyond fp16's range they would turn infinite.
+    const bool half_range = t != DType::F32 && t != DType::BF16;
     for (int64_t i = 0; i < cols; ++i)
-        if (!std::isfinite(x[i]))
+        if (!std::isfinite(x[i]) || (half_range && std::fabs(x[i]) > 65504.0f))
             throw Error(std::string("quantize_row: ") + dtype_name(t) + ": value " + std::to_string(x[i]) +
-                        " at column " + std::to_string(i) + " is not finite");
+                        " at column " + std::to_string(i) +
+                        (half_range ? " is outside fp16's finite range (|x| <= 65504)" : " is not finite"));
     switch (t) {
     case DType::F32: std::memcpy(out, x, size_t(cols) * 4); return;
     case DType::F16: {

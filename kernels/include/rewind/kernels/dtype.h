@@ -93,8 +93,10 @@ void dequantize_row(DType t, const void* row_data, int64_t cols, float* out);
 // Q4_1/Q5_1 map [min, max] onto 0..15 resp. 0..31; the K-quants choose each sub-block's scale (and
 // min) by a small fixed search that minimises the squared error, then round the sub-block scales to
 // 6 (Q4_K/Q5_K) or 8 (Q6_K) bits and requantize with them. Quality, not equality with
-// llama-quantize, is the aim. x must be finite (a NaN or infinity throws rwd::Error, and so do null
-// pointers and a cols that dtype_row_bytes refuses); `out` is written only when no error is thrown.
+// llama-quantize, is the aim. Range: x must be finite, and for F16 and every block type (whose
+// scales and mins are fp16) within fp16's finite range, |x| <= 65504; F32 and BF16 take any finite
+// value. A value out of range, null pointers and a cols that dtype_row_bytes refuses throw
+// rwd::Error naming the type and column; `out` is written only when no error is thrown.
 void quantize_row(DType t, const float* x, int64_t cols, void* out);
 
 // Quantizes x[0..cols) to cols/32 Q8_0 blocks the way ggml's reference does: per block
