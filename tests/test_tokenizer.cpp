@@ -420,6 +420,19 @@ TEST(SpecialTokens, EndOfGenerationSets) {
     EXPECT_TRUE(qwen->is_eog(qwen->eos()));
 }
 
+TEST(SpecialTokens, PaddingEntriesRenderAsNothing) {
+    // Qwen2.5's 0.5B vocabulary pads 151,665 tokens to 151,936 with unused "[PAD...]" entries:
+    // never matched in text, rendered as nothing (llama.cpp's rule for unused tokens).
+    const auto tok = load_vocab("qwen2");
+    ASSERT_EQ(tok->n_vocab(), 151936);
+    ASSERT_EQ(tok->kind(151935), TokenKind::Unused);
+    EXPECT_EQ(tok->decode({151935}), "");
+    EXPECT_EQ(tok->decode({151935}, true), "");
+    const std::string pad = tok->piece(151935);
+    EXPECT_FALSE(contains(tok->encode(pad, AddBos::No, SpecialTokens::Parse), 151935));
+    EXPECT_EQ(tok->decode(tok->encode(pad, AddBos::No, SpecialTokens::Parse)), pad);
+}
+
 TEST(SpecialTokens, Llama3ChatTurn) {
     const auto tok = load_vocab("llama-bpe");
     EXPECT_TRUE(tok->add_bos());
@@ -567,6 +580,54 @@ TEST(PreTokenizers, DeepSeek) {
     EXPECT_EQ(words_of("deepseek-llm", "a\xE3\x80\x80\xE3\x80\x82"), (Words{"a", "\xE3\x80\x80", "\xE3\x80\x82"}));
     // Letters outside the cased-letter list (here Hebrew) are not words of their own.
     EXPECT_EQ(words_of("deepseek-llm", "x \xD7\x90\xD7\x91"), (Words{"x", " \xD7\x90\xD7\x91"}));
+}
+
+// Every supported split on random text (ASCII, blanks of every kind, CJK, letters outside the
+// DeepSeek list, digits, symbols, stray bytes), over a vocabulary of the 256 byte symbols: the
+// words must tile the text, so valid UTF-8 decodes back unchanged, and nothing may fail.
+TEST(PreTokenizers, RandomTextRoundTrips) {
+    const std::vector<std::string> atoms = {"a", "Z", "7", "42", " ", "  ", "\n", "\r\n", "\t", "'s", "'LL", "(", "!!",
+                                            "\xC3\xA9", "\xD7\x90", "\xE4\xB8\xAD", "\xE3\x80\x80",
+                                            "\xE3\x80\x82", "\xEF\xBC\x81", "\xE2\x80\x83", "\xC2\xA0",
+                                            "\xF0\x9F\xA6\x99", "\xD9\xA3", "\xC3", "\xFF"};
+    for (const char* pre : {"llama-bpe", "qwen2", "deepseek-llm", "deepseek-coder", "gpt-2", "starcoder", "default"}) {
+        TokenizerSpec s = [] {
+            TokenizerSpec b;
+            b.model = "gpt2";
+            b.add_bos = false;
+            for (int x = 0; x < 256; ++x) {
+                const auto byte = static_cast<unsigned char>(x);
+                const bool printable = (byte >= 33 && byte <= 126) || (byte >= 161 && byte <= 172) || byte >= 174;
+                uint32_t cp = byte;
+                if (!printable) {
+                    cp = 256;
+                    for (int y = 0; y < x; ++y) cp += !((y >= 33 && y <= 126) || (y >= 161 && y <= 172) || y >= 174);
+                }
+                std::string t;
+                if (cp < 0x80) {
+                    t += static_cast<char>(cp);
+                } else {
+                    t += static_cast<char>(0xC0 | (cp >> 6));
+                    t += static_cast<char>(0x80 | (cp & 0x3F));
+                }
+                b.tokens.push_back(t);
+            }
+            b.merges = {"a Z"};
+            return b;
+        }();
+        s.pre = pre;
+        const auto tok = Tokenizer::from_spec(s);
+        std::mt19937 rng(99);
+        for (int round = 0; round < 300; ++round) {
+            std::string text;
+            const int n = static_cast<int>(rng() % 30);
+            for (int i = 0; i < n; ++i) text += atoms[rng() % atoms.size()];
+            const auto ids = tok->encode(text);
+            if (valid_utf8(text)) {
+                EXPECT_EQ(tok->decode(ids), text) << pre << ": '" << text << "'";
+            }
+        }
+    }
 }
 
 // ---- errors ----

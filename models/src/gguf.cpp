@@ -176,10 +176,15 @@ public:
         return v;
     }
 
-    std::string read_string(const std::string& what) {
-        uint64_t len = read<uint64_t>(what + " (string length)");
+    // `index` >= 0: element `index` of the array `what`. The name is only built for an error:
+    // vocabularies hold hundreds of thousands of strings.
+    std::string read_string(const std::string& what, int64_t index = -1) {
+        const auto name = [&] { return index < 0 ? what : what + "[" + std::to_string(index) + "]"; };
+        if (remaining() < sizeof(uint64_t)) need(sizeof(uint64_t), name() + " (string length)");
+        uint64_t len = load_le<uint64_t>(data_ + pos_);
+        pos_ += sizeof(uint64_t);
         if (len > remaining())
-            fail(what, "string length " + std::to_string(len) + " at offset " +
+            fail(name(), "string length " + std::to_string(len) + " at offset " +
                            std::to_string(pos_ - 8) + " runs past the end of the file (" +
                            std::to_string(remaining()) + " bytes left)");
         std::string s(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(len));
@@ -214,11 +219,13 @@ GgufValue read_array(Reader& r, const std::string& what, int depth) {
     arr->type = static_cast<GgufValueType>(elem_type);
     arr->values.reserve(static_cast<size_t>(count));
     for (uint64_t i = 0; i < count; ++i) {
-        // Element names are built lazily only for the types whose reads can fail in ways worth
-        // pinpointing; the array name is precise enough for scalars (their size was pre-checked).
-        if (elem_type == static_cast<uint32_t>(GgufValueType::String) ||
-            elem_type == static_cast<uint32_t>(GgufValueType::Array) ||
-            elem_type == static_cast<uint32_t>(GgufValueType::Bool))
+        // Element names only for the types whose reads can fail in ways worth pinpointing (a
+        // string builds its name only on failure); the array name is precise enough for scalars
+        // (their size was pre-checked).
+        if (elem_type == static_cast<uint32_t>(GgufValueType::String))
+            arr->values.push_back(r.read_string(what, static_cast<int64_t>(i)));
+        else if (elem_type == static_cast<uint32_t>(GgufValueType::Array) ||
+                 elem_type == static_cast<uint32_t>(GgufValueType::Bool))
             arr->values.push_back(read_value(r, elem_type, what + "[" + std::to_string(i) + "]", depth + 1));
         else
             arr->values.push_back(read_value(r, elem_type, what, depth + 1));

@@ -37,6 +37,16 @@ TokenId special_id(const std::optional<int64_t>& value, TokenId fallback, const 
     return static_cast<TokenId>(v);
 }
 
+// from_spec's work on a spec it may consume (from_gguf's own).
+std::unique_ptr<Tokenizer> build(TokenizerSpec& spec) {
+    if (spec.model == "llama") return detail::make_spm_tokenizer(spec);
+    if (spec.model == "gpt2") return detail::make_bpe_tokenizer(spec);
+    if (spec.model.empty()) fail(std::string(kModelKey) + " is missing");
+    fail(std::string(kModelKey) + " = '" + spec.model +
+         "' is not supported (supported: 'llama' SentencePiece, 'gpt2' byte-level BPE)",
+         ErrorCode::unsupported);
+}
+
 bool is_c_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
 
 } // namespace
@@ -79,19 +89,15 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
     spec.add_eos = gguf.get_bool("tokenizer.ggml.add_eos_token");
     spec.add_space_prefix = gguf.get_bool("tokenizer.ggml.add_space_prefix");
     try {
-        return from_spec(spec);
+        return build(spec);
     } catch (const Error& e) {
         throw Error(e.code(), gguf.path() + ": " + e.what());
     }
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::from_spec(const TokenizerSpec& spec) {
-    if (spec.model == "llama") return detail::make_spm_tokenizer(spec);
-    if (spec.model == "gpt2") return detail::make_bpe_tokenizer(spec);
-    if (spec.model.empty()) fail(std::string(kModelKey) + " is missing");
-    fail(std::string(kModelKey) + " = '" + spec.model +
-         "' is not supported (supported: 'llama' SentencePiece, 'gpt2' byte-level BPE)",
-         ErrorCode::unsupported);
+    TokenizerSpec copy = spec;
+    return build(copy);
 }
 
 std::string Tokenizer::decode(const std::vector<TokenId>& ids, bool render_special) const {
@@ -131,7 +137,7 @@ std::string Utf8StreamDecoder::flush() {
 
 namespace detail {
 
-VocabTokenizer::VocabTokenizer(const TokenizerSpec& spec, TokenizerModel kind) {
+VocabTokenizer::VocabTokenizer(TokenizerSpec& spec, TokenizerModel kind) {
     const size_t n = spec.tokens.size();
     if (n == 0) fail(std::string(kTokensKey) + " is missing or empty");
     if (n > static_cast<size_t>(std::numeric_limits<TokenId>::max()))
@@ -143,8 +149,8 @@ VocabTokenizer::VocabTokenizer(const TokenizerSpec& spec, TokenizerModel kind) {
         fail(std::string(kTypesKey) + " has " + std::to_string(spec.token_types.size()) + " entries but " +
              kTokensKey + " has " + std::to_string(n));
 
-    pieces_ = spec.tokens;
-    scores_ = spec.scores.empty() ? std::vector<float>(n, 0.0f) : spec.scores;
+    pieces_ = std::move(spec.tokens);
+    scores_ = spec.scores.empty() ? std::vector<float>(n, 0.0f) : std::move(spec.scores);
     kinds_.assign(n, TokenKind::Normal);
     for (size_t i = 0; i < spec.token_types.size(); ++i) {
         const int64_t t = spec.token_types[i];
@@ -154,8 +160,7 @@ VocabTokenizer::VocabTokenizer(const TokenizerSpec& spec, TokenizerModel kind) {
         kinds_[i] = static_cast<TokenKind>(t);
     }
 
-    by_text_.reserve(n);
-    for (size_t i = 0; i < n; ++i) by_text_[pieces_[i]] = static_cast<TokenId>(i);
+    by_text_.build(pieces_);
 
     // llama.cpp's defaults when a key is absent: SentencePiece files come from Llama's tokenizer
     // (<unk>=0, <s>=1, </s>=2, BOS added, leading space added). For byte-level BPE llama.cpp
@@ -264,22 +269,16 @@ void VocabTokenizer::mark_control_and_eog(const TokenizerSpec& spec) {
         if (flags_[i] & kEogFlag) eog_ids_.push_back(static_cast<TokenId>(i));
 }
 
-void VocabTokenizer::render_all() {
-    rendered_.resize(pieces_.size());
-    for (size_t i = 0; i < pieces_.size(); ++i) {
-        const TokenKind k = kinds_[i];
-        if (k == TokenKind::Normal || k == TokenKind::Byte || k == TokenKind::UserDefined)
-            rendered_[i] = render_token(static_cast<TokenId>(i));
-    }
-}
-
 std::string VocabTokenizer::token_to_piece(TokenId id, bool render_special) const {
     if (!valid(id)) throw Error("tokenizer: token id " + std::to_string(id) + " is outside the vocabulary of " +
                                 std::to_string(n_vocab()) + " tokens");
     const auto i = static_cast<size_t>(id);
     if ((flags_[i] & kControlFlag) || kinds_[i] == TokenKind::Unknown)
         return render_special ? pieces_[i] : std::string();
-    return rendered_[i];
+    // Rendered on demand: cheap per token, and it keeps 100k+ strings out of loading.
+    const TokenKind k = kinds_[i];
+    if (k == TokenKind::Normal || k == TokenKind::Byte || k == TokenKind::UserDefined) return render_token(id);
+    return {}; // unused and undefined tokens render as nothing, as in llama.cpp
 }
 
 std::vector<TokenId> VocabTokenizer::encode(std::string_view text, AddBos add_bos, SpecialTokens special) const {

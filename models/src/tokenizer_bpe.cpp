@@ -293,18 +293,60 @@ constexpr CodeRange kDeepseekSymbols[] = {{0x21, 0x2F},     {0x3A, 0x7E},     {0
 // unified ideograph of Unicode 1.1) and the Hangul syllables and Jamo extension B.
 constexpr CodeRange kDeepseekCjk[] = {{0x0800, 0x9FA5}, {0xAC00, 0xD7FF}};
 
-// Key of a merge pair: the left part's length first, so ("a b", "c") and ("a", "b c") differ.
-void merge_key(std::string& key, std::string_view a, std::string_view b) {
-    const auto len = static_cast<uint32_t>(a.size());
-    key.assign(reinterpret_cast<const char*>(&len), sizeof len);
-    key.append(a);
-    key.append(b);
-}
+// tokenizer.ggml.merges as a table from (left, right) to rank. The merge texts live in one arena
+// and the table is open addressing over entry indexes, so 280k merges cost three arrays rather
+// than 280k hash-map nodes. Sized once; the first occurrence of a pair keeps its rank.
+class MergeRanks {
+public:
+    explicit MergeRanks(size_t n_merges) {
+        size_t cap = 16;
+        while (cap < 2 * n_merges) cap *= 2;
+        slots_.assign(cap, -1);
+        entries_.reserve(n_merges);
+    }
+    void add(std::string_view left, std::string_view right, int rank) {
+        const size_t s = slot_of(left, right);
+        if (slots_[s] >= 0) return;
+        slots_[s] = static_cast<int32_t>(entries_.size());
+        entries_.push_back({arena_.size(), static_cast<uint32_t>(left.size()), static_cast<uint32_t>(right.size()), rank});
+        arena_.append(left);
+        arena_.append(right);
+    }
+    // The pair's rank, or -1 if the pair never merges.
+    int find(std::string_view left, std::string_view right) const {
+        const int32_t e = slots_[slot_of(left, right)];
+        return e < 0 ? -1 : entries_[static_cast<size_t>(e)].rank;
+    }
+
+private:
+    struct Entry {
+        size_t off;                   // left then right in arena_
+        uint32_t left_len, right_len;
+        int rank;
+    };
+    size_t slot_of(std::string_view left, std::string_view right) const {
+        const std::hash<std::string_view> h;
+        const size_t mask = slots_.size() - 1;
+        size_t s = (h(left) * 0x9E3779B97F4A7C15ull ^ h(right)) & mask;
+        for (;; s = (s + 1) & mask) {
+            const int32_t e = slots_[s];
+            if (e < 0) return s;
+            const Entry& x = entries_[static_cast<size_t>(e)];
+            if (x.left_len == left.size() && x.right_len == right.size() &&
+                std::string_view(arena_).substr(x.off, x.left_len) == left &&
+                std::string_view(arena_).substr(x.off + x.left_len, x.right_len) == right)
+                return s;
+        }
+    }
+    std::string arena_;
+    std::vector<Entry> entries_;
+    std::vector<int32_t> slots_; // index into entries_, -1: empty
+};
 
 class BpeTokenizer final : public VocabTokenizer {
 public:
-    explicit BpeTokenizer(const TokenizerSpec& spec)
-        : VocabTokenizer(spec, TokenizerModel::Bpe), split_(pre_split_for(spec.pre)) {
+    explicit BpeTokenizer(TokenizerSpec& spec)
+        : VocabTokenizer(spec, TokenizerModel::Bpe), split_(pre_split_for(spec.pre)), ranks_(spec.merges.size()) {
         // llama.cpp's settings for Llama 3's pattern: whole-word lookup first, and BOS added
         // unless tokenizer.ggml.add_bos_token says otherwise.
         if (split_ == PreSplit::Llama3) {
@@ -316,8 +358,6 @@ public:
             }
         }
         if (spec.merges.empty()) throw Error(ErrorCode::format, "tokenizer: tokenizer.ggml.merges is missing or empty (needed by gpt2 vocabularies)");
-        ranks_.reserve(spec.merges.size());
-        std::string key;
         for (size_t i = 0; i < spec.merges.size(); ++i) {
             const std::string& m = spec.merges[i];
             // Split at the first space after the first character: a part may itself be " ".
@@ -325,10 +365,8 @@ public:
             if (sp == std::string::npos)
                 throw Error(ErrorCode::format, "tokenizer: tokenizer.ggml.merges[" + std::to_string(i) + "] = '" + m +
                             "' is not of the form 'left right'");
-            merge_key(key, std::string_view(m).substr(0, sp), std::string_view(m).substr(sp + 1));
-            ranks_.emplace(key, static_cast<int>(i)); // the first occurrence keeps its rank
+            ranks_.add(std::string_view(m).substr(0, sp), std::string_view(m).substr(sp + 1), static_cast<int>(i));
         }
-        render_all();
     }
 
     TokenizerModel model() const override { return TokenizerModel::Bpe; }
@@ -341,7 +379,8 @@ private:
         if (kinds_[i] == TokenKind::Byte)
             if (const int b = parse_byte_piece(p); b >= 0) return std::string(1, static_cast<char>(b));
         std::string out;
-        for (uint32_t cp : unicode::to_code_points(p)) {
+        for (size_t pos = 0; pos < p.size();) {
+            const uint32_t cp = unicode::next_code_point(p, pos);
             const int b = unicode::symbol_to_byte(cp);
             if (b >= 0)
                 out += static_cast<char>(b);
@@ -440,12 +479,10 @@ private:
             }
         std::vector<MergeSymbol> sym = utf8_symbols(w);
         const std::string_view ws(w);
-        std::string key;
         const int head = merge_symbols(sym, [&](const MergeSymbol& a, const MergeSymbol& b, double& p) {
-            merge_key(key, ws.substr(a.off, a.n), ws.substr(b.off, b.n));
-            const auto it = ranks_.find(std::string_view(key));
-            if (it == ranks_.end()) return false;
-            p = -static_cast<double>(it->second); // lower rank merges first
+            const int rank = ranks_.find(ws.substr(a.off, a.n), ws.substr(b.off, b.n));
+            if (rank < 0) return false;
+            p = -static_cast<double>(rank); // lower rank merges first
             return true;
         });
 
@@ -473,12 +510,12 @@ private:
 
     PreSplit split_;
     bool ignore_merges_ = false;
-    StringMap<int> ranks_; // merge_key(left, right) -> rank (its line in tokenizer.ggml.merges)
+    MergeRanks ranks_; // (left, right) -> rank (its line in tokenizer.ggml.merges)
 };
 
 } // namespace
 
-std::unique_ptr<Tokenizer> make_bpe_tokenizer(const TokenizerSpec& spec) {
+std::unique_ptr<Tokenizer> make_bpe_tokenizer(TokenizerSpec& spec) {
     return std::make_unique<BpeTokenizer>(spec);
 }
 

@@ -7,20 +7,41 @@
 #include <queue>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "rewind/tokenizer.h"
 
 namespace rwd::detail {
 
-// Hash and equality that accept string_view, so lookups by a slice of the input don't allocate.
-struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+// Vocabulary lookup by text: open addressing over ids, comparing against the pieces themselves,
+// so a vocabulary of 150k tokens costs one array of ints instead of 150k hash-map nodes (loading
+// stays fast, also under sanitizers). Sized once; later duplicates win, as in llama.cpp.
+class PieceIndex {
+public:
+    void build(const std::vector<std::string>& pieces) {
+        size_t cap = 16;
+        while (cap < 2 * pieces.size()) cap *= 2;
+        slots_.assign(cap, -1);
+        for (size_t i = 0; i < pieces.size(); ++i) {
+            size_t s = slot_of(pieces[i], pieces);
+            slots_[s] = static_cast<TokenId>(i);
+        }
+    }
+    TokenId find(std::string_view text, const std::vector<std::string>& pieces) const {
+        return slots_.empty() ? -1 : slots_[slot_of(text, pieces)];
+    }
+
+private:
+    // The slot holding `text`, or the empty slot where it would go.
+    size_t slot_of(std::string_view text, const std::vector<std::string>& pieces) const {
+        const size_t mask = slots_.size() - 1;
+        for (size_t s = std::hash<std::string_view>{}(text) & mask;; s = (s + 1) & mask) {
+            const TokenId id = slots_[s];
+            if (id < 0 || pieces[static_cast<size_t>(id)] == text) return s;
+        }
+    }
+    std::vector<TokenId> slots_; // -1: empty
 };
-template <typename V>
-using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
 
 // The byte a piece like "<0x0A>" stands for, or -1 if the piece is not of that form.
 inline int parse_byte_piece(std::string_view p) {
@@ -41,10 +62,9 @@ public:
     std::string token_to_piece(TokenId id, bool render_special = false) const final;
 
 protected:
-    // Validates and copies the fields common to both kinds (special ids, flags, token kinds).
-    explicit VocabTokenizer(const TokenizerSpec& spec, TokenizerModel kind);
-    // Fills rendered_ (called by the concrete constructor, whose render_token must be in place).
-    void render_all();
+    // Validates and takes the fields common to both kinds (special ids, flags, token kinds); moves
+    // spec.tokens and spec.scores out (a vocabulary holds up to a few hundred thousand strings).
+    explicit VocabTokenizer(TokenizerSpec& spec, TokenizerModel kind);
 
     // Appends the ids of one stretch of plain text. `after_special`: the stretch starts the text or
     // follows a special token (SentencePiece then prefixes a space).
@@ -52,10 +72,7 @@ protected:
     // The text of a normal, byte or user-defined token (control/unknown/unused are handled here).
     virtual std::string render_token(TokenId id) const = 0;
 
-    TokenId find(std::string_view text) const {
-        const auto it = by_text_.find(text);
-        return it == by_text_.end() ? -1 : it->second;
-    }
+    TokenId find(std::string_view text) const { return by_text_.find(text, pieces_); }
 
     std::vector<float> scores_;
 
@@ -67,8 +84,7 @@ private:
     std::vector<Fragment> split_special(std::string_view text, SpecialTokens special) const;
     void mark_control_and_eog(const TokenizerSpec& spec); // fills flags_, eog_ids_ and eot_
 
-    StringMap<TokenId> by_text_;       // later duplicates win, as in llama.cpp
-    std::vector<std::string> rendered_; // token_to_piece(id, false) for non-special kinds
+    PieceIndex by_text_;
     std::vector<TokenId> specials_;     // control, user-defined, unknown; longest piece first
     std::vector<uint8_t> strip_;        // per token: 1 = eat whitespace before, 2 = after (Phi-3)
 };
@@ -124,7 +140,8 @@ int merge_symbols(std::vector<MergeSymbol>& sym, Priority&& priority) {
     return 0;
 }
 
-std::unique_ptr<Tokenizer> make_spm_tokenizer(const TokenizerSpec& spec);
-std::unique_ptr<Tokenizer> make_bpe_tokenizer(const TokenizerSpec& spec);
+// Both consume spec.tokens and spec.scores.
+std::unique_ptr<Tokenizer> make_spm_tokenizer(TokenizerSpec& spec);
+std::unique_ptr<Tokenizer> make_bpe_tokenizer(TokenizerSpec& spec);
 
 } // namespace rwd::detail

@@ -18,7 +18,7 @@ constexpr std::string_view kSpace = "\xE2\x96\x81"; // U+2581, SentencePiece's v
 
 class SpmTokenizer final : public VocabTokenizer {
 public:
-    explicit SpmTokenizer(const TokenizerSpec& spec) : VocabTokenizer(spec, TokenizerModel::Spm) {
+    explicit SpmTokenizer(TokenizerSpec& spec) : VocabTokenizer(spec, TokenizerModel::Spm) {
         byte_value_.assign(pieces_.size(), -1);
         for (size_t i = 0; i < pieces_.size(); ++i) {
             if (kinds_[i] != TokenKind::Byte) continue;
@@ -35,7 +35,6 @@ public:
             if (id < 0) id = find(std::string(1, static_cast<char>(b)));
             byte_token_[static_cast<size_t>(b)] = id;
         }
-        render_all();
     }
 
     TokenizerModel model() const override { return TokenizerModel::Spm; }
@@ -107,7 +106,7 @@ private:
 
 } // namespace
 
-std::unique_ptr<Tokenizer> make_spm_tokenizer(const TokenizerSpec& spec) {
+std::unique_ptr<Tokenizer> make_spm_tokenizer(TokenizerSpec& spec) {
     return std::make_unique<SpmTokenizer>(spec);
 }
 

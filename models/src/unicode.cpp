@@ -89,6 +89,8 @@ std::vector<uint32_t> to_code_points(std::string_view utf8) {
     return out;
 }
 
+uint32_t next_code_point(std::string_view utf8, size_t& pos) { return decode_one(utf8, pos); }
+
 void append_utf8(std::string& out, uint32_t cp) {
     if (cp > 0x10FFFF) cp = kReplacement;
     if (cp < 0x80) {

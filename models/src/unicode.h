@@ -21,6 +21,8 @@ inline size_t utf8_seq_len(unsigned char lead) {
 // Decodes UTF-8 the way llama.cpp does: structurally malformed bytes become U+FFFD one byte at a
 // time (so tokenizing never fails on bad input); overlong forms and surrogates are accepted.
 std::vector<uint32_t> to_code_points(std::string_view utf8);
+// One code point of to_code_points: the one starting at `pos`, which moves past it (pos < size).
+uint32_t next_code_point(std::string_view utf8, size_t& pos);
 
 // Appends the UTF-8 encoding of `cp` (values above U+10FFFF are written as U+FFFD).
 void append_utf8(std::string& out, uint32_t cp);
