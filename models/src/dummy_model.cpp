@@ -1,0 +1,287 @@
+// Dummy model files: shapes, llama.cpp's per-tensor type choices, and the streaming writer that
+// generates each row from its own seeded generator and quantizes it with rewind's quantizers.
+#include "rewind/dummy_model.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "rewind/error.h"
+#include "rewind/gguf_writer.h"
+#include "rewind/kernels/dtype.h"
+#include "rewind/kernels/thread_pool.h"
+
+namespace rwd {
+
+namespace {
+
+constexpr uint64_t kQK_K = 256; // K-quant super-block
+
+uint64_t block_of(TensorType t) {
+    uint64_t be = 0, bb = 0;
+    if (!tensor_type_block(t, be, bb)) throw Error("unknown tensor type " + tensor_type_name(t));
+    return be;
+}
+
+bool ends_with(const std::string& s, std::string_view tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// llama-quantize's "more bits" layers: the first and last eighth and every third in between.
+bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+// Converts one row of floats to `t`. Types without a quantizer in this build throw.
+void quantize_row_to(TensorType t, const float* x, int64_t cols, void* out) {
+    switch (t) {
+    case TensorType::F32: std::memcpy(out, x, static_cast<size_t>(cols) * sizeof(float)); return;
+    case TensorType::F16: {
+        auto* o = static_cast<uint16_t*>(out);
+        for (int64_t i = 0; i < cols; ++i) o[i] = fp32_to_fp16(x[i]);
+        return;
+    }
+    case TensorType::BF16: {
+        auto* o = static_cast<uint16_t*>(out);
+        for (int64_t i = 0; i < cols; ++i) o[i] = fp32_to_bf16(x[i]);
+        return;
+    }
+    case TensorType::Q8_0: quantize_row_q8_0(x, cols, static_cast<BlockQ8_0*>(out)); return;
+    default: break;
+    }
+    throw Error("no quantizer for " + tensor_type_name(t) + " in this build");
+}
+
+// One row's generator: mt19937_64 (fully specified by the standard, so the same numbers on every
+// platform) seeded from (seed, tensor, row).
+std::mt19937_64 row_generator(uint64_t seed, uint64_t tensor, uint64_t row) {
+    uint64_t h = seed * 0x9E3779B97F4A7C15ull;
+    h = (h ^ (tensor + 1)) * 0xBF58476D1CE4E5B9ull;
+    h = (h ^ (row + 1)) * 0x94D049BB133111EBull;
+    return std::mt19937_64(h ^ (h >> 31));
+}
+
+// Uniform values in [center - half, center + half): two per 64-bit draw, 24 bits each, converted
+// by hand (std::uniform_real_distribution differs between standard libraries).
+void fill_uniform(std::mt19937_64& g, float center, float half, float* x, int64_t n) {
+    constexpr float kScale = 1.0f / 16777216.0f; // 2^-24
+    int64_t i = 0;
+    for (; i + 1 < n; i += 2) {
+        const uint64_t b = g();
+        x[i] = center + half * (2.0f * static_cast<float>(b >> 40) * kScale - 1.0f);
+        x[i + 1] = center + half * (2.0f * static_cast<float>((b >> 8) & 0xFFFFFF) * kScale - 1.0f);
+    }
+    if (i < n) x[i] = center + half * (2.0f * static_cast<float>(g() >> 40) * kScale - 1.0f);
+}
+
+struct PlannedTensor {
+    std::string name;
+    int64_t rows = 1, cols = 0; // a vector: rows 1
+    bool vector = false;
+    TensorType type = TensorType::F32;
+};
+
+std::vector<PlannedTensor> plan(const DummyShape& s, DummyFileType ft, int64_t n_vocab) {
+    const int64_t E = s.n_embd, KV = s.n_embd / s.n_head * s.n_head_kv, F = s.n_ff;
+    std::vector<PlannedTensor> out;
+    auto add = [&](const std::string& name, int64_t rows, int64_t cols, bool vector, int64_t layer) {
+        PlannedTensor t{name, rows, cols, vector, TensorType::F32};
+        if (!vector) t.type = dummy_tensor_type(ft, name, cols, layer, s.n_layer, s.tied_output);
+        out.push_back(std::move(t));
+    };
+    add("token_embd.weight", n_vocab, E, false, -1);
+    for (int64_t i = 0; i < s.n_layer; ++i) {
+        const std::string p = "blk." + std::to_string(i) + ".";
+        add(p + "attn_norm.weight", 1, E, true, i);
+        add(p + "attn_q.weight", E, E, false, i);
+        add(p + "attn_k.weight", KV, E, false, i);
+        add(p + "attn_v.weight", KV, E, false, i);
+        add(p + "attn_output.weight", E, E, false, i);
+        add(p + "ffn_norm.weight", 1, E, true, i);
+        add(p + "ffn_gate.weight", F, E, false, i);
+        add(p + "ffn_up.weight", F, E, false, i);
+        add(p + "ffn_down.weight", E, F, false, i);
+    }
+    add("output_norm.weight", 1, E, true, -1);
+    if (!s.tied_output) add("output.weight", n_vocab, E, false, -1);
+    return out;
+}
+
+std::string lower(std::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+} // namespace
+
+const std::vector<DummyShape>& dummy_shapes() {
+    static const std::vector<DummyShape> shapes = {
+        {"tiny", 256, 2, 4, 2, 512, 2048, 10000.0f, 1e-5f, false, "tiny test"},
+        {"llama-1b", 2048, 16, 32, 8, 8192, 131072, 500000.0f, 1e-5f, true, "Llama 3.2 1B"},
+        {"llama-3b", 3072, 28, 24, 8, 8192, 131072, 500000.0f, 1e-5f, true, "Llama 3.2 3B"},
+        {"llama-8b", 4096, 32, 32, 8, 14336, 131072, 500000.0f, 1e-5f, false, "Llama 3.1 8B"},
+        {"qwen-0.5b", 896, 24, 14, 2, 4864, 32768, 1000000.0f, 1e-6f, true, "Qwen2.5 0.5B"},
+        {"qwen-7b", 3584, 28, 28, 4, 18944, 32768, 1000000.0f, 1e-6f, false, "Qwen2.5 7B"},
+    };
+    return shapes;
+}
+
+const DummyShape& find_dummy_shape(std::string_view name) {
+    std::string names;
+    for (const DummyShape& s : dummy_shapes()) {
+        if (s.name == name) return s;
+        names += (names.empty() ? "" : ", ") + s.name;
+    }
+    throw Error("unknown shape '" + std::string(name) + "' (known: " + names + ")");
+}
+
+DummyFileType parse_dummy_file_type(std::string_view name) {
+    const std::string n = lower(name);
+    for (DummyFileType t : {DummyFileType::F32, DummyFileType::F16, DummyFileType::BF16, DummyFileType::Q8_0,
+                            DummyFileType::Q4_0, DummyFileType::Q4_K_M, DummyFileType::Q6_K})
+        if (n == dummy_file_type_name(t)) return t;
+    throw Error("unknown type '" + std::string(name) + "' (known: f32, f16, bf16, q8_0, q4_0, q4_k_m, q6_k)");
+}
+
+const char* dummy_file_type_name(DummyFileType t) {
+    switch (t) {
+    case DummyFileType::F32: return "f32";
+    case DummyFileType::F16: return "f16";
+    case DummyFileType::BF16: return "bf16";
+    case DummyFileType::Q8_0: return "q8_0";
+    case DummyFileType::Q4_0: return "q4_0";
+    case DummyFileType::Q4_K_M: return "q4_k_m";
+    case DummyFileType::Q6_K: return "q6_k";
+    }
+    return "?";
+}
+
+TensorType dummy_tensor_type(DummyFileType ft, const std::string& name, int64_t cols, int64_t layer,
+                             int64_t n_layer, bool tied_output) {
+    TensorType t;
+    switch (ft) {
+    case DummyFileType::F32: return TensorType::F32;
+    case DummyFileType::F16: return TensorType::F16;
+    case DummyFileType::BF16: return TensorType::BF16;
+    case DummyFileType::Q8_0: t = TensorType::Q8_0; break;
+    case DummyFileType::Q4_0: t = TensorType::Q4_0; break;
+    case DummyFileType::Q4_K_M: t = TensorType::Q4_K; break;
+    case DummyFileType::Q6_K: t = TensorType::Q6_K; break;
+    default: throw Error("unknown file type");
+    }
+    const auto ucols = static_cast<uint64_t>(cols);
+    const bool is_head = name == "output.weight" || (tied_output && name == "token_embd.weight");
+    if (is_head) {
+        if (ucols % block_of(t) != 0) t = TensorType::Q8_0;
+        else if (t != TensorType::Q8_0) t = TensorType::Q6_K;
+    } else if (name == "token_embd.weight") {
+        // the file type's own type
+    } else if (ends_with(name, "attn_v.weight") || ends_with(name, "ffn_down.weight")) {
+        if (ft == DummyFileType::Q4_K_M && layer >= 0 && use_more_bits(layer, n_layer)) t = TensorType::Q6_K;
+    }
+    if (ucols % block_of(t) != 0) {
+        switch (t) {
+        case TensorType::Q4_K: t = TensorType::Q5_0; break;
+        case TensorType::Q5_K: t = TensorType::Q5_1; break;
+        case TensorType::Q6_K: t = TensorType::Q8_0; break;
+        default:
+            throw Error("tensor '" + name + "': rows of " + std::to_string(cols) + " cannot be stored as " +
+                        tensor_type_name(t));
+        }
+        if (ucols % block_of(t) != 0) t = TensorType::F16;
+    }
+    return t;
+}
+
+bool dummy_can_write(TensorType t) {
+    return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16 || t == TensorType::Q8_0;
+}
+
+DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void(uint64_t, uint64_t)>& progress) {
+    const DummyShape& shape = find_dummy_shape(opts.shape);
+    const DummyFileType ft = parse_dummy_file_type(opts.file_type);
+    if (opts.out_path.empty()) throw Error("make-dummy: no output path");
+    if (opts.threads < 0) throw Error("make-dummy: threads must not be negative");
+
+    // The tokenizer: every tokenizer.* key of the vocabulary file, as the convert script writes them.
+    GgufFile vocab = GgufFile::open(opts.vocab_path);
+    const auto tokens = vocab.get_string_array("tokenizer.ggml.tokens");
+    if (!tokens || tokens->empty() || !vocab.get_string("tokenizer.ggml.model"))
+        throw Error(opts.vocab_path + ": no tokenizer (tokenizer.ggml.model and tokenizer.ggml.tokens are needed)");
+    const auto n_vocab = static_cast<int64_t>(tokens->size());
+
+    const std::vector<PlannedTensor> tensors = plan(shape, ft, n_vocab);
+    DummyReport report;
+    report.n_vocab = n_vocab;
+    for (const PlannedTensor& t : tensors) {
+        if (!dummy_can_write(t.type))
+            throw Error("make-dummy: type " + std::string(dummy_file_type_name(ft)) + " needs a " +
+                        tensor_type_name(t.type) + " quantizer (for '" + t.name + "'), which this build lacks");
+        ++report.tensor_types[t.type];
+        report.n_params += t.rows * t.cols;
+    }
+
+    GgufWriter w(opts.out_path);
+    const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+    w.add("general.architecture", std::string("llama"));
+    w.add("general.type", std::string("model"));
+    w.add("general.name", "rewind dummy " + shape.name + " (" + shape.model_name + " shape, random weights)");
+    w.add("llama.block_count", u32(shape.n_layer));
+    w.add("llama.context_length", u32(shape.n_ctx));
+    w.add("llama.embedding_length", u32(shape.n_embd));
+    w.add("llama.feed_forward_length", u32(shape.n_ff));
+    w.add("llama.attention.head_count", u32(shape.n_head));
+    w.add("llama.attention.head_count_kv", u32(shape.n_head_kv));
+    w.add("llama.rope.freq_base", shape.rope_base);
+    w.add("llama.attention.layer_norm_rms_epsilon", shape.rms_eps);
+    w.add("llama.vocab_size", u32(n_vocab));
+    w.add("llama.rope.dimension_count", u32(shape.n_embd / shape.n_head));
+    w.add("llama.attention.key_length", u32(shape.n_embd / shape.n_head));
+    w.add("llama.attention.value_length", u32(shape.n_embd / shape.n_head));
+    w.add("general.file_type", static_cast<uint32_t>(ft));
+    if (ft != DummyFileType::F32 && ft != DummyFileType::F16 && ft != DummyFileType::BF16)
+        w.add("general.quantization_version", uint32_t{2});
+    for (const GgufKeyValue& kv : vocab.metadata())
+        if (kv.key.rfind("tokenizer.", 0) == 0) w.add(kv);
+    for (const PlannedTensor& t : tensors)
+        w.add_tensor(t.name, t.type,
+                     t.vector ? std::vector<uint64_t>{static_cast<uint64_t>(t.cols)}
+                              : std::vector<uint64_t>{static_cast<uint64_t>(t.cols), static_cast<uint64_t>(t.rows)});
+    report.file_bytes = w.file_size();
+
+    const int threads = opts.threads > 0 ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
+    ThreadPool pool(threads);
+    constexpr int64_t kBlockFloats = int64_t{1} << 21; // rows generated per block: about 8 MB of floats
+    std::vector<uint8_t> block;
+    uint64_t done = 0;
+    for (size_t ti = 0; ti < tensors.size(); ++ti) {
+        const PlannedTensor& t = tensors[ti];
+        const uint64_t row_bytes = GgufWriter::tensor_bytes(t.type, {static_cast<uint64_t>(t.cols)});
+        const int64_t block_rows = std::clamp<int64_t>(kBlockFloats / t.cols, 1, t.rows);
+        block.resize(static_cast<size_t>(block_rows * row_bytes));
+        const float center = t.vector ? 1.0f : 0.0f;
+        // Uniform on [-h, h) has std h / sqrt(3): h = sqrt(3 / fan-in) gives std 1 / sqrt(fan-in).
+        const float half = t.vector ? 0.1f : std::sqrt(3.0f / static_cast<float>(t.cols));
+        for (int64_t r0 = 0; r0 < t.rows; r0 += block_rows) {
+            const int64_t nr = std::min(block_rows, t.rows - r0);
+            auto rows_fn = [&](int64_t b, int64_t e) {
+                std::vector<float> x(static_cast<size_t>(t.cols));
+                for (int64_t r = b; r < e; ++r) {
+                    std::mt19937_64 g = row_generator(opts.seed, ti, static_cast<uint64_t>(r0 + r));
+                    fill_uniform(g, center, half, x.data(), t.cols);
+                    quantize_row_to(t.type, x.data(), t.cols, block.data() + static_cast<size_t>(r) * row_bytes);
+                }
+            };
+            parallel_rows(&pool, nr, rows_fn);
+            w.write(block.data(), static_cast<size_t>(nr) * row_bytes);
+            done += static_cast<uint64_t>(nr) * row_bytes;
+            if (progress) progress(done, report.file_bytes);
+        }
+    }
+    w.finish();
+    return report;
+}
+
+} // namespace rwd
