@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "rewind/error.h"
+#include "rewind/bench/bench_cost.h"
+#include "rewind/bench/bench_memory.h"
 #include "rewind/bench/bench_report.h"
 #include "rewind/bench/bench_runner.h"
 #include "rewind/bench/bench_stats.h"
@@ -404,4 +406,94 @@ TEST(BenchEndToEnd, RefusesDraftConfigurationWithoutDraftModel) {
     EXPECT_NE(e.find("--draft"), std::string::npos) << e;
     opts.configs = {{rb::Source::Ref, 4, false}};
     EXPECT_NE(error_of([&] { rb::run_bench({model, nullptr}, {item}, opts); }).find("references"), std::string::npos);
+}
+
+// The arithmetic behind the scale report: pass-cost ratios, projections, the bandwidth fraction
+// and the weight bytes of a decode pass. No timings are asserted.
+TEST(BenchScale, CostRatioAndProjection) {
+    const std::vector<rb::CostPoint> curve = {{1, 0.010, {}}, {2, 0.011, {}}, {3, 0.012, {}}, {5, 0.015, {}}, {9, 0.020, {}}};
+    EXPECT_DOUBLE_EQ(rb::cost_ratio(curve, 9), 2.0);
+    EXPECT_DOUBLE_EQ(rb::cost_ratio(curve, 4), 0.0); // not measured
+    EXPECT_DOUBLE_EQ(rb::cost_ratio({}, 1), 0.0);
+    // k = 8 verifies 9 tokens: 3.6 tokens per pass at twice the cost of one = 1.8x.
+    EXPECT_DOUBLE_EQ(rb::projected_speedup(3.6, 8, curve), 1.8);
+    EXPECT_DOUBLE_EQ(rb::projected_speedup(1.5, 4, curve), 1.5 / 1.5);
+    EXPECT_DOUBLE_EQ(rb::projected_speedup(2.0, 16, curve), 0.0);
+
+    const auto r = synthetic_result(); // ngram k=2: 400/260 tokens per pass; ref k=4: 100/60 (edit only)
+    const std::vector<rb::CostPoint> long_curve = {{1, 0.02, {}}, {3, 0.03, {}}, {5, 0.05, {}}};
+    const auto p = rb::project_speedups(rb::summarize_configs(r), curve, long_curve);
+    ASSERT_EQ(p.size(), 3u); // the baseline is not projected
+    EXPECT_EQ(p[0].config.label(), "ngram k=2");
+    EXPECT_NEAR(p[0].tokens_per_pass, 400.0 / 260.0, 1e-12);
+    EXPECT_NEAR(p[0].cost_ratio, 1.2, 1e-12);
+    EXPECT_NEAR(p[0].speedup, 400.0 / 260.0 / 1.2, 1e-12);
+    EXPECT_NEAR(p[0].cost_ratio_long, 1.5, 1e-12);
+    EXPECT_NEAR(p[0].speedup_long, 400.0 / 260.0 / 1.5, 1e-12);
+    EXPECT_EQ(p[2].config.label(), "ref k=4");
+    EXPECT_NEAR(p[2].speedup, 100.0 / 60.0 / 1.5, 1e-12);
+    EXPECT_NEAR(p[2].speedup_long, 100.0 / 60.0 / 2.5, 1e-12);
+}
+
+TEST(BenchScale, BandwidthFraction) {
+    // 1 GB per token at 20 tokens/s = 20 GB/s of 25 GB/s.
+    EXPECT_DOUBLE_EQ(rb::bandwidth_fraction(1000000000, 20.0, 25.0), 0.8);
+    EXPECT_DOUBLE_EQ(rb::bandwidth_fraction(0, 20.0, 25.0), 0.0);
+    EXPECT_DOUBLE_EQ(rb::bandwidth_fraction(1000, 0.0, 25.0), 0.0);
+    EXPECT_DOUBLE_EQ(rb::bandwidth_fraction(1000, 20.0, 0.0), 0.0);
+}
+
+TEST(BenchScale, WeightBytesPerToken) {
+    // pycode-4m: untied head. Every tensor once, but of the embedding one row.
+    auto model = rwd::Model::load(std::string(REWIND_SHARED_DIR) + "/models/pycode-4m.gguf");
+    int64_t all = 0;
+    for (const auto& t : model->file().gguf().tensors()) all += static_cast<int64_t>(t.n_bytes);
+    const auto& e = model->file().weights().tok_embd;
+    EXPECT_EQ(rb::weight_bytes_per_token(*model), all - static_cast<int64_t>(e.n_bytes) + e.cols * 4);
+    // pycode-600k: tied, so the embedding is read whole as the head (and counted once).
+    auto tied = rwd::Model::load(std::string(REWIND_SHARED_DIR) + "/models/pycode-600k.gguf");
+    ASSERT_TRUE(tied->file().weights().tied_output);
+    int64_t all_tied = 0;
+    for (const auto& t : tied->file().gguf().tensors()) all_tied += static_cast<int64_t>(t.n_bytes);
+    EXPECT_EQ(rb::weight_bytes_per_token(*tied), all_tied + tied->file().weights().tok_embd.cols * 4);
+}
+
+TEST(BenchScale, MemoryBandwidthRunsAndValidates) {
+    const auto b = rb::measure_memory_bandwidth(2, int64_t{4} << 20, 1);
+    EXPECT_EQ(b.threads, 2);
+    EXPECT_EQ(b.bytes, int64_t{4} << 20);
+    EXPECT_GT(b.read_gbps, 0.0);
+    EXPECT_GT(b.copy_gbps, 0.0);
+    EXPECT_THROW(rb::measure_memory_bandwidth(0), rwd::Error);
+    EXPECT_THROW(rb::measure_memory_bandwidth(1, 1000), rwd::Error);
+    EXPECT_THROW(rb::measure_memory_bandwidth(1, int64_t{4} << 20, 0), rwd::Error);
+}
+
+TEST(BenchScale, ReportAndJsonKeepTheScaleFigures) {
+    auto r = synthetic_result();
+    r.items.clear(); // a --cost-curve result
+    r.cost_prefix = 100;
+    r.throughput = {128, 64, 0.5, 3.2}; // 20 tokens/s
+    r.scale.long_prefix_asked = 4096;
+    r.scale.long_prefix = 495;
+    r.scale.long_curve = {{1, 0.002, {0.002}}, {2, 0.004, {0.004}}};
+    r.scale.weight_bytes_per_token = 1000000000;
+    r.scale.bandwidth_1 = {1, 1 << 20, 20.0, 30.0};
+    r.scale.bandwidth_n = {2, 1 << 20, 25.0, 35.0};
+    r.scale.projection_source = "w.json";
+    r.scale.projections = {{{rb::Source::Ngram, 1, false}, 1.8, 1.5, 1.2, 2.0, 0.9}};
+    std::ostringstream md;
+    rb::write_markdown(md, r);
+    const std::string s = md.str();
+    EXPECT_NE(s.find("(100 and 495 tokens cached)"), std::string::npos) << s;
+    EXPECT_NE(s.find("| 2 | 1.500 | 1.50x | 0.750 | 4.000 | 2.00x |"), std::string::npos) << s;
+    EXPECT_NE(s.find("4096 cached tokens asked; clamped to 495"), std::string::npos) << s;
+    EXPECT_NE(s.find("reads 1.000 GB of weights"), std::string::npos) << s;
+    EXPECT_NE(s.find("= 80% of the 2-thread read bandwidth"), std::string::npos) << s;
+    EXPECT_NE(s.find("| ngram k=1 | 1.80 | 1.50x | 1.20x | 2.00x | 0.90x |"), std::string::npos) << s;
+    const std::string text = rb::to_json(r);
+    const json j = json::parse(text);
+    EXPECT_DOUBLE_EQ(j["scale"]["decode_bandwidth_fraction"].get<double>(), 0.8);
+    EXPECT_EQ(j["scale"]["long_prefix_tokens"], 495);
+    EXPECT_EQ(rb::to_json(rb::from_json(text, "r.json")), text);
 }

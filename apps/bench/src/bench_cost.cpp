@@ -8,6 +8,7 @@
 #include <string>
 
 #include "rewind/error.h"
+#include "rewind/generate.h"
 #include "rewind/kv_cache.h"
 
 namespace rwd::bench {
@@ -72,31 +73,60 @@ Throughput measure_throughput(Context& ctx, const ThroughputOptions& opts) {
     const Model& model = ctx.model();
     if (opts.prompt_tokens < 1 || opts.decode_tokens < 1 || opts.rounds < 1)
         throw Error("throughput: prompt tokens, decode tokens and rounds must be positive");
-    if (opts.prompt_tokens + opts.decode_tokens > model.hparams().n_ctx_train)
+    if (opts.prompt_tokens + opts.decode_tokens + 1 > model.hparams().n_ctx_train)
         throw Error(ErrorCode::capacity, "throughput: " + std::to_string(opts.prompt_tokens) + " prompt + " +
                     std::to_string(opts.decode_tokens) + " decode tokens exceed the model's context of " +
                     std::to_string(model.hparams().n_ctx_train));
     std::vector<TokenId> prompt(static_cast<size_t>(opts.prompt_tokens));
     for (int64_t i = 0; i < opts.prompt_tokens; ++i) prompt[static_cast<size_t>(i)] = filler_token(i, model.n_vocab());
-    KvCache cache(model, KvCacheOptions{opts.prompt_tokens + opts.decode_tokens, KvType::F32});
-    std::vector<double> prefill, decode;
+    KvCache cache(model, KvCacheOptions{opts.prompt_tokens + opts.decode_tokens + 1, KvType::F32});
+    GenerateOptions g;
+    g.max_tokens = opts.decode_tokens + 1; // the first token comes from the prompt's pass
+    std::vector<double> prefill, per_token;
     for (int round = 0; round <= opts.rounds; ++round) { // round 0 warms up
         cache.truncate(0);
-        auto t0 = Clock::now();
-        auto logits = ctx.forward(cache, prompt, Logits::Last);
-        const double p = seconds_since(t0);
-        t0 = Clock::now();
-        for (int64_t i = 0; i < opts.decode_tokens; ++i) {
-            const auto next = static_cast<TokenId>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-            logits = ctx.forward(cache, std::span<const TokenId>(&next, 1), Logits::Last);
-        }
-        const double d = seconds_since(t0);
+        const GenerateResult r = generate_plain(ctx, cache, prompt, g);
+        const auto passes = static_cast<int64_t>(r.tokens.size()) - 1;
         if (round > 0) {
-            prefill.push_back(p);
-            decode.push_back(d);
+            prefill.push_back(r.prompt_seconds);
+            if (passes > 0) per_token.push_back(r.generate_seconds / static_cast<double>(passes));
         }
     }
-    return {opts.prompt_tokens, opts.decode_tokens, median(prefill), median(decode)};
+    const double per = per_token.empty() ? 0 : median(per_token);
+    return {opts.prompt_tokens, opts.decode_tokens, median(prefill), per * static_cast<double>(opts.decode_tokens)};
+}
+
+double cost_ratio(const std::vector<CostPoint>& curve, int64_t n) {
+    double one = 0, at = 0;
+    for (const CostPoint& p : curve) {
+        if (p.n == 1) one = p.seconds;
+        if (p.n == n) at = p.seconds;
+    }
+    return one > 0 && at > 0 ? at / one : 0;
+}
+
+double projected_speedup(double tokens_per_pass, int k, const std::vector<CostPoint>& curve) {
+    const double ratio = cost_ratio(curve, int64_t{k} + 1);
+    return ratio > 0 ? tokens_per_pass / ratio : 0;
+}
+
+std::vector<Projection> project_speedups(const std::vector<ConfigSummary>& measured, const std::vector<CostPoint>& curve,
+                                         const std::vector<CostPoint>& long_curve) {
+    std::vector<Projection> out;
+    for (const ConfigSummary& s : measured) {
+        if (s.config.source == Source::Baseline || s.items == 0) continue;
+        Projection p;
+        p.config = s.config;
+        p.tokens_per_pass = s.tokens_per_pass;
+        p.cost_ratio = cost_ratio(curve, int64_t{s.config.k} + 1);
+        p.speedup = projected_speedup(s.tokens_per_pass, s.config.k, curve);
+        if (!long_curve.empty()) {
+            p.cost_ratio_long = cost_ratio(long_curve, int64_t{s.config.k} + 1);
+            p.speedup_long = projected_speedup(s.tokens_per_pass, s.config.k, long_curve);
+        }
+        out.push_back(p);
+    }
+    return out;
 }
 
 } // namespace rwd::bench

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "rewind/error.h"
+#include "rewind/bench/bench_cost.h"
+#include "rewind/bench/bench_memory.h"
 
 namespace rwd::bench {
 namespace {
@@ -295,8 +297,11 @@ void write_markdown(std::ostream& out, const BenchResult& r) {
 }
 
 void write_cost_markdown(std::ostream& out, const BenchResult& r, std::span<const int64_t> show) {
-    out << "### Verification cost: one target forward pass over n new tokens (" << r.cost_prefix
-        << " tokens cached)\n\n";
+    const ScaleInfo& sc = r.scale;
+    const bool two = !sc.long_curve.empty();
+    out << "### Verification cost: one target forward pass over n new tokens (" << r.cost_prefix;
+    if (two) out << " and " << sc.long_prefix;
+    out << " tokens cached)\n\n";
     if (r.items.empty()) // the cost curve alone: say what it ran on here
         out << basename(r.setup.model_path) << " · " << r.setup.threads
             << (r.setup.threads == 1 ? " thread" : " threads") << " · " << machine_text(r.machine) << "\n\n";
@@ -304,15 +309,70 @@ void write_cost_markdown(std::ostream& out, const BenchResult& r, std::span<cons
     if (t.prompt_tokens > 0 && t.prefill_seconds > 0 && t.decode_seconds > 0)
         out << "prefill: " << t.prompt_tokens << " tokens in " << fmt("%.2f", 1e3 * t.prefill_seconds) << " ms = "
             << fmt("%.0f", static_cast<double>(t.prompt_tokens) / t.prefill_seconds) << " tokens/s · decode: "
-            << fmt("%.0f", static_cast<double>(t.decode_tokens) / t.decode_seconds) << " tokens/s ("
-            << fmt("%.3f", 1e3 * t.decode_seconds / static_cast<double>(t.decode_tokens)) << " ms/token)\n\n";
-    out << "| n | ms per pass | ÷ 1-token pass | ms per token |\n| ---: | ---: | ---: | ---: |\n";
+            << fmt("%.1f", t.decode_tokens_per_s()) << " tokens/s ("
+            << fmt("%.3f", 1e3 * t.decode_seconds / static_cast<double>(t.decode_tokens))
+            << " ms/token, generate_plain as `rewind generate` decodes)\n\n";
+    out << "| n | ms per pass | ÷ 1-token pass | ms per token |";
+    if (two) out << " ms per pass, " << sc.long_prefix << " cached | ÷ 1-token pass |";
+    out << "\n| ---: | ---: | ---: | ---: |" << (two ? " ---: | ---: |" : "") << "\n";
     const double one = r.cost_curve.empty() ? 0 : r.cost_curve.front().seconds;
     for (const auto& c : r.cost_curve) {
         if (!show.empty() && std::find(show.begin(), show.end(), c.n) == show.end()) continue;
         out << "| " << c.n << " | " << fmt("%.3f", 1e3 * c.seconds) << " | "
             << (one > 0 ? fmt("%.2fx", c.seconds / one) : std::string("-")) << " | "
-            << fmt("%.3f", 1e3 * c.seconds / static_cast<double>(c.n)) << " |\n";
+            << fmt("%.3f", 1e3 * c.seconds / static_cast<double>(c.n)) << " |";
+        if (two) {
+            const auto it = std::find_if(sc.long_curve.begin(), sc.long_curve.end(),
+                                         [&](const CostPoint& p) { return p.n == c.n; });
+            const double ratio = cost_ratio(sc.long_curve, c.n);
+            out << " " << (it == sc.long_curve.end() ? std::string("-") : fmt("%.3f", 1e3 * it->seconds)) << " | "
+                << (ratio > 0 ? fmt("%.2fx", ratio) : std::string("-")) << " |";
+        }
+        out << "\n";
+    }
+    if (sc.long_prefix_asked > 0 && sc.long_prefix != sc.long_prefix_asked)
+        out << "\n" << sc.long_prefix_asked << " cached tokens asked; clamped to " << sc.long_prefix
+            << " so that the longest pass fits the model's context.\n";
+
+    if (sc.weight_bytes_per_token > 0) {
+        out << "\nMemory: a decode pass reads " << fmt("%.3f", static_cast<double>(sc.weight_bytes_per_token) / 1e9)
+            << " GB of weights";
+        const MemoryBandwidth& b1 = sc.bandwidth_1;
+        const MemoryBandwidth& bn = sc.bandwidth_n.threads > 0 ? sc.bandwidth_n : sc.bandwidth_1;
+        if (b1.threads > 0) {
+            out << " · the machine reads " << fmt("%.1f", b1.read_gbps) << " GB/s on 1 thread (copy "
+                << fmt("%.1f", b1.copy_gbps) << ")";
+            if (sc.bandwidth_n.threads > 1)
+                out << ", " << fmt("%.1f", bn.read_gbps) << " GB/s on " << bn.threads << " (copy "
+                    << fmt("%.1f", bn.copy_gbps) << ")";
+            const double dec = t.decode_tokens_per_s();
+            const double frac = bandwidth_fraction(sc.weight_bytes_per_token, dec, bn.read_gbps);
+            if (frac > 0)
+                out << " · decode at " << fmt("%.1f", dec) << " tokens/s reads "
+                    << fmt("%.1f", static_cast<double>(sc.weight_bytes_per_token) * dec / 1e9) << " GB/s = "
+                    << fmt("%.0f%%", 100.0 * frac) << " of the " << bn.threads << "-thread read bandwidth"
+                    << (frac > 1 ? " (above 100%: the weights are served from the CPU caches, not memory)" : "");
+        }
+        out << ".\n";
+    }
+    if (!sc.projections.empty()) {
+        out << "\n### Projected speedup on this model: tokens per pass measured on a workload ÷ the cost of "
+               "a (k+1)-token pass\n\n";
+        if (!sc.projection_source.empty()) out << "tokens per pass from " << sc.projection_source << "\n\n";
+        out << "| configuration | tokens/pass | (k+1)-pass ÷ 1-token pass | projected speedup |";
+        if (two) out << " ÷, " << sc.long_prefix << " cached | projected |";
+        out << "\n| --- | ---: | ---: | ---: |" << (two ? " ---: | ---: |" : "") << "\n";
+        for (const Projection& p : sc.projections) {
+            out << "| " << p.config.label() << " | " << fmt("%.2f", p.tokens_per_pass) << " | "
+                << (p.cost_ratio > 0 ? fmt("%.2fx", p.cost_ratio) : std::string("-")) << " | "
+                << (p.speedup > 0 ? fmt("%.2fx", p.speedup) : std::string("-")) << " |";
+            if (two)
+                out << " " << (p.cost_ratio_long > 0 ? fmt("%.2fx", p.cost_ratio_long) : std::string("-")) << " | "
+                    << (p.speedup_long > 0 ? fmt("%.2fx", p.speedup_long) : std::string("-")) << " |";
+            out << "\n";
+        }
+        out << "\nProjection = tokens per pass ÷ pass-cost ratio, counting every pass as k+1 tokens and "
+               "guessing as free.\n";
     }
 }
 
@@ -383,6 +443,35 @@ std::string to_json(const BenchResult& r, int indent) {
     json cost = json::array();
     for (const auto& c : r.cost_curve) cost.push_back({{"n", c.n}, {"seconds", c.seconds}, {"samples", c.samples}});
     j["cost_curve"] = {{"prefix_tokens", r.cost_prefix}, {"points", cost}};
+    const ScaleInfo& sc = r.scale;
+    auto curve_json = [](const std::vector<CostPoint>& curve) {
+        json a = json::array();
+        for (const auto& c : curve) a.push_back({{"n", c.n}, {"seconds", c.seconds}, {"samples", c.samples}});
+        return a;
+    };
+    auto bw_json = [](const MemoryBandwidth& b) {
+        return b.threads > 0 ? json{{"threads", b.threads}, {"bytes", b.bytes}, {"read_gbps", b.read_gbps},
+                                    {"copy_gbps", b.copy_gbps}}
+                             : json(nullptr);
+    };
+    json proj = json::array();
+    for (const Projection& p : sc.projections)
+        proj.push_back({{"config", p.config.label()}, {"source", source_name(p.config.source)}, {"k", p.config.k},
+                        {"adaptive", p.config.adaptive}, {"tokens_per_pass", p.tokens_per_pass},
+                        {"cost_ratio", p.cost_ratio}, {"speedup", p.speedup},
+                        {"cost_ratio_long", p.cost_ratio_long}, {"speedup_long", p.speedup_long}});
+    const MemoryBandwidth& bn = sc.bandwidth_n.threads > 0 ? sc.bandwidth_n : sc.bandwidth_1;
+    j["scale"] = {{"long_prefix_asked", sc.long_prefix_asked},
+                  {"long_prefix_tokens", sc.long_prefix},
+                  {"long_cost_curve", curve_json(sc.long_curve)},
+                  {"weight_bytes_per_token", sc.weight_bytes_per_token},
+                  {"bandwidth_1_thread", bw_json(sc.bandwidth_1)},
+                  {"bandwidth_n_threads", bw_json(sc.bandwidth_n)},
+                  {"decode_tokens_per_s", r.throughput.decode_tokens_per_s()},
+                  {"decode_bandwidth_fraction", bandwidth_fraction(sc.weight_bytes_per_token,
+                                                                   r.throughput.decode_tokens_per_s(), bn.read_gbps)},
+                  {"projection_source", sc.projection_source},
+                  {"projections", proj}};
     const Throughput& t = r.throughput;
     j["throughput"] = t.prompt_tokens > 0 ? json{{"prompt_tokens", t.prompt_tokens},
                                                  {"decode_tokens", t.decode_tokens},
@@ -456,6 +545,29 @@ BenchResult from_json(const std::string& text, const std::string& source) {
         if (const auto it = j.find("throughput"); it != j.end() && !it->is_null())
             r.throughput = {it->at("prompt_tokens").get<int64_t>(), it->at("decode_tokens").get<int64_t>(),
                             it->at("prefill_seconds").get<double>(), it->at("decode_seconds").get<double>()};
+        if (const auto it = j.find("scale"); it != j.end() && !it->is_null()) {
+            ScaleInfo& sc = r.scale;
+            sc.long_prefix_asked = it->at("long_prefix_asked").get<int64_t>();
+            sc.long_prefix = it->at("long_prefix_tokens").get<int64_t>();
+            for (const auto& c : it->at("long_cost_curve"))
+                sc.long_curve.push_back({c.at("n").get<int64_t>(), c.at("seconds").get<double>(),
+                                         c.at("samples").get<std::vector<double>>()});
+            sc.weight_bytes_per_token = it->at("weight_bytes_per_token").get<int64_t>();
+            auto bw = [](const json& b) {
+                return b.is_null() ? MemoryBandwidth{}
+                                   : MemoryBandwidth{b.at("threads").get<int>(), b.at("bytes").get<int64_t>(),
+                                                     b.at("read_gbps").get<double>(), b.at("copy_gbps").get<double>()};
+            };
+            sc.bandwidth_1 = bw(it->at("bandwidth_1_thread"));
+            sc.bandwidth_n = bw(it->at("bandwidth_n_threads"));
+            sc.projection_source = it->at("projection_source").get<std::string>();
+            for (const auto& p : it->at("projections"))
+                sc.projections.push_back({{parse_source(p.at("source").get<std::string>()), p.at("k").get<int>(),
+                                           p.at("adaptive").get<bool>()},
+                                          p.at("tokens_per_pass").get<double>(), p.at("cost_ratio").get<double>(),
+                                          p.at("speedup").get<double>(), p.at("cost_ratio_long").get<double>(),
+                                          p.at("speedup_long").get<double>()});
+        }
     } catch (const json::exception& e) {
         throw Error(ErrorCode::format, source + ": malformed rewind bench report (" + e.what() + ")");
     }

@@ -28,12 +28,29 @@ std::vector<CostPoint> measure_cost_curve(Context& ctx, const CostCurveOptions& 
 
 struct ThroughputOptions {
     int64_t prompt_tokens = 128; // one prefill pass over this many tokens
-    int64_t decode_tokens = 64;  // then this many single-token passes (greedy on the logits)
+    int64_t decode_tokens = 64;  // then this many single-token passes (greedy)
     int rounds = 5;              // timed rounds (the median is kept), after one untimed round
 };
 
-// Prefill and decode speed of plain forward passes on a fresh cache. Throws rwd::Error on
-// options out of range or prompt + decode tokens beyond the model's context.
+// Prefill and decode speed on a fresh cache, measured through generate_plain, the loop `rewind
+// generate` runs (sampling, stop checks and all): decode speed = decode passes / the time from the
+// first generated token to the last. A round that stops early (end of generation) counts the
+// passes it ran. Throws rwd::Error on options out of range or prompt + decode tokens beyond the
+// model's context.
 Throughput measure_throughput(Context& ctx, const ThroughputOptions& opts = {});
+
+// Cost of a pass over n tokens / cost of a 1-token pass on `curve`; 0 when either is missing.
+double cost_ratio(const std::vector<CostPoint>& curve, int64_t n);
+
+// Projected speedup of a configuration that verifies k guesses per pass (k + 1 tokens) and
+// generates tokens_per_pass tokens per pass on average: tokens_per_pass / cost_ratio(curve, k + 1).
+// Guessing, sampling and shorter passes (fewer guesses than k) are not counted, so a real run
+// differs by those. 0 when the curve lacks the pass size.
+double projected_speedup(double tokens_per_pass, int k, const std::vector<CostPoint>& curve);
+
+// One projection per speculative configuration of `measured` (summaries over all items of a
+// workload run) onto `curve` and, when not empty, `long_curve`.
+std::vector<Projection> project_speedups(const std::vector<ConfigSummary>& measured, const std::vector<CostPoint>& curve,
+                                         const std::vector<CostPoint>& long_curve = {});
 
 } // namespace rwd::bench

@@ -91,6 +91,40 @@ struct Throughput {
     int64_t prompt_tokens = 0, decode_tokens = 0; // 0: not measured
     double prefill_seconds = 0;                   // median, one pass over the prompt
     double decode_seconds = 0;                    // median, all decode_tokens passes together
+    double decode_tokens_per_s() const { return decode_seconds > 0 ? double(decode_tokens) / decode_seconds : 0; }
+};
+
+// The machine's memory bandwidth as rewind measures it (rwd::bench::measure_memory_bandwidth).
+struct MemoryBandwidth {
+    int threads = 0;      // 0: not measured
+    int64_t bytes = 0;    // buffer size
+    double read_gbps = 0; // best of the repeats: bytes read per second / 1e9
+    double copy_gbps = 0; // memcpy: bytes read + written per second / 1e9
+};
+
+// What speculation would gain on this model: a configuration's tokens per pass, measured on a
+// workload (any model), divided by what a pass of k+1 tokens costs here relative to one token.
+struct Projection {
+    Config config;
+    double tokens_per_pass = 0; // measured (generated tokens / target passes)
+    double cost_ratio = 0;      // cost of a (k+1)-token pass / cost of a 1-token pass, on this model
+    double speedup = 0;         // tokens_per_pass / cost_ratio (guessing and sampling taken as free)
+    double cost_ratio_long = 0; // the same with the long cached prefix (0: not measured)
+    double speedup_long = 0;
+};
+
+// The model at scale (`rewind bench --cost-curve`): a second cost curve after a long cached
+// prefix, the weight bytes a decode pass reads, the machine's bandwidth and what decode reaches
+// of it, and projected speedups.
+struct ScaleInfo {
+    int64_t long_prefix_asked = 0;     // --long-prefix (0: no second curve)
+    int64_t long_prefix = 0;           // what ran: asked, clamped to the model's context minus max n
+    std::vector<CostPoint> long_curve;
+    int64_t weight_bytes_per_token = 0;
+    MemoryBandwidth bandwidth_1;       // one thread
+    MemoryBandwidth bandwidth_n;       // the run's thread count (not measured again when 1)
+    std::vector<Projection> projections;
+    std::string projection_source;     // the saved report the tokens per pass came from
 };
 
 struct BenchResult {
@@ -101,6 +135,7 @@ struct BenchResult {
     int64_t cost_prefix = 0;
     std::vector<CostPoint> cost_curve; // empty when not measured
     Throughput throughput;             // measured by `rewind bench --cost-curve`
+    ScaleInfo scale;                   // measured by `rewind bench --cost-curve`
     bool lossless() const;
     std::vector<std::string> kinds() const; // distinct non-empty kinds, in first-seen order
 };

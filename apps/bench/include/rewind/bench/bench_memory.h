@@ -1,0 +1,25 @@
+// The machine's memory read bandwidth, measured by rewind itself (a read and a copy of a buffer
+// far larger than the caches, on 1 and on N threads), and what decoding reaches of it: a decode
+// pass reads every weight once, so weight bytes per token x tokens/s is its memory traffic.
+#pragma once
+#include <cstdint>
+
+#include "rewind/model.h"
+#include "rewind/bench/bench_result.h"
+
+namespace rwd::bench {
+
+// Reads (sums 64-bit words) and copies (memcpy into a second buffer) `bytes` split over `threads`
+// threads, `repeats` times each after one untimed pass; keeps the best. Throws rwd::Error on
+// threads < 1, repeats < 1 or bytes below 1 MiB.
+MemoryBandwidth measure_memory_bandwidth(int threads, int64_t bytes = int64_t{512} << 20, int repeats = 5);
+
+// Bytes a one-token decode pass reads from the weights: every layer matrix and norm, the output
+// head, and one row of the token embedding (the head counted once even when tied to it).
+int64_t weight_bytes_per_token(const Model& model);
+
+// (weight bytes per token x tokens per second) / (read bandwidth in bytes per second); 0 when
+// any figure is missing (not positive).
+double bandwidth_fraction(int64_t bytes_per_token, double tokens_per_second, double read_gbps);
+
+} // namespace rwd::bench

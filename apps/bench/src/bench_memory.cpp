@@ -1,0 +1,109 @@
+// Memory bandwidth: threads each stream their slice of one buffer; the wall time from a common
+// start to the last finish gives the rate. Weight bytes per token from the model's tensor sizes.
+#include "rewind/bench/bench_memory.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "rewind/error.h"
+
+namespace rwd::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Sums the words of [p, p + n): four independent sums keep loads in flight; the result is
+// consumed so the reads are not optimised away.
+uint64_t sum_words(const uint64_t* p, int64_t n) {
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += p[i];
+        s1 += p[i + 1];
+        s2 += p[i + 2];
+        s3 += p[i + 3];
+    }
+    for (; i < n; ++i) s0 += p[i];
+    return s0 + s1 + s2 + s3;
+}
+
+// Runs body(thread, begin, end) over [0, words) split in `threads` slices, all started together;
+// returns the wall time from the start signal to the last slice done.
+template <class Body>
+double timed_split(int threads, int64_t words, Body&& body) {
+    std::atomic<int> ready{0};
+    std::atomic<bool> go{false};
+    std::vector<std::thread> pool;
+    auto slice = [&](int t) {
+        const int64_t b = words * t / threads, e = words * (t + 1) / threads;
+        ready.fetch_add(1);
+        while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+        body(t, b, e);
+    };
+    for (int t = 1; t < threads; ++t) pool.emplace_back(slice, t);
+    while (ready.load() < threads - 1) std::this_thread::yield();
+    const auto t0 = Clock::now();
+    go.store(true, std::memory_order_release);
+    ready.fetch_add(1);
+    body(0, 0, words / threads);
+    for (auto& th : pool) th.join();
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+} // namespace
+
+MemoryBandwidth measure_memory_bandwidth(int threads, int64_t bytes, int repeats) {
+    if (threads < 1) throw Error("memory bandwidth: threads must be at least 1");
+    if (repeats < 1) throw Error("memory bandwidth: repeats must be at least 1");
+    if (bytes < (int64_t{1} << 20)) throw Error("memory bandwidth: buffer must be at least 1 MiB");
+    const int64_t words = bytes / 8;
+    // Written once, so every page is mapped before timing (no page faults in the timed passes).
+    std::unique_ptr<uint64_t[]> src(new uint64_t[static_cast<size_t>(words)]);
+    std::unique_ptr<uint64_t[]> dst(new uint64_t[static_cast<size_t>(words)]);
+    for (int64_t i = 0; i < words; ++i) src[static_cast<size_t>(i)] = static_cast<uint64_t>(i);
+    std::memset(dst.get(), 0, static_cast<size_t>(words) * 8);
+
+    std::vector<uint64_t> sums(static_cast<size_t>(threads));
+    auto read = [&](int t, int64_t b, int64_t e) { sums[static_cast<size_t>(t)] += sum_words(src.get() + b, e - b); };
+    auto copy = [&](int, int64_t b, int64_t e) {
+        std::memcpy(dst.get() + b, src.get() + b, static_cast<size_t>(e - b) * 8);
+    };
+    double best_read = 0, best_copy = 0;
+    for (int i = 0; i <= repeats; ++i) { // pass 0 warms up
+        const double r = timed_split(threads, words, read);
+        const double c = timed_split(threads, words, copy);
+        if (i == 0) continue;
+        best_read = std::max(best_read, static_cast<double>(words * 8) / r / 1e9);
+        best_copy = std::max(best_copy, static_cast<double>(words * 16) / c / 1e9);
+    }
+    // Keep the sums observable.
+    volatile uint64_t sink = 0;
+    for (uint64_t s : sums) sink = sink + s;
+    (void)sink;
+    return {threads, words * 8, best_read, best_copy};
+}
+
+int64_t weight_bytes_per_token(const Model& model) {
+    const LlamaWeights& w = model.file().weights();
+    auto bytes = [](const WeightRef& r) { return static_cast<int64_t>(r.n_bytes); };
+    int64_t total = bytes(w.output_norm) + bytes(w.output);
+    if (w.tok_embd.rows > 0) total += bytes(w.tok_embd) / w.tok_embd.rows; // one row, looked up
+    for (const LlamaLayerWeights& l : w.layers)
+        for (const WeightRef* r : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.ffn_gate, &l.ffn_down,
+                                   &l.ffn_up})
+            total += bytes(*r);
+    return total;
+}
+
+double bandwidth_fraction(int64_t bytes_per_token, double tokens_per_second, double read_gbps) {
+    if (bytes_per_token <= 0 || !(tokens_per_second > 0) || !(read_gbps > 0)) return 0;
+    return static_cast<double>(bytes_per_token) * tokens_per_second / (read_gbps * 1e9);
+}
+
+} // namespace rwd::bench
