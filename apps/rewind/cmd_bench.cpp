@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -22,6 +23,7 @@
 #include "rewind/bench/bench_report.h"
 #include "rewind/bench/bench_runner.h"
 #include "rewind/bench/bench_workload.h"
+#include "rewind/bench/bench_memory.h"
 #include "rewind/speculate/reference_source.h"
 
 namespace rwd::cli {
@@ -51,6 +53,10 @@ struct BenchCliOptions {
     int64_t cost_prefix = 100;
     int cost_repeat = 25;
     int64_t prompt_tokens = 128, decode_tokens = 64; // --cost-curve's throughput measurement
+    int64_t long_prefix = 4096;  // --cost-curve's second curve (0: none)
+    int64_t bandwidth_mib = 512; // --cost-curve's memory bandwidth buffer (0: not measured)
+    int cost_warmup = 6;
+    std::string project;         // a saved workload report whose tokens per pass to project
     std::string from_json; // redraw the reports of a saved --json file instead of measuring
 };
 
@@ -136,7 +142,11 @@ int run_cost_curve(const BenchCliOptions& o, const std::string& model_path) {
     const int64_t max_n = max_of(o.cost_n);
     // In this mode --repeat (when given) counts timed passes, as --cost-repeat does.
     const int repeat = o.repeat_given ? o.repeat : o.cost_repeat;
+    if (o.long_prefix < 0) throw Error(ErrorCode::argument, "bench: --long-prefix must not be negative");
+    if (o.bandwidth_mib < 0) throw Error(ErrorCode::argument, "bench: --bandwidth-mib must not be negative");
+    if (o.cost_warmup < 0) throw Error(ErrorCode::argument, "bench: --cost-warmup must not be negative");
     auto model = Model::load(model_path);
+    const int64_t hp_ctx = model->hparams().n_ctx_train;
     Context ctx(model, ContextOptions{o.threads, std::max<int64_t>(max_n, 256)});
 
     rb::BenchResult r;
@@ -148,8 +158,19 @@ int run_cost_curve(const BenchCliOptions& o, const std::string& model_path) {
     r.setup.command_line = "rewind bench --cost-curve -m " + arg(model_path) + " -t " + std::to_string(o.threads) +
                            " --n " + join(ns, ",") + " --prefix " + std::to_string(o.cost_prefix) + " --repeat " +
                            std::to_string(repeat) + " --prompt-tokens " + std::to_string(o.prompt_tokens) +
-                           " --decode-tokens " + std::to_string(o.decode_tokens);
+                           " --decode-tokens " + std::to_string(o.decode_tokens) + " --long-prefix " +
+                           std::to_string(o.long_prefix) + " --bandwidth-mib " + std::to_string(o.bandwidth_mib) +
+                           " --cost-warmup " + std::to_string(o.cost_warmup) +
+                           (o.project.empty() ? std::string() : " --project " + arg(o.project));
     r.machine = rb::detect_machine();
+
+    // The machine's bandwidth first, while nothing else of ours runs.
+    if (o.bandwidth_mib > 0) {
+        const int64_t bytes = o.bandwidth_mib << 20;
+        r.scale.bandwidth_1 = rb::measure_memory_bandwidth(1, bytes);
+        if (o.threads > 1) r.scale.bandwidth_n = rb::measure_memory_bandwidth(o.threads, bytes);
+    }
+    r.scale.weight_bytes_per_token = rb::weight_bytes_per_token(*model);
 
     rb::ThroughputOptions t;
     t.prompt_tokens = o.prompt_tokens;
@@ -160,8 +181,27 @@ int run_cost_curve(const BenchCliOptions& o, const std::string& model_path) {
     c.max_n = max_n;
     c.prefix = o.cost_prefix;
     c.repeat = repeat;
+    c.warmup = o.cost_warmup;
     r.cost_prefix = c.prefix;
     r.cost_curve = rb::measure_cost_curve(ctx, c);
+    if (o.long_prefix > 0) {
+        // Clamped so that the longest pass still fits the model's context (the report says so).
+        r.scale.long_prefix_asked = o.long_prefix;
+        r.scale.long_prefix = std::min(o.long_prefix, hp_ctx - max_n);
+        if (r.scale.long_prefix > c.prefix) {
+            c.prefix = r.scale.long_prefix;
+            r.scale.long_curve = rb::measure_cost_curve(ctx, c);
+        }
+    }
+    if (!o.project.empty()) {
+        std::ifstream f(o.project, std::ios::binary);
+        if (!f) throw Error(ErrorCode::io, "cannot open '" + o.project + "'");
+        std::ostringstream text;
+        text << f.rdbuf();
+        const rb::BenchResult measured = rb::from_json(text.str(), o.project);
+        r.scale.projection_source = o.project + " (" + std::filesystem::path(measured.setup.model_path).filename().string() + ")";
+        r.scale.projections = rb::project_speedups(rb::summarize_configs(measured), r.cost_curve, r.scale.long_curve);
+    }
 
     const auto& hp = model->hparams();
     std::printf("model: %s (%s, %lld layers, n_embd %lld, weights %s)\n\n", model_path.c_str(),
@@ -244,6 +284,7 @@ int run_bench(const BenchCliOptions& o) {
     ro.cost.prefix = o.cost_prefix;
     ro.cost.max_n = std::max<int64_t>(max_of(o.cost_n), 17);
     ro.cost.repeat = o.cost_repeat;
+    ro.cost.warmup = o.cost_warmup;
 
     rb::BenchModels models;
     models.target = Model::load(model_path);
@@ -316,6 +357,16 @@ void register_bench(CLI::App& app, Runner& run) {
         ->capture_default_str();
     cmd->add_option("--decode-tokens", o->decode_tokens, "--cost-curve: tokens decoded one by one after the prompt")
         ->capture_default_str();
+    cmd->add_option("--long-prefix", o->long_prefix,
+                    "--cost-curve: cached tokens of a second cost curve (clamped to the model's context; 0: none)")
+        ->capture_default_str();
+    cmd->add_option("--bandwidth-mib", o->bandwidth_mib,
+                    "--cost-curve: buffer of the memory bandwidth measurement in MiB (0: do not measure)")
+        ->capture_default_str();
+    cmd->add_option("--cost-warmup", o->cost_warmup, "Untimed passes of each n before its timed ones, every round")
+        ->capture_default_str();
+    cmd->add_option("--project", o->project,
+                    "--cost-curve: a saved --json workload report; projects its tokens per pass onto this model's cost curve");
     cmd->add_option("--from-json", o->from_json, "Redraw the reports (Markdown, --svg, --json) of a saved --json file; measures nothing");
     cmd->callback([o, rep, &run] {
         o->repeat_given = rep->count() > 0;
