@@ -10,6 +10,7 @@
 #include "rewind/context.h"
 #include "rewind/dummy_model.h"
 #include "rewind/generate.h"
+#include "rewind/kernels/dtype.h"
 #include "rewind/kv_cache.h"
 #include "rewind/llama_model.h"
 #include "rewind/model.h"
@@ -175,4 +176,48 @@ TEST(DummyModel, ErrorsLeaveNoFile) {
     EXPECT_NE(error_of([&] { write_dummy_model(tiny("f32", dir.file("missing-dir/x.gguf"))); }).find("cannot create"),
               std::string::npos);
     EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+// The quantized mixes: the per-tensor types llama-quantize would pick for the tiny shape (rows of
+// 256 and 512, so no fallbacks; 2 layers: use_more_bits picks layer 1), and rows that dequantize
+// to the intended statistics.
+TEST(DummyModel, QuantizedMixes) {
+    TempDir dir;
+    struct Want { const char* type; TensorType embd, q, v0, v1, down0, down1, head; };
+    const Want wants[] = {
+        {"q4_0", TensorType::Q4_0, TensorType::Q4_0, TensorType::Q4_0, TensorType::Q4_0, TensorType::Q4_0,
+         TensorType::Q4_0, TensorType::Q6_K},
+        {"q4_k_m", TensorType::Q4_K, TensorType::Q4_K, TensorType::Q4_K, TensorType::Q6_K, TensorType::Q4_K,
+         TensorType::Q6_K, TensorType::Q6_K},
+        {"q6_k", TensorType::Q6_K, TensorType::Q6_K, TensorType::Q6_K, TensorType::Q6_K, TensorType::Q6_K,
+         TensorType::Q6_K, TensorType::Q6_K},
+    };
+    for (const Want& w : wants) {
+        SCOPED_TRACE(w.type);
+        const std::string path = dir.file(std::string("tiny-") + w.type + ".gguf");
+        const DummyReport r = write_dummy_model(tiny(w.type, path));
+        GgufFile g = GgufFile::open(path);
+        EXPECT_EQ(r.file_bytes, g.file_size());
+        EXPECT_EQ(g.find_tensor("token_embd.weight")->type, w.embd);
+        EXPECT_EQ(g.find_tensor("blk.0.attn_q.weight")->type, w.q);
+        EXPECT_EQ(g.find_tensor("blk.0.attn_v.weight")->type, w.v0);
+        EXPECT_EQ(g.find_tensor("blk.1.attn_v.weight")->type, w.v1);
+        EXPECT_EQ(g.find_tensor("blk.0.ffn_down.weight")->type, w.down0);
+        EXPECT_EQ(g.find_tensor("blk.1.ffn_down.weight")->type, w.down1);
+        EXPECT_EQ(g.find_tensor("output.weight")->type, w.head);
+        EXPECT_EQ(g.find_tensor("blk.0.attn_norm.weight")->type, TensorType::F32);
+        EXPECT_EQ(*g.get_uint("general.file_type"), static_cast<uint64_t>(parse_dummy_file_type(w.type)));
+        EXPECT_EQ(*g.get_uint("general.quantization_version"), 2u);
+        // Dequantized, attn_q (fan-in 256) keeps std 1/16 within the quantization error.
+        const GgufTensorInfo* q = g.find_tensor("blk.0.attn_q.weight");
+        DType dt = q->type == TensorType::Q4_0 ? DType::Q4_0 : q->type == TensorType::Q4_K ? DType::Q4_K : DType::Q6_K;
+        const size_t row_bytes = dtype_row_bytes(dt, 256);
+        std::vector<float> x(256);
+        double s2 = 0;
+        for (int row = 0; row < 256; ++row) {
+            dequantize_row(dt, q->data + static_cast<size_t>(row) * row_bytes, 256, x.data());
+            for (float v : x) s2 += double(v) * v;
+        }
+        EXPECT_NEAR(std::sqrt(s2 / (256.0 * 256.0)), 1.0 / 16.0, 0.006);
+    }
 }

@@ -33,24 +33,22 @@ bool ends_with(const std::string& s, std::string_view tail) {
 // llama-quantize's "more bits" layers: the first and last eighth and every third in between.
 bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
-// Converts one row of floats to `t`. Types without a quantizer in this build throw.
-void quantize_row_to(TensorType t, const float* x, int64_t cols, void* out) {
+// The kernels' name for a tensor type make-dummy writes; false for the others.
+bool to_dtype(TensorType t, DType& out) {
     switch (t) {
-    case TensorType::F32: std::memcpy(out, x, static_cast<size_t>(cols) * sizeof(float)); return;
-    case TensorType::F16: {
-        auto* o = static_cast<uint16_t*>(out);
-        for (int64_t i = 0; i < cols; ++i) o[i] = fp32_to_fp16(x[i]);
-        return;
+    case TensorType::F32: out = DType::F32; return true;
+    case TensorType::F16: out = DType::F16; return true;
+    case TensorType::BF16: out = DType::BF16; return true;
+    case TensorType::Q8_0: out = DType::Q8_0; return true;
+    case TensorType::Q4_0: out = DType::Q4_0; return true;
+    case TensorType::Q4_1: out = DType::Q4_1; return true;
+    case TensorType::Q5_0: out = DType::Q5_0; return true;
+    case TensorType::Q5_1: out = DType::Q5_1; return true;
+    case TensorType::Q4_K: out = DType::Q4_K; return true;
+    case TensorType::Q5_K: out = DType::Q5_K; return true;
+    case TensorType::Q6_K: out = DType::Q6_K; return true;
+    default: return false;
     }
-    case TensorType::BF16: {
-        auto* o = static_cast<uint16_t*>(out);
-        for (int64_t i = 0; i < cols; ++i) o[i] = fp32_to_bf16(x[i]);
-        return;
-    }
-    case TensorType::Q8_0: quantize_row_q8_0(x, cols, static_cast<BlockQ8_0*>(out)); return;
-    default: break;
-    }
-    throw Error("no quantizer for " + tensor_type_name(t) + " in this build");
 }
 
 // One row's generator: mt19937_64 (fully specified by the standard, so the same numbers on every
@@ -196,7 +194,8 @@ TensorType dummy_tensor_type(DummyFileType ft, const std::string& name, int64_t 
 }
 
 bool dummy_can_write(TensorType t) {
-    return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16 || t == TensorType::Q8_0;
+    DType d;
+    return to_dtype(t, d);
 }
 
 DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void(uint64_t, uint64_t)>& progress) {
@@ -266,12 +265,14 @@ DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void
         const float half = t.vector ? 0.1f : std::sqrt(3.0f / static_cast<float>(t.cols));
         for (int64_t r0 = 0; r0 < t.rows; r0 += block_rows) {
             const int64_t nr = std::min(block_rows, t.rows - r0);
+            DType dt = DType::F32;
+            to_dtype(t.type, dt); // checked above
             auto rows_fn = [&](int64_t b, int64_t e) {
                 std::vector<float> x(static_cast<size_t>(t.cols));
                 for (int64_t r = b; r < e; ++r) {
                     std::mt19937_64 g = row_generator(opts.seed, ti, static_cast<uint64_t>(r0 + r));
                     fill_uniform(g, center, half, x.data(), t.cols);
-                    quantize_row_to(t.type, x.data(), t.cols, block.data() + static_cast<size_t>(r) * row_bytes);
+                    quantize_row(dt, x.data(), t.cols, block.data() + static_cast<size_t>(r) * row_bytes);
                 }
             };
             parallel_rows(&pool, nr, rows_fn);

@@ -44,8 +44,8 @@ const char* dummy_file_type_name(DummyFileType t);
 TensorType dummy_tensor_type(DummyFileType ft, const std::string& name, int64_t cols, int64_t layer,
                              int64_t n_layer, bool tied_output);
 
-// Whether this build can quantize to `t` (F32, F16, BF16, Q8_0 always; the rest when the
-// kernels provide a quantizer).
+// Whether make-dummy can write `t`: the types rwd::quantize_row writes (F32, F16, BF16, Q8_0,
+// Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K).
 bool dummy_can_write(TensorType t);
 
 struct DummyOptions {
