@@ -208,7 +208,7 @@ DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void
     GgufFile vocab = GgufFile::open(opts.vocab_path);
     const auto tokens = vocab.get_string_array("tokenizer.ggml.tokens");
     if (!tokens || tokens->empty() || !vocab.get_string("tokenizer.ggml.model"))
-        throw Error(opts.vocab_path + ": no tokenizer (tokenizer.ggml.model and tokenizer.ggml.tokens are needed)");
+        throw Error(ErrorCode::format, opts.vocab_path + ": no tokenizer (tokenizer.ggml.model and tokenizer.ggml.tokens are needed)");
     const auto n_vocab = static_cast<int64_t>(tokens->size());
 
     const std::vector<PlannedTensor> tensors = plan(shape, ft, n_vocab);
@@ -216,7 +216,7 @@ DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void
     report.n_vocab = n_vocab;
     for (const PlannedTensor& t : tensors) {
         if (!dummy_can_write(t.type))
-            throw Error("make-dummy: type " + std::string(dummy_file_type_name(ft)) + " needs a " +
+            throw Error(ErrorCode::unsupported, "make-dummy: type " + std::string(dummy_file_type_name(ft)) + " needs a " +
                         tensor_type_name(t.type) + " quantizer (for '" + t.name + "'), which this build lacks");
         ++report.tensor_types[t.type];
         report.n_params += t.rows * t.cols;

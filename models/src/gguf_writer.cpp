@@ -120,6 +120,7 @@ struct GgufWriter::Impl {
     size_t buf_used = 0;
 
     [[noreturn]] void fail(const std::string& what) const { throw Error(path + ": " + what); }
+    [[noreturn]] void fail_io(const std::string& what) const { throw Error(ErrorCode::io, path + ": " + what); }
 
     void flush_buffer() {
         size_t off = 0;
@@ -127,7 +128,7 @@ struct GgufWriter::Impl {
             const ssize_t w = ::write(fd, buf.data() + off, buf_used - off);
             if (w < 0) {
                 if (errno == EINTR) continue;
-                fail("cannot write: " + errno_text(errno));
+                fail_io("cannot write: " + errno_text(errno));
             }
             off += static_cast<size_t>(w);
         }
@@ -218,7 +219,7 @@ GgufWriter::GgufWriter(const std::string& path, uint64_t alignment) : impl_(std:
     name += ".tmp-XXXXXX";
     std::string tmpl = (dir / name).string();
     m.fd = ::mkstemp(tmpl.data());
-    if (m.fd < 0) m.fail("cannot create a file in '" + dir.string() + "': " + errno_text(errno));
+    if (m.fd < 0) m.fail_io("cannot create a file in '" + dir.string() + "': " + errno_text(errno));
     m.tmp_path = tmpl;
     ::fchmod(m.fd, 0644); // mkstemp makes it 0600; a model file is normally world-readable
     m.buf.resize(kBufferBytes);
@@ -321,11 +322,11 @@ void GgufWriter::finish() {
             m.fail("tensor '" + m.tensors[m.cur].name + "' has " + std::to_string(m.cur_done) + " of its " +
                    std::to_string(m.tensors[m.cur].n_bytes) + " bytes written");
         m.flush_buffer();
-        if (::fsync(m.fd) != 0) m.fail("cannot sync: " + errno_text(errno));
+        if (::fsync(m.fd) != 0) m.fail_io("cannot sync: " + errno_text(errno));
         const int fd = m.fd;
         m.fd = -1;
-        if (::close(fd) != 0) m.fail("cannot close: " + errno_text(errno));
-        if (::rename(m.tmp_path.c_str(), m.path.c_str()) != 0) m.fail("cannot rename into place: " + errno_text(errno));
+        if (::close(fd) != 0) m.fail_io("cannot close: " + errno_text(errno));
+        if (::rename(m.tmp_path.c_str(), m.path.c_str()) != 0) m.fail_io("cannot rename into place: " + errno_text(errno));
     } catch (...) {
         m.remove_tmp();
         throw;
