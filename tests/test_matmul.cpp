@@ -3,6 +3,7 @@
 // tokens in the call and whatever the thread count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -11,6 +12,7 @@
 #include "kernel_test_util.h"
 #include "rewind/error.h"
 #include "rewind/kernels/matmul.h"
+#include "rewind/kernels/q8_packed.h"
 
 using namespace rwd;
 
@@ -261,7 +263,8 @@ TEST(Matmul, RejectsBadArguments) {
     bad = q.view();
     bad.cols = 40;
     EXPECT_THROW(matmul(bad, x.data(), 1, y.data(), scratch, nullptr), Error);
-    EXPECT_EQ(matmul_scratch_bytes(DType::Q8_0, 2, 32), 2 * sizeof(BlockQ8_0));
+    // Room for either layout: 2 ggml blocks in the file's layout, a Q8Input when packed.
+    EXPECT_EQ(matmul_scratch_bytes(DType::Q8_0, 2, 32), std::max(2 * sizeof(BlockQ8_0), q8_input_bytes(2, 32)));
     EXPECT_EQ(matmul_scratch_bytes(DType::F32, 2, 32), 0u);
     EXPECT_THROW(matmul(q.view(), x.data(), 2, y.data(), std::span<std::byte>(scratch.data(), 67), nullptr), Error);
     EXPECT_THROW(matmul(q.view(), x.data(), 1, y.data(), std::span<std::byte>(), nullptr), Error);

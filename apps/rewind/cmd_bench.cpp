@@ -58,6 +58,7 @@ struct BenchCliOptions {
     int cost_warmup = 6;
     std::string project;         // a saved workload report whose tokens per pass to project
     std::string from_json; // redraw the reports of a saved --json file instead of measuring
+    bool no_repack = false; // keep Q8_0 weights in the file's layout (ModelOptions::repack_q8_0)
 };
 
 std::string join(const std::vector<std::string>& v, const char* sep) {
@@ -145,7 +146,7 @@ int run_cost_curve(const BenchCliOptions& o, const std::string& model_path) {
     if (o.long_prefix < 0) throw Error(ErrorCode::argument, "bench: --long-prefix must not be negative");
     if (o.bandwidth_mib < 0) throw Error(ErrorCode::argument, "bench: --bandwidth-mib must not be negative");
     if (o.cost_warmup < 0) throw Error(ErrorCode::argument, "bench: --cost-warmup must not be negative");
-    auto model = Model::load(model_path);
+    auto model = Model::load(model_path, ModelOptions{.repack_q8_0 = !o.no_repack});
     const int64_t hp_ctx = model->hparams().n_ctx_train;
     Context ctx(model, ContextOptions{o.threads, std::max<int64_t>(max_n, 256)});
 
@@ -287,8 +288,9 @@ int run_bench(const BenchCliOptions& o) {
     ro.cost.warmup = o.cost_warmup;
 
     rb::BenchModels models;
-    models.target = Model::load(model_path);
-    if (!o.draft.empty()) models.draft = Model::load(o.draft);
+    const ModelOptions mo{.repack_q8_0 = !o.no_repack};
+    models.target = Model::load(model_path, mo);
+    if (!o.draft.empty()) models.draft = Model::load(o.draft, mo);
 
     const bool show = !o.no_progress && (o.progress || isatty(STDERR_FILENO));
     ProgressLine line;
@@ -348,6 +350,7 @@ void register_bench(CLI::App& app, Runner& run) {
                              "Only measure the runtime: prefill and decode speed, and the cost of one forward pass "
                              "over n new tokens");
     cmd->add_flag("--no-cost-curve", o->no_cost, "Skip the cost curve after the workload")->excludes(cc);
+    cmd->add_flag("--no-repack", o->no_repack, "Keep Q8_0 weights in the file's layout (no repacking at load)");
     cmd->add_option("--n", o->cost_n, "Pass sizes the cost table shows (comma-separated; the curve is measured up to "
                                       "the largest)")->delimiter(',')->capture_default_str();
     cmd->add_option("--prefix,--cost-prefix", o->cost_prefix, "Tokens already cached before each timed pass of the cost curve")

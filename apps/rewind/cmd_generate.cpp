@@ -49,6 +49,7 @@ struct GenerateFlags {
     int k = 8;
     bool adaptive = false;
     std::string verify = "exact";
+    bool no_repack = false; // keep Q8_0 weights in the file's layout (ModelOptions::repack_q8_0)
 };
 
 void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
@@ -66,6 +67,7 @@ void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
     cmd.add_option("-s,--seed", f.seed, "Sampling seed (randomness is keyed by seed and position)")
         ->capture_default_str();
     cmd.add_option("-t,--threads", f.threads, "Threads")->capture_default_str();
+    cmd.add_flag("--no-repack", f.no_repack, "Keep Q8_0 weights in the file's layout (no repacking at load)");
     cmd.add_option("-c,--ctx-size", f.ctx_size, "KV cache capacity in tokens; 0 = the model's context")
         ->capture_default_str();
     cmd.add_option("--kv-type", f.kv_type, "KV cache storage; auto = f32, or f16 with --numerics llamacpp")
@@ -173,7 +175,7 @@ std::unique_ptr<speculate::GuessSource> make_guess_source(const GenerateFlags& f
     sp::SourceSpec spec;
     sp::parse_source_kind(f.spec, spec);
     for (const std::string& path : f.refs) spec.references.push_back(sp::read_text_file(path));
-    if (!f.draft.empty()) spec.draft = Model::load(f.draft);
+    if (!f.draft.empty()) spec.draft = Model::load(f.draft, ModelOptions{.repack_q8_0 = !f.no_repack});
     spec.draft_options.context = copts;
     spec.draft_options.cache_type = cache.type();
     return sp::make_guess_source(spec, target, cache.capacity());
@@ -205,7 +207,7 @@ nlohmann::ordered_json stats_json(const speculate::SpecStats& s, const speculate
 int run_generate(const GenerateFlags& f) {
     const std::string prompt = read_prompt(f);
     if (prompt.empty()) throw Error("generate: the prompt is empty (give -p TEXT or -f FILE)");
-    auto model = Model::load(f.model);
+    auto model = Model::load(f.model, ModelOptions{.repack_q8_0 = !f.no_repack});
     const ContextOptions copts = to_context_options(f);
     Context ctx(model, copts);
     KvCache cache(*model, to_cache_options(f));

@@ -8,6 +8,7 @@
 
 #include "matmul_impl.h"
 #include "matmul_quant.h"
+#include "rewind/kernels/q8_packed.h"
 #include "rewind/error.h"
 
 namespace rwd {
@@ -27,7 +28,10 @@ size_t matmul_scratch_bytes(DType type, int64_t n_tokens, int64_t cols) {
     if (type != DType::Q8_0 && !detail::is_quant_type(type)) return 0;
     if (n_tokens < 0) throw Error(ErrorCode::shape, "matmul_scratch_bytes: negative token count");
     dtype_row_bytes(type, cols); // throws for a bad width
-    if (type == DType::Q8_0) return size_t(n_tokens) * dtype_row_bytes(DType::Q8_0, cols);
+    // Q8_0: enough for either path, ggml blocks (file layout) or a Q8Input (packed).
+    if (type == DType::Q8_0)
+        return n_tokens == 0 ? 0
+                             : std::max(size_t(n_tokens) * dtype_row_bytes(DType::Q8_0, cols), q8_input_bytes(n_tokens, cols));
     return size_t(n_tokens) * detail::quant_act_bytes(type, cols);
 }
 
@@ -86,6 +90,11 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std
     }
     if (w.type != DType::F32 && w.type != DType::F16 && w.type != DType::BF16 && w.type != DType::Q8_0)
         throw Error(ErrorCode::unsupported, std::string("matmul: no kernel for ") + dtype_name(w.type) + " weights");
+    if (w.packed) {
+        const Q8Input xq = quantize_input(x, n_tokens, w.cols, scratch, level);
+        matmul_q8_packed(w, xq, y, pool, q8_kernel_for(level));
+        return;
+    }
     detail::MatmulJob job{};
     job.type = w.type;
     job.w = w.data;
@@ -97,7 +106,7 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std
     job.rows = w.rows;
 
     if (w.type == DType::Q8_0) {
-        const size_t need = matmul_scratch_bytes(w.type, n_tokens, w.cols);
+        const size_t need = size_t(n_tokens) * dtype_row_bytes(DType::Q8_0, w.cols);
         if (!scratch.data() || scratch.size() < need)
             throw Error(ErrorCode::shape, "matmul: Q8_0 scratch of " + std::to_string(scratch.size()) + " bytes, need " +
                         std::to_string(need));

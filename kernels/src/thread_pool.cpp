@@ -135,7 +135,8 @@ ThreadPool::ThreadPool(int n_threads) : impl_(std::make_unique<Impl>()) {
     if (n_threads < 1 || n_threads > 0xffff)
         throw Error("ThreadPool: n_threads must be in [1, 65535], got " + std::to_string(n_threads));
     impl_->n_threads = n_threads;
-    impl_->errors.resize(size_t(n_threads));
+    // One error slot per chunk; the ticket counts chunks in 16 bits.
+    impl_->errors.resize(std::min<size_t>(size_t(n_threads) * size_t(kMaxChunksPerThread), 0xffff));
     impl_->workers.reserve(size_t(n_threads - 1));
     try {
         for (int i = 1; i < n_threads; ++i) impl_->workers.emplace_back([this] { impl_->worker_main(); });
@@ -155,12 +156,14 @@ ThreadPool::~ThreadPool() {
 
 int ThreadPool::size() const { return impl_->n_threads; }
 
-void ThreadPool::parallel_for(int64_t n, RangeFn fn, int64_t grain) {
+void ThreadPool::parallel_for(int64_t n, RangeFn fn, int64_t grain, int64_t max_chunks) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
     Impl& p = *impl_;
+    const int64_t most = static_cast<int64_t>(p.errors.size());
+    if (max_chunks <= 0) max_chunks = p.n_threads;
     const int64_t units = (n + grain - 1) / grain;
-    const int64_t n_chunks = std::min<int64_t>(p.n_threads, units);
+    const int64_t n_chunks = std::min<int64_t>(std::min(max_chunks, most), units);
     const int64_t chunk = ((units + n_chunks - 1) / n_chunks) * grain;
     const int64_t total = (n + chunk - 1) / chunk; // chunks that are not empty
 

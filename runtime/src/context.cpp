@@ -117,9 +117,18 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
     const std::span<std::byte> mm(b.mm_scratch);
     const bool exact = opts_.numerics == Numerics::Exact;
     // y = x · Wᵀ for n rows, in rewind's order or (Numerics::LlamaCpp, F32 weights) ggml's.
+    // LlamaCpp numerics keep Q8_0 in the file's layout: its per-lane block sums are ggml's order,
+    // closer to llama.cpp's logits than the packed bodies' (the original pages fault back in).
     auto matmul = [&](const MatrixView& w, const float* x, int64_t rows, float* y) {
-        if (!exact && matmul_ggml_supports(w.type)) matmul_ggml(w, x, rows, y, pool);
-        else rwd::matmul(w, x, rows, y, mm, pool);
+        if (!exact && matmul_ggml_supports(w.type)) {
+            matmul_ggml(w, x, rows, y, pool);
+        } else if (!exact && w.packed) {
+            MatrixView plain = w;
+            plain.packed = nullptr;
+            rwd::matmul(plain, x, rows, y, mm, pool);
+        } else {
+            rwd::matmul(w, x, rows, y, mm, pool);
+        }
     };
     const size_t kv_elem = cache.dtype() == DType::F32 ? 4 : 2;
     const size_t tok_row_bytes = dtype_row_bytes(m.tok_embd.type, E);

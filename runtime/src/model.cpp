@@ -2,11 +2,17 @@
 // MatrixView (zero copy). Norm vectors are converted to F32 when the file stores them otherwise.
 #include "rewind/model.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "rewind/error.h"
 #include "rewind/kernels/dtype.h"
+#include "rewind/kernels/q8_packed.h"
 
 namespace rwd {
 namespace {
@@ -51,10 +57,55 @@ MatrixView to_matrix(const std::string& path, const WeightRef& w) {
     return MatrixView{dt, w.data, w.rows, w.cols};
 }
 
+// Drops the pages of [p, p + n) from this process's memory; they come back from the file if
+// touched again. MADV_PAGEOUT keeps data in every kind of mapping (never zero-fills), so this is
+// safe even if the weights were not file-backed; failure only means the memory stays resident.
+void release_pages(const void* p, size_t n) {
+#ifdef MADV_PAGEOUT
+    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto b = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
+    const auto e = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
+    if (e > b) (void)::madvise(reinterpret_cast<void*>(b), e - b, MADV_PAGEOUT);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
+
 } // namespace
 
-std::shared_ptr<const Model> Model::load(const std::string& path) {
+void Model::FreeDeleter::operator()(std::byte* p) const { std::free(p); }
+
+namespace {
+
+// Repacks every Q8_0 matrix in `mats` into one owned allocation and points their views at it.
+std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total) {
+    total = 0;
+    for (const MatrixView* w : mats) total += q8_0_packed_bytes(w->rows, w->cols);
+    if (total == 0) return nullptr;
+    std::unique_ptr<std::byte, void (*)(void*)> owner(
+        static_cast<std::byte*>(std::aligned_alloc(64, size_t((total + 63) / 64 * 64))), std::free);
+    std::byte* mem = owner.get();
+    if (!mem) throw Error(ErrorCode::capacity, "Model::load: cannot allocate " + std::to_string(total) + " bytes for repacked weights");
+    size_t off = 0;
+    for (MatrixView* w : mats) {
+        const size_t n = q8_0_packed_bytes(w->rows, w->cols);
+        repack_q8_0(*w, {mem + off, n});
+        w->packed = mem + off;
+        off += n;
+        // The original is not read again (a tied output head's token rows come back from the
+        // file one at a time), so its pages leave memory now: resident memory is replaced, not
+        // doubled, and peaks at the packed copy plus one matrix.
+        release_pages(w->data, dtype_row_bytes(w->type, w->cols) * static_cast<size_t>(w->rows));
+    }
+    return owner.release();
+}
+
+} // namespace
+
+std::shared_ptr<const Model> Model::load(const std::string& path, const ModelOptions& opts) {
     auto m = std::make_shared<Model>();
+    m->opts_ = opts;
     m->file_ = LlamaModelFile::open(path);
     const LlamaHparams& hp = m->file_->hparams();
     const LlamaWeights& w = m->file_->weights();
@@ -125,6 +176,15 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
         expect(lw.ffn_up, l.ffn_up, hp.n_ff, n_embd);
         expect(lw.ffn_down, l.ffn_down, n_embd, hp.n_ff);
         m->layers.push_back(l);
+    }
+
+    if (opts.repack_q8_0) {
+        std::vector<MatrixView*> mats;
+        for (Layer& l : m->layers)
+            for (MatrixView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_down, &l.ffn_up})
+                if (v->type == DType::Q8_0) mats.push_back(v);
+        if (m->output.type == DType::Q8_0) mats.push_back(&m->output);
+        m->packed_.reset(repack_all(mats, m->packed_bytes_));
     }
     return m;
 }

@@ -12,6 +12,18 @@
 
 namespace rwd {
 
+// How Model::load prepares the weights.
+struct ModelOptions {
+    // Repack Q8_0 matrices (not the token embedding, read one row at a time) into the row-
+    // interleaved layout of kernels/q8_packed.h, so a multi-token pass reads each weight block
+    // once for all its tokens. The packed copy lives in memory the model owns (about the size of
+    // the Q8_0 tensors); the mapped originals are then released from memory (madvise), so
+    // resident memory is replaced, not doubled. Costs a pass over those weights at load.
+    // Changes the Q8_0 products' reduction order (still the same bits for a token whatever the
+    // pass size and thread count, and across SIMD levels).
+    bool repack_q8_0 = true;
+};
+
 class Model {
 public:
     struct Layer {
@@ -24,7 +36,11 @@ public:
     // Loads a llama-family GGUF file. Throws rwd::Error naming the file and tensor when a
     // weight has a type the kernels cannot compute with (F32, F16, BF16, Q8_0 are supported),
     // or when a shape or hyperparameter makes the model impossible to run.
-    static std::shared_ptr<const Model> load(const std::string& path);
+    static std::shared_ptr<const Model> load(const std::string& path, const ModelOptions& opts = {});
+
+    const ModelOptions& options() const { return opts_; }
+    // Bytes of weights repacked into memory the model owns (0 when nothing was repacked).
+    uint64_t packed_bytes() const { return packed_bytes_; }
 
     const std::string& path() const;
     const LlamaHparams& hparams() const { return file_->hparams(); }
@@ -41,6 +57,12 @@ public:
 private:
     std::unique_ptr<LlamaModelFile> file_;
     std::vector<std::vector<float>> owned_; // norms converted to F32 when stored otherwise
+    struct FreeDeleter {
+        void operator()(std::byte* p) const;
+    };
+    std::unique_ptr<std::byte, FreeDeleter> packed_; // every repacked matrix, 64-byte aligned
+    uint64_t packed_bytes_ = 0;
+    ModelOptions opts_;
 };
 
 } // namespace rwd

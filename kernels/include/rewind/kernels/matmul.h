@@ -18,6 +18,9 @@ struct MatrixView {
     const void* data = nullptr;
     int64_t rows = 0;
     int64_t cols = 0;
+    // Q8_0 only, optional: the same weights repacked by repack_q8_0 (q8_packed.h). When set,
+    // matmul reads only this and takes the packed bodies' reduction order.
+    const void* packed = nullptr;
 };
 
 // SimdLevel, detect_simd() and simd_name() live in simd.h.
@@ -25,6 +28,8 @@ struct MatrixView {
 // Scratch bytes matmul needs for n_tokens activations of width cols (the quantized types quantize
 // x into it; 0 for F32/F16/BF16). Throws rwd::Error for a negative count or a width that is not a
 // whole number of the type's blocks.
+// For Q8_0 it is enough for a packed matrix too (q8_input_bytes); one in the file's layout needs
+// only n_tokens Q8_0 rows.
 size_t matmul_scratch_bytes(DType type, int64_t n_tokens, int64_t cols);
 
 // y[t*rows + r] = sum_k W[r,k] * x[t*cols + k] for t < n_tokens, r < w.rows.

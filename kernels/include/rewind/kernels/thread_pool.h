@@ -29,12 +29,18 @@ public:
     ThreadPool& operator=(const ThreadPool&) = delete;
 
     int size() const;
-    // Splits [0, n) into at most size() contiguous chunks (each a multiple of `grain` except
-    // the last) and runs fn(begin, end) on each; returns when all are done. The split never
-    // changes what a single index computes, only who computes it.
-    void parallel_for(int64_t n, RangeFn fn, int64_t grain = 1);
+    // Most chunks one call may be split into, per thread.
+    static constexpr int64_t kMaxChunksPerThread = 8;
+    // Splits [0, n) into at most max_chunks contiguous chunks (default and upper bound: size(),
+    // resp. kMaxChunksPerThread * size(); each a multiple of `grain` except the last) and runs
+    // fn(begin, end) on each; threads claim chunks as they come free, so with more chunks than
+    // threads a descheduled worker holds up only its current chunk. Returns when all are done.
+    // The split never changes what a single index computes, only who computes it.
+    void parallel_for(int64_t n, RangeFn fn, int64_t grain = 1, int64_t max_chunks = 0);
     template <class F>
-    void run(int64_t n, F&& f, int64_t grain = 1) { parallel_for(n, RangeFn(f), grain); }
+    void run(int64_t n, F&& f, int64_t grain = 1, int64_t max_chunks = 0) {
+        parallel_for(n, RangeFn(f), grain, max_chunks);
+    }
 
 private:
     struct Impl;

@@ -1,0 +1,68 @@
+// Q8_0 weights repacked at load for multi-token products (the verification pass): 16 rows
+// interleaved in 4-byte groups, their scales side by side, so one read of a weight block serves
+// every token of a pass while it sits in registers, with int8 dot products (vpdpbusd where the CPU
+// has VNNI). Activations are quantized once per input vector (Q8Input) and may be shared by every
+// matrix that reads the same vector (Q, K, V; gate, up).
+//
+// Reduction order for one (token t, row r), the same in every body (scalar, AVX2, AVX-VNNI,
+// AVX-512, AVX-512 VNNI), so they all give the same bits: s = 0; for each 32-column block b
+// ascending: isum = exact int32 dot of the block's int8 weights and activations; s = fma(float(isum),
+// d_w * d_x, s) (d_w * d_x is exact in float: two fp16-precision values). Tiles, token counts and
+// thread splits never change it.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "rewind/kernels/matmul.h"
+
+namespace rwd {
+
+constexpr int64_t kQ8PackRows = 16; // rows interleaved per group
+
+// Bytes of the packed form of a [rows, cols] Q8_0 matrix. Per group of 16 rows (the last one
+// padded with zero rows): cols/32 blocks of 16 rows x 8 groups of 4 int8 (512 bytes), then the
+// blocks' 16 fp16 scales each, padded to 64 bytes. Same size as the Q8_0 original (34 bytes per 32
+// values) up to that padding. Throws rwd::Error if cols is not a positive multiple of 32.
+size_t q8_0_packed_bytes(int64_t rows, int64_t cols);
+
+// Writes the packed form of `w` (Q8_0, rows x cols) to dst (at least q8_0_packed_bytes, 64-byte
+// aligned). Reads w.data once. Throws rwd::Error on a non-Q8_0 matrix, a small or misaligned dst.
+void repack_q8_0(const MatrixView& w, std::span<std::byte> dst, ThreadPool* pool = nullptr);
+
+// Activations quantized to Q8_0 blocks by ggml's rule (quantize_row_q8_0), stored for the packed
+// bodies block-major (the tokens of one block side by side, so a body walks all tokens of a block
+// with fixed offsets): int8 values, each block's scale as float (the fp16-rounded value) and its
+// int sum.
+struct Q8Input {
+    const int8_t* qs = nullptr;   // [cols/32, n_tokens, 32]
+    const float* d = nullptr;     // [cols/32, n_tokens]
+    const int32_t* sum = nullptr; // [cols/32, n_tokens] sum of the block's qs
+    int64_t n_tokens = 0;
+    int64_t cols = 0;
+};
+
+// Scratch bytes quantize_input needs (alignment slack included).
+size_t q8_input_bytes(int64_t n_tokens, int64_t cols);
+
+// Quantizes x: [n_tokens, cols] into scratch. The result lives as long as scratch is not reused.
+// Throws rwd::Error on null x, non-positive sizes, cols not a multiple of 32, scratch too small.
+Q8Input quantize_input(const float* x, int64_t n_tokens, int64_t cols, std::span<std::byte> scratch,
+                       SimdLevel level = detect_simd());
+
+// The bodies of the packed product; all give the same bits. Auto picks the fastest for a level.
+enum class Q8Kernel { Auto, Scalar, Avx2, AvxVnni, Avx512, Avx512Vnni };
+const char* q8_kernel_name(Q8Kernel k);
+// Every body this CPU can run (Scalar first): what the tests compare.
+std::vector<Q8Kernel> supported_q8_kernels();
+// The body Auto means at `level` on this CPU.
+Q8Kernel q8_kernel_for(SimdLevel level);
+
+// y[t*w.rows + r] = sum_k W[r,k] * x[t,k] for a matrix with w.packed set (repack_q8_0) and
+// activations from quantize_input. Throws rwd::Error on null pointers, a matrix without packed
+// data, mismatched cols, or a kernel this CPU cannot run.
+void matmul_q8_packed(const MatrixView& w, const Q8Input& x, float* y, ThreadPool* pool,
+                      Q8Kernel kernel = Q8Kernel::Auto);
+
+} // namespace rwd

@@ -1,0 +1,218 @@
+// Packed Q8_0 products: the repacking, the activation quantizer, the front end that validates,
+// picks a body and splits row groups over the pool, and the scalar body -- which is also the exact
+// model of every SIMD body's arithmetic (same int sums, same float order).
+#include "rewind/kernels/q8_packed.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "matmul_impl.h"
+#include "q8_packed_impl.h"
+#include "rewind/error.h"
+
+namespace rwd {
+
+namespace {
+
+// Row groups per pool chunk are chosen so there are several chunks per thread: a descheduled
+// worker then delays a pass by one small chunk, not by its whole share.
+constexpr int64_t kChunksPerThread = 4;
+// Below this many multiply-adds a call runs on the calling thread.
+constexpr int64_t kMinMacsPerThread = 64 * 1024;
+
+std::byte* align64(std::byte* p) {
+    const auto u = reinterpret_cast<uintptr_t>(p);
+    return reinterpret_cast<std::byte*>((u + 63) & ~uintptr_t(63));
+}
+
+void check_cols(const char* who, int64_t cols) {
+    if (cols <= 0 || cols % kQ8Block != 0)
+        throw Error(ErrorCode::shape, std::string(who) + ": " + std::to_string(cols) + " columns is not a positive multiple of 32");
+}
+
+} // namespace
+
+size_t q8_0_packed_bytes(int64_t rows, int64_t cols) {
+    check_cols("q8_0_packed_bytes", cols);
+    if (rows <= 0) throw Error(ErrorCode::shape, "q8_0_packed_bytes: non-positive row count " + std::to_string(rows));
+    const int64_t groups = (rows + kQ8PackRows - 1) / kQ8PackRows;
+    return size_t(groups) * detail::q8_packed_group_bytes(cols / kQ8Block);
+}
+
+void repack_q8_0(const MatrixView& w, std::span<std::byte> dst, ThreadPool* pool) {
+    if (w.type != DType::Q8_0) throw Error(ErrorCode::unsupported, std::string("repack_q8_0: matrix of type ") + dtype_name(w.type));
+    if (!w.data) throw Error(ErrorCode::argument, "repack_q8_0: null weights");
+    const size_t need = q8_0_packed_bytes(w.rows, w.cols);
+    if (!dst.data() || dst.size() < need)
+        throw Error(ErrorCode::shape, "repack_q8_0: destination of " + std::to_string(dst.size()) + " bytes, need " + std::to_string(need));
+    if (reinterpret_cast<uintptr_t>(dst.data()) % 64 != 0) throw Error(ErrorCode::argument, "repack_q8_0: destination not 64-byte aligned");
+    const int64_t nb = w.cols / kQ8Block;
+    const size_t row_bytes = dtype_row_bytes(DType::Q8_0, w.cols);
+    const size_t gbytes = detail::q8_packed_group_bytes(nb);
+    const int64_t groups = (w.rows + kQ8PackRows - 1) / kQ8PackRows;
+    auto pack = [&](int64_t g0, int64_t g1) {
+        for (int64_t g = g0; g < g1; ++g) {
+            std::byte* grp = dst.data() + size_t(g) * gbytes;
+            std::memset(grp, 0, gbytes); // padding rows and bytes: zero weights, zero scales
+            auto* qs = reinterpret_cast<int8_t*>(grp);
+            auto* sc = reinterpret_cast<uint16_t*>(grp + size_t(nb) * detail::kQ8PackBlockBytes);
+            for (int64_t j = 0; j < kQ8PackRows; ++j) {
+                const int64_t r = g * kQ8PackRows + j;
+                if (r >= w.rows) break;
+                const auto* src = reinterpret_cast<const BlockQ8_0*>(static_cast<const std::byte*>(w.data) + size_t(r) * row_bytes);
+                for (int64_t b = 0; b < nb; ++b) {
+                    sc[b * kQ8PackRows + j] = src[b].d;
+                    for (int q = 0; q < 8; ++q)
+                        std::memcpy(qs + b * detail::kQ8PackBlockBytes + q * 64 + j * 4, src[b].qs + 4 * q, 4);
+                }
+            }
+        }
+    };
+    parallel_rows(pool, groups, pack);
+}
+
+size_t q8_input_bytes(int64_t n_tokens, int64_t cols) {
+    check_cols("q8_input_bytes", cols);
+    if (n_tokens <= 0) throw Error(ErrorCode::shape, "q8_input_bytes: non-positive token count " + std::to_string(n_tokens));
+    const size_t nbt = size_t(n_tokens) * size_t(cols / kQ8Block);
+    return size_t(n_tokens) * size_t(cols) + nbt * (sizeof(float) + sizeof(int32_t)) + 3 * 64;
+}
+
+Q8Input quantize_input(const float* x, int64_t n_tokens, int64_t cols, std::span<std::byte> scratch, SimdLevel level) {
+    if (!x) throw Error(ErrorCode::argument, "quantize_input: null input");
+    const size_t need = q8_input_bytes(n_tokens, cols);
+    if (!scratch.data() || scratch.size() < need)
+        throw Error(ErrorCode::shape, "quantize_input: scratch of " + std::to_string(scratch.size()) + " bytes, need " + std::to_string(need));
+    require_simd(level);
+    const int64_t nb = cols / kQ8Block;
+    std::byte* p = align64(scratch.data());
+    auto* qs = reinterpret_cast<int8_t*>(p);
+    p = align64(p + size_t(n_tokens) * size_t(cols));
+    auto* d = reinterpret_cast<float*>(p);
+    p = align64(p + size_t(n_tokens * nb) * sizeof(float));
+    auto* sum = reinterpret_cast<int32_t*>(p);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        for (int64_t b = 0; b < nb; ++b) {
+            BlockQ8_0 blk;
+            const float* xb = x + t * cols + b * kQ8Block;
+            if (level == SimdLevel::Scalar) quantize_row_q8_0(xb, kQ8Block, &blk);
+            else detail::quantize_row_q8_0_avx2(xb, kQ8Block, &blk);
+            int32_t s = 0;
+            for (int j = 0; j < kQ8Block; ++j) s += blk.qs[j];
+            std::memcpy(qs + (b * n_tokens + t) * kQ8Block, blk.qs, kQ8Block);
+            d[b * n_tokens + t] = fp16_to_fp32(blk.d);
+            sum[b * n_tokens + t] = s;
+        }
+    }
+    return Q8Input{qs, d, sum, n_tokens, cols};
+}
+
+const char* q8_kernel_name(Q8Kernel k) {
+    switch (k) {
+    case Q8Kernel::Auto: return "auto";
+    case Q8Kernel::Scalar: return "scalar";
+    case Q8Kernel::Avx2: return "avx2";
+    case Q8Kernel::AvxVnni: return "avx-vnni";
+    case Q8Kernel::Avx512: return "avx512";
+    case Q8Kernel::Avx512Vnni: return "avx512-vnni";
+    }
+    return "unknown";
+}
+
+std::vector<Q8Kernel> supported_q8_kernels() {
+    std::vector<Q8Kernel> out{Q8Kernel::Scalar};
+    const SimdLevel l = detect_simd();
+    const CpuFeatures& f = cpu_features();
+    if (l >= SimdLevel::Avx2) {
+        out.push_back(Q8Kernel::Avx2);
+        if (f.avxvnni) out.push_back(Q8Kernel::AvxVnni);
+    }
+    if (l >= SimdLevel::Avx512) {
+        out.push_back(Q8Kernel::Avx512);
+        if (f.avx512vnni) out.push_back(Q8Kernel::Avx512Vnni);
+    }
+    return out;
+}
+
+Q8Kernel q8_kernel_for(SimdLevel level) {
+    require_simd(level);
+    const CpuFeatures& f = cpu_features();
+    switch (level) {
+    case SimdLevel::Scalar: return Q8Kernel::Scalar;
+    case SimdLevel::Avx2: return f.avxvnni ? Q8Kernel::AvxVnni : Q8Kernel::Avx2;
+    case SimdLevel::Avx512: return f.avx512vnni ? Q8Kernel::Avx512Vnni : Q8Kernel::Avx512;
+    }
+    return Q8Kernel::Scalar;
+}
+
+void matmul_q8_packed(const MatrixView& w, const Q8Input& x, float* y, ThreadPool* pool, Q8Kernel kernel) {
+    if (!w.packed) throw Error(ErrorCode::argument, "matmul_q8_packed: the matrix has no packed data (repack_q8_0)");
+    if (w.type != DType::Q8_0) throw Error(ErrorCode::unsupported, std::string("matmul_q8_packed: matrix of type ") + dtype_name(w.type));
+    if (reinterpret_cast<uintptr_t>(w.packed) % 64 != 0) throw Error(ErrorCode::argument, "matmul_q8_packed: packed data not 64-byte aligned");
+    if (!y || !x.qs || !x.d || !x.sum) throw Error(ErrorCode::argument, "matmul_q8_packed: null pointer");
+    if (w.rows <= 0 || x.n_tokens <= 0) throw Error(ErrorCode::shape, "matmul_q8_packed: non-positive size");
+    check_cols("matmul_q8_packed", w.cols);
+    if (x.cols != w.cols)
+        throw Error(ErrorCode::shape, "matmul_q8_packed: activations of " + std::to_string(x.cols) + " columns for a matrix of " +
+                    std::to_string(w.cols));
+    if (kernel == Q8Kernel::Auto) kernel = q8_kernel_for(detect_simd());
+    const auto ok = supported_q8_kernels();
+    if (std::find(ok.begin(), ok.end(), kernel) == ok.end())
+        throw Error(ErrorCode::unsupported, std::string("matmul_q8_packed: this CPU cannot run the ") + q8_kernel_name(kernel) + " body");
+    auto body = detail::q8p_groups_scalar;
+    switch (kernel) {
+    case Q8Kernel::Avx2: body = detail::q8p_groups_avx2; break;
+    case Q8Kernel::AvxVnni: body = detail::q8p_groups_avxvnni; break;
+    case Q8Kernel::Avx512: body = detail::q8p_groups_avx512; break;
+    case Q8Kernel::Avx512Vnni: body = detail::q8p_groups_avx512vnni; break;
+    default: break;
+    }
+    const int64_t nb = w.cols / kQ8Block;
+    const detail::Q8PackedJob job{static_cast<const std::byte*>(w.packed), detail::q8_packed_group_bytes(nb), nb,
+                                  w.rows, x, y};
+    const int64_t groups = (w.rows + kQ8PackRows - 1) / kQ8PackRows;
+    const int64_t macs = w.rows * w.cols * x.n_tokens;
+    const int64_t threads = pool ? std::min<int64_t>(pool->size(), std::max<int64_t>(1, macs / kMinMacsPerThread)) : 1;
+    if (threads <= 1) {
+        body(job, 0, groups);
+        return;
+    }
+    const int64_t chunks = std::min<int64_t>(groups, threads * kChunksPerThread);
+    const int64_t grain = (groups + chunks - 1) / chunks;
+    pool->run(groups, [&](int64_t g0, int64_t g1) { body(job, g0, g1); }, grain, chunks);
+}
+
+namespace detail {
+
+// The exact model: per (token, row), blocks ascending, exact int32 dot, s = fma(float(isum), dw*dx, s).
+void q8p_groups_scalar(const Q8PackedJob& job, int64_t g0, int64_t g1) {
+    const int64_t nb = job.nb, n = job.x.n_tokens;
+    for (int64_t g = g0; g < g1; ++g) {
+        const std::byte* grp = job.w + size_t(g) * job.group_bytes;
+        const auto* qs = reinterpret_cast<const int8_t*>(grp);
+        const auto* sc = reinterpret_cast<const uint16_t*>(grp + size_t(nb) * kQ8PackBlockBytes);
+        for (int64_t j = 0; j < kQ8PackRows; ++j) {
+            const int64_t r = g * kQ8PackRows + j;
+            if (r >= job.rows) break;
+            for (int64_t t = 0; t < job.x.n_tokens; ++t) {
+                float s = 0.0f;
+                for (int64_t b = 0; b < nb; ++b) {
+                    const int8_t* xb = job.x.qs + (b * n + t) * kQ8Block;
+                    const int8_t* wb = qs + b * kQ8PackBlockBytes + j * 4;
+                    int32_t isum = 0;
+                    for (int q = 0; q < 8; ++q)
+                        for (int k = 0; k < 4; ++k) isum += int32_t(wb[q * 64 + k]) * int32_t(xb[4 * q + k]);
+                    const float dw = fp16_to_fp32(sc[b * kQ8PackRows + j]);
+                    s = std::fma(float(isum), dw * job.x.d[b * n + t], s);
+                }
+                job.y[t * job.rows + r] = s;
+            }
+        }
+    }
+}
+
+} // namespace detail
+
+} // namespace rwd

@@ -1,0 +1,121 @@
+// AVX-512 VNNI body of the packed Q8_0 product: 16 rows per zmm, vpdpbusd on weights offset by
+// 128 (unsigned) against the signed activations, the offset's 128 x sum(x) taken off up front.
+// Up to 9 tokens keep their float accumulators in registers for a whole row group, beside the 8
+// weight vectors of the current block, so per token and block the work is 8 vpdpbusd, one add,
+// one convert, one multiply and one fma. Arithmetic as q8_packed.h states.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "q8_packed_impl.h"
+
+namespace rwd::detail {
+namespace {
+
+typedef int32_t i32u __attribute__((may_alias, aligned(1)));
+
+constexpr int64_t kPrefetchBlocks = 16; // 8 KiB ahead
+
+template <int NT>
+inline void tile(const Q8PackedJob& job, int64_t g, int64_t t0) {
+    const int64_t nb = job.nb;
+    const int64_t n = job.x.n_tokens;
+    const std::byte* grp = job.w + size_t(g) * job.group_bytes;
+    const auto* qs = reinterpret_cast<const int8_t*>(grp);
+    const auto* sc = reinterpret_cast<const uint16_t*>(grp + size_t(nb) * kQ8PackBlockBytes);
+    // Block b's tokens t0.. sit side by side: one pointer each, fixed offsets per token.
+    const int8_t* xq = job.x.qs + t0 * 32;
+    const float* xd = job.x.d + t0;
+    const int32_t* xs = job.x.sum + t0;
+    const __m512i off = _mm512_set1_epi8(char(0x80));
+
+    __m512 acc[NT];
+#pragma GCC unroll 9
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+
+    for (int64_t b = 0; b < nb; ++b) {
+        const int8_t* wb = qs + b * kQ8PackBlockBytes;
+        const int8_t* xbb = xq + b * n * 32;
+        const float* xdb = xd + b * n;
+        const int32_t* xsb = xs + b * n;
+        // Software prefetch far ahead (the weights stream from DRAM; compute for many tokens
+        // must not leave the memory queue idle). Past a group's blocks this runs into its scales
+        // and then the next group, which is what this thread reads next; never faults.
+#pragma GCC unroll 8
+        for (int l = 0; l < 8; ++l)
+            _mm_prefetch(reinterpret_cast<const char*>(wb + kPrefetchBlocks * kQ8PackBlockBytes + 64 * l), _MM_HINT_T0);
+        __m512i w[8];
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; ++q) w[q] = _mm512_xor_si512(_mm512_load_si512(wb + q * 64), off); // w + 128
+        const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sc + b * kQ8PackRows)));
+        // Tokens two at a time, each token's 8 vpdpbusd in two chains of 4 (exact int sums, so
+        // the split changes nothing): four independent chains hide vpdpbusd's latency.
+#pragma GCC unroll 9
+        for (int t = 0; t < NT; t += 2) {
+            constexpr int kPair = 2;
+            const int nt = t + 1 < NT ? kPair : 1;
+            __m512i is[kPair][2];
+#pragma GCC unroll 2
+            for (int j = 0; j < nt; ++j) {
+                is[j][0] = _mm512_set1_epi32(-128 * xsb[t + j]);
+                is[j][1] = _mm512_setzero_si512();
+            }
+#pragma GCC unroll 8
+            for (int q = 0; q < 8; ++q)
+#pragma GCC unroll 2
+                for (int j = 0; j < nt; ++j)
+                    is[j][q & 1] = _mm512_dpbusd_epi32(
+                        is[j][q & 1], w[q], _mm512_set1_epi32(*reinterpret_cast<const i32u*>(xbb + (t + j) * 32 + 4 * q)));
+#pragma GCC unroll 2
+            for (int j = 0; j < nt; ++j)
+                acc[t + j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(is[j][0], is[j][1])),
+                                             _mm512_mul_ps(dw, _mm512_set1_ps(xdb[t + j])), acc[t + j]);
+        }
+    }
+
+    const int64_t r0 = g * kQ8PackRows;
+    const int64_t nr = job.rows - r0 < kQ8PackRows ? job.rows - r0 : kQ8PackRows;
+    const __mmask16 m = nr == kQ8PackRows ? __mmask16(0xffff) : __mmask16((1u << nr) - 1);
+#pragma GCC unroll 9
+    for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(job.y + (t0 + t) * job.rows + r0, m, acc[t]);
+}
+
+template <int NT>
+void groups(const Q8PackedJob& job, int64_t g0, int64_t g1, int64_t t0) {
+    for (int64_t g = g0; g < g1; ++g) tile<NT>(job, g, t0);
+}
+
+using GroupsFn = void (*)(const Q8PackedJob&, int64_t, int64_t, int64_t);
+template <int... N>
+constexpr GroupsFn table_entry(int n, std::integer_sequence<int, N...>) {
+    constexpr GroupsFn fns[] = {groups<N + 1>...};
+    return fns[n - 1];
+}
+
+} // namespace
+
+void q8p_groups_avx512vnni(const Q8PackedJob& job, int64_t g0, int64_t g1) {
+    // Token tiles of at most kQ8MaxTile, as even as possible; a group's weights stay in L1/L2
+    // between tiles of a long input.
+    const int64_t n = job.x.n_tokens;
+    const int64_t tiles = (n + kQ8MaxTile - 1) / kQ8MaxTile;
+    const int64_t per = (n + tiles - 1) / tiles;
+    // Within a tile, registers hold the accumulators of at most kSub tokens: a tile of 10..17
+    // sweeps each group twice, the second time from L1/L2, never from memory.
+    constexpr int kSub = 9;
+    for (int64_t g = g0; g < g1; ++g) {
+        for (int64_t t0 = 0; t0 < n; t0 += per) {
+            const int64_t t1 = t0 + per < n ? t0 + per : n;
+            const int64_t subs = (t1 - t0 + kSub - 1) / kSub;
+            const int64_t sper = (t1 - t0 + subs - 1) / subs;
+            for (int64_t s0 = t0; s0 < t1; s0 += sper) {
+                const int ns = int(s0 + sper < t1 ? sper : t1 - s0);
+                table_entry(ns, std::make_integer_sequence<int, kSub>{})(job, g, g + 1, s0);
+            }
+        }
+    }
+}
+
+} // namespace rwd::detail

@@ -1,0 +1,39 @@
+// Internal interface between the packed-Q8_0 front end (q8_packed.cpp) and its bodies
+// (q8_packed_*.cpp). Not installed. Layout of one group of 16 rows (group_bytes apart):
+//   qs:     [nb][8 groups of 4 columns][16 rows][4]  int8   (512 bytes per block)
+//   scales: [nb][16 rows]                             fp16   (then padding to 64 bytes)
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "rewind/kernels/q8_packed.h"
+
+namespace rwd::detail {
+
+constexpr int64_t kQ8PackBlockBytes = 512; // 16 rows x 32 int8
+
+inline size_t q8_packed_group_bytes(int64_t nb) {
+    return size_t(nb) * kQ8PackBlockBytes + ((size_t(nb) * 32 + 63) / 64) * 64;
+}
+
+// Largest token tile: every token of a verification pass (k <= 16 guesses + 1) shares one read
+// of each weight block. Longer inputs run in tiles of at most this many tokens.
+constexpr int64_t kQ8MaxTile = 17;
+
+struct Q8PackedJob {
+    const std::byte* w;  // packed weights
+    size_t group_bytes;  // bytes per group of 16 rows
+    int64_t nb;          // blocks per row (cols / 32)
+    int64_t rows;        // real rows (the last group may be partial); row stride of y
+    Q8Input x;
+    float* y;            // [n_tokens, rows]
+};
+
+// Each computes y for row groups [g0, g1) and every token.
+void q8p_groups_scalar(const Q8PackedJob& job, int64_t g0, int64_t g1);
+void q8p_groups_avx2(const Q8PackedJob& job, int64_t g0, int64_t g1);
+void q8p_groups_avxvnni(const Q8PackedJob& job, int64_t g0, int64_t g1);
+void q8p_groups_avx512(const Q8PackedJob& job, int64_t g0, int64_t g1);
+void q8p_groups_avx512vnni(const Q8PackedJob& job, int64_t g0, int64_t g1);
+
+} // namespace rwd::detail

@@ -1,0 +1,179 @@
+// Packed Q8_0 products (q8_packed.h): every body this CPU runs gives the scalar model's bits
+// (memcmp), a token's outputs are the same bits whatever the tokens in the call and the thread
+// count, results agree with the dequantize+Eigen reference, and bad input is refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "rewind/error.h"
+#include "rewind/kernels/q8_packed.h"
+
+using namespace rwd;
+
+namespace {
+
+struct Packed {
+    int64_t rows, cols;
+    std::vector<BlockQ8_0> blocks;
+    std::unique_ptr<std::byte[]> mem;
+    std::byte* packed = nullptr;
+    MatrixView plain() const { return MatrixView{DType::Q8_0, blocks.data(), rows, cols}; }
+    MatrixView view() const {
+        MatrixView v = plain();
+        v.packed = packed;
+        return v;
+    }
+};
+
+// Random Q8_0 weights; `raw` draws every int8 (-128 included) and random scales, which real
+// quantizers never write but files may hold.
+std::unique_ptr<Packed> make(int64_t rows, int64_t cols, uint32_t seed, bool raw = false) {
+    auto p = std::make_unique<Packed>();
+    p->rows = rows;
+    p->cols = cols;
+    p->blocks.resize(size_t(rows * cols / kQ8Block));
+    if (raw) {
+        std::mt19937 rng(seed);
+        for (auto& b : p->blocks) {
+            b.d = fp32_to_fp16(std::ldexp(float(rng() % 1000 + 1), -14));
+            for (auto& q : b.qs) q = int8_t(int(rng() % 256) - 128);
+        }
+    } else {
+        const std::vector<float> w = test::randn(size_t(rows * cols), seed, 0.5f);
+        for (int64_t r = 0; r < rows; ++r) quantize_row_q8_0(w.data() + r * cols, cols, p->blocks.data() + r * (cols / kQ8Block));
+    }
+    const size_t bytes = q8_0_packed_bytes(rows, cols);
+    p->mem.reset(new std::byte[bytes + 64]);
+    p->packed = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(p->mem.get()) + 63) & ~uintptr_t(63));
+    repack_q8_0(p->plain(), {p->packed, bytes});
+    return p;
+}
+
+std::vector<float> run(const Packed& w, const std::vector<float>& x, int64_t n, ThreadPool* pool, Q8Kernel k) {
+    std::vector<std::byte> scratch(q8_input_bytes(n, w.cols));
+    const Q8Input xq = quantize_input(x.data(), n, w.cols, scratch);
+    std::vector<float> y(size_t(n * w.rows), NAN);
+    matmul_q8_packed(w.view(), xq, y.data(), pool, k);
+    return y;
+}
+
+const int64_t kRows[] = {1, 15, 16, 17, 40, 100};
+const int64_t kCols[] = {32, 96, 512};
+const int64_t kTokens[] = {1, 2, 5, 9, 17, 18, 40};
+
+} // namespace
+
+TEST(Q8Packed, SizeMatchesTheOriginalUpToPadding) {
+    EXPECT_EQ(q8_0_packed_bytes(16, 64), size_t(2 * 512 + 64));
+    EXPECT_EQ(q8_0_packed_bytes(2048, 2048), size_t(128) * (64 * 512 + 2048)); // = 2048 * 2048 / 32 * 34
+    EXPECT_EQ(q8_0_packed_bytes(2048, 2048), size_t(2048) * 2048 / 32 * 34);
+    EXPECT_THROW(q8_0_packed_bytes(16, 33), Error);
+    EXPECT_THROW(q8_0_packed_bytes(0, 32), Error);
+}
+
+TEST(Q8Packed, EveryBodyGivesTheScalarModelsBits) {
+    const auto kernels = supported_q8_kernels();
+    ASSERT_EQ(kernels.front(), Q8Kernel::Scalar);
+    for (bool raw : {false, true})
+        for (int64_t rows : kRows)
+            for (int64_t cols : kCols) {
+                auto w = make(rows, cols, uint32_t(rows * 31 + cols), raw);
+                for (int64_t n : kTokens) {
+                    const auto x = test::randn(size_t(n * cols), uint32_t(n + cols));
+                    const auto want = run(*w, x, n, nullptr, Q8Kernel::Scalar);
+                    for (Q8Kernel k : kernels) {
+                        const auto got = run(*w, x, n, nullptr, k);
+                        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+                            << q8_kernel_name(k) << " rows " << rows << " cols " << cols << " n " << n << " raw " << raw;
+                    }
+                }
+            }
+}
+
+TEST(Q8Packed, ExtremeValuesDoNotSaturate) {
+    // All weights -128 and all activations at +-127 (amax equal in every block): the largest
+    // products the bodies' int paths see.
+    auto w = make(32, 64, 7);
+    for (auto& b : w->blocks) {
+        b.d = fp32_to_fp16(1.0f);
+        for (auto& q : b.qs) q = -128;
+    }
+    repack_q8_0(w->plain(), {w->packed, q8_0_packed_bytes(32, 64)});
+    std::vector<float> x(2 * 64);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = (i % 3 == 0) ? -1.0f : 1.0f;
+    std::vector<float> want(2 * 32);
+    matmul_reference(w->plain(), x.data(), 2, want.data());
+    for (Q8Kernel k : supported_q8_kernels()) {
+        const auto got = run(*w, x, 2, nullptr, k);
+        for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-2f * std::fabs(want[i])) << q8_kernel_name(k);
+    }
+}
+
+TEST(Q8Packed, ATokensOutputsDoNotDependOnThePassOrThreads) {
+    ThreadPool pool2(2), pool3(3);
+    for (Q8Kernel k : supported_q8_kernels()) {
+        auto w = make(100, 192, 11);
+        const int64_t n = 19;
+        const auto x = test::randn(size_t(n * w->cols), 5);
+        const auto whole = run(*w, x, n, nullptr, k);
+        for (ThreadPool* pool : {&pool2, &pool3}) {
+            const auto threaded = run(*w, x, n, pool, k);
+            EXPECT_EQ(0, std::memcmp(threaded.data(), whole.data(), whole.size() * 4)) << q8_kernel_name(k);
+        }
+        for (int64_t t = 0; t < n; ++t) {
+            const std::vector<float> xt(x.begin() + t * w->cols, x.begin() + (t + 1) * w->cols);
+            const auto one = run(*w, xt, 1, &pool2, k);
+            EXPECT_EQ(0, std::memcmp(one.data(), whole.data() + t * w->rows, one.size() * 4)) << q8_kernel_name(k) << " t " << t;
+        }
+    }
+}
+
+TEST(Q8Packed, AgreesWithTheReference) {
+    auto w = make(70, 256, 3);
+    const int64_t n = 9;
+    const auto x = test::randn(size_t(n * w->cols), 9);
+    std::vector<float> ref(size_t(n * w->rows));
+    matmul_reference(w->plain(), x.data(), n, ref.data());
+    const auto got = run(*w, x, n, nullptr, Q8Kernel::Auto);
+    float scale = 0.0f;
+    for (float v : ref) scale = std::max(scale, std::fabs(v));
+    for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(got[i], ref[i], 2e-2f * scale) << i;
+}
+
+TEST(Q8Packed, MatmulUsesThePackedFormAtEveryLevel) {
+    auto w = make(40, 96, 4);
+    const int64_t n = 6;
+    const auto x = test::randn(size_t(n * w->cols), 2);
+    const auto want = run(*w, x, n, nullptr, Q8Kernel::Scalar);
+    ThreadPool pool(2);
+    for (SimdLevel l : supported_simd_levels()) {
+        std::vector<std::byte> scratch(matmul_scratch_bytes(DType::Q8_0, n, w->cols));
+        std::vector<float> y(size_t(n * w->rows), NAN);
+        matmul(w->view(), x.data(), n, y.data(), scratch, &pool, l);
+        EXPECT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * 4)) << simd_name(l);
+    }
+}
+
+TEST(Q8Packed, RefusesBadInput) {
+    auto w = make(16, 64, 1);
+    std::vector<std::byte> scratch(q8_input_bytes(1, 64));
+    const auto x = test::randn(64, 1);
+    const Q8Input xq = quantize_input(x.data(), 1, 64, scratch);
+    std::vector<float> y(16);
+    EXPECT_THROW(matmul_q8_packed(w->plain(), xq, y.data(), nullptr), Error); // no packed data
+    Q8Input bad = xq;
+    bad.cols = 32;
+    EXPECT_THROW(matmul_q8_packed(w->view(), bad, y.data(), nullptr), Error);
+    EXPECT_THROW(matmul_q8_packed(w->view(), xq, nullptr, nullptr), Error);
+    EXPECT_THROW(quantize_input(x.data(), 1, 64, std::span<std::byte>(scratch.data(), 10)), Error);
+    EXPECT_THROW(quantize_input(x.data(), 1, 48, scratch), Error);
+    std::vector<float> f32(64);
+    EXPECT_THROW(repack_q8_0(MatrixView{DType::F32, f32.data(), 1, 64}, {w->packed, 1088}), Error);
+    EXPECT_THROW(repack_q8_0(w->plain(), {w->packed, 100}), Error);
+    EXPECT_THROW(repack_q8_0(w->plain(), {w->packed + 1, 2000}), Error);
+}
