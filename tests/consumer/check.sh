@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The installed package, checked as a stranger would use it: install BUILD_DIR into a temporary
+# prefix; check every installed header compiles on its own and includes nothing of GoogleTest,
+# CLI11, ICU, Eigen or nlohmann-json; build tests/consumer with only find_package(rewind), and
+# the same file with only pkg-config; run both on a shared model and compare their output with
+# the installed `rewind generate` on the same settings.
+#   tests/consumer/check.sh BUILD_DIR [SHARED_DIR]
+set -euo pipefail
+[ -n "${CHECK_TRACE:-}" ] && set -x
+build=$(cd "${1:?usage: check.sh BUILD_DIR [SHARED_DIR]}" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+shared=$(cd "${2:-$here/../../../shared}" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+cmake --install "$build" --prefix "$prefix" >/dev/null
+
+echo "== installed headers"
+inc=$prefix/include
+if grep -rnE '#[[:space:]]*include[[:space:]]*[<"](gtest|gmock|CLI|Eigen|unsupported/Eigen|unicode|nlohmann)/' "$inc"; then
+  echo "check.sh: an installed header includes a build-only dependency" >&2
+  exit 1
+fi
+n=0
+for h in $(cd "$inc" && find . -name '*.h' | sort); do
+  h=${h#./}
+  if [ "$h" = rewind_c.h ]; then
+    printf '#include "%s"\n' "$h" | cc -std=c99 -Wall -Werror -fsyntax-only -I"$inc" -x c -
+  fi
+  printf '#include "%s"\n' "$h" | c++ -std=c++20 -fsyntax-only -I"$inc" -x c++ -
+  n=$((n + 1))
+done
+echo "$n headers compile on their own"
+
+echo "== find_package(rewind)"
+cmake -S "$here" -B "$tmp/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$tmp/cmake-build" >/dev/null
+echo "== pkg-config rewind"
+# shellcheck disable=SC2046
+c++ -O1 "$here/rewind_example.cpp" -o "$tmp/pc_example" \
+  $(PKG_CONFIG_PATH="$(dirname "$(find "$prefix" -name rewind.pc)")" pkg-config --cflags --libs rewind)
+
+model=$shared/models/pycode-4m.gguf
+draft=$shared/models/pycode-600k.gguf
+prompt=$'def parse_args(argv):\n    parser = argparse.ArgumentParser()\n'
+"$prefix/bin/rewind" generate -m "$model" --draft "$draft" -p "$prompt" -n 48 --spec auto -k 4 \
+  >"$tmp/cli.txt" 2>/dev/null
+"$tmp/cmake-build/rewind_example" "$model" "$prompt" 48 "$draft" >"$tmp/example.txt"
+"$tmp/pc_example" "$model" "$prompt" 48 "$draft" >"$tmp/pc_example.txt" 2>/dev/null
+cmp "$tmp/cli.txt" "$tmp/example.txt"
+cmp "$tmp/cli.txt" "$tmp/pc_example.txt"
+echo "== the example's output equals rewind generate's ($(wc -c <"$tmp/cli.txt") bytes)"
+
+# The README shows this example verbatim: keep them equal.
+readme=$here/../../README.md
+awk '/<!-- the file tests\/consumer\/rewind_example.cpp/ {on = 1; next} on && /^```cpp$/ {inside = 1; next}
+     inside && /^```$/ {exit} inside {print}' "$readme" >"$tmp/readme_example.cpp"
+if ! cmp -s "$tmp/readme_example.cpp" "$here/rewind_example.cpp"; then
+  echo "check.sh: the README's example differs from tests/consumer/rewind_example.cpp" >&2
+  diff "$tmp/readme_example.cpp" "$here/rewind_example.cpp" >&2 || true
+  exit 1
+fi
+echo "== the README's example is tests/consumer/rewind_example.cpp"
