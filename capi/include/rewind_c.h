@@ -1,0 +1,205 @@
+/* rewind's C API: lossless speculative decoding for programs in C and for other languages
+ * (apps/python/rewind.py drives it through ctypes).
+ *
+ * Rules every function follows:
+ * - Handles are opaque. Each *_new / *_load that returns REWIND_OK gives the caller a handle it
+ *   releases with the matching *_free (NULL is accepted and ignored); on failure *out is NULL.
+ * - Every function that can fail returns a rewind_status; on failure nothing the caller passed
+ *   in has changed, and rewind_last_error() (thread-local) says what and where. No C++
+ *   exception ever crosses this boundary.
+ * - The caller owns every buffer it passes; rewind never keeps or frees a caller's pointer and
+ *   never hands out memory the caller must free. Functions that fill a buffer take its size
+ *   and report the size needed (REWIND_ERR_CAPACITY when it is too small, nothing written).
+ * - A context and a cache must not be used from two threads at once; different ones may.
+ *   A model is read-only and may be shared by any number of contexts and caches.
+ */
+#ifndef REWIND_C_H
+#define REWIND_C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define REWIND_C_API __attribute__((visibility("default")))
+#else
+#define REWIND_C_API
+#endif
+
+/* Status codes: REWIND_OK, or one per rwd::ErrorCode, or REWIND_ERR_INTERNAL (out of memory,
+ * or a failure rewind did not expect). */
+typedef enum rewind_status {
+    REWIND_OK = 0,
+    REWIND_ERR_IO = 1,          /* a file cannot be opened, read, written */
+    REWIND_ERR_FORMAT = 2,      /* a malformed, truncated or corrupted file */
+    REWIND_ERR_UNSUPPORTED = 3, /* architecture, tensor type, tokenizer or CPU level not handled */
+    REWIND_ERR_SHAPE = 4,       /* sizes disagree */
+    REWIND_ERR_CAPACITY = 5,    /* a cache, batch, context or caller buffer is too small */
+    REWIND_ERR_ARGUMENT = 6,    /* a NULL handle or pointer, an out-of-range option or token id */
+    REWIND_ERR_STATE = 7,       /* a cache of another model, a draft that does not match */
+    REWIND_ERR_INTERNAL = 8
+} rewind_status;
+
+typedef int32_t rewind_token;
+typedef struct rewind_model rewind_model;
+typedef struct rewind_context rewind_context;
+typedef struct rewind_cache rewind_cache;
+
+/* "ok", "io", "format", "unsupported", "shape", "capacity", "argument", "state", "internal". */
+REWIND_C_API const char* rewind_status_name(rewind_status status);
+/* The message of this thread's last failed call ("" if none yet). Valid until this thread's
+ * next call into rewind. */
+REWIND_C_API const char* rewind_last_error(void);
+/* The library's version, "MAJOR.MINOR.PATCH". */
+REWIND_C_API const char* rewind_version(void);
+
+/* ---- Models ---------------------------------------------------------------------------- */
+
+/* Loads a llama-family GGUF file. Errors: argument (NULL), io, format, unsupported, shape. */
+REWIND_C_API rewind_status rewind_model_load(const char* path, rewind_model** out);
+REWIND_C_API void rewind_model_free(rewind_model* model);
+/* Vocabulary size, training context length, special ids (-1 when the vocabulary has none);
+ * 0 / -1 for a NULL model. */
+REWIND_C_API int32_t rewind_model_n_vocab(const rewind_model* model);
+REWIND_C_API int32_t rewind_model_n_ctx(const rewind_model* model);
+REWIND_C_API rewind_token rewind_model_bos(const rewind_model* model);
+REWIND_C_API rewind_token rewind_model_eos(const rewind_model* model);
+
+/* Text -> ids. add_bos: -1 the model's default, 0 never, 1 always. Writes at most `capacity`
+ * ids to `tokens` (which may be NULL when capacity is 0) and the count to *n_tokens; if they do
+ * not fit, writes nothing but *n_tokens and returns REWIND_ERR_CAPACITY. */
+REWIND_C_API rewind_status rewind_tokenize(const rewind_model* model, const char* text, size_t text_len,
+                                           int add_bos, rewind_token* tokens, size_t capacity,
+                                           size_t* n_tokens);
+/* Ids -> text (UTF-8 bytes, NUL-terminated). *n_bytes gets the length without the NUL; if
+ * buf_size < *n_bytes + 1, nothing is written but *n_bytes and REWIND_ERR_CAPACITY returned.
+ * Errors: argument (NULL, an id outside the vocabulary), capacity. */
+REWIND_C_API rewind_status rewind_detokenize(const rewind_model* model, const rewind_token* tokens,
+                                             size_t n_tokens, char* buf, size_t buf_size, size_t* n_bytes);
+
+/* ---- Contexts (run buffers and threads) ------------------------------------------------- */
+
+typedef struct rewind_context_options {
+    int32_t n_threads; /* >= 1 */
+    int64_t max_batch; /* tokens per internal pass, >= 1 (clamped to the context length) */
+} rewind_context_options;
+/* n_threads 1, max_batch 256. */
+REWIND_C_API rewind_context_options rewind_context_default_options(void);
+
+/* The context keeps the model alive: the model handle may be freed before it. opts may be NULL
+ * (defaults). Errors: argument. */
+REWIND_C_API rewind_status rewind_context_new(const rewind_model* model, const rewind_context_options* opts,
+                                              rewind_context** out);
+REWIND_C_API void rewind_context_free(rewind_context* ctx);
+
+/* ---- Caches: a token sequence and the KV cache of all of it but its newest token ----------
+ * The newest token is held back: its logits are where the next generation starts, so no token
+ * is ever run twice. */
+
+/* capacity: positions (0: the model's context length). kv_f16: store K/V in half precision.
+ * The cache keeps the model alive. Errors: argument, capacity (above the model's context). */
+REWIND_C_API rewind_status rewind_cache_new(const rewind_model* model, int64_t capacity, int kv_f16,
+                                            rewind_cache** out);
+REWIND_C_API void rewind_cache_free(rewind_cache* cache);
+/* Tokens in the sequence (0 for NULL); the KV cache holds max(0, n - 1) positions. */
+REWIND_C_API int64_t rewind_cache_n_tokens(const rewind_cache* cache);
+REWIND_C_API int64_t rewind_cache_capacity(const rewind_cache* cache);
+/* Copies the sequence's ids, as rewind_tokenize fills its buffer. */
+REWIND_C_API rewind_status rewind_cache_tokens(const rewind_cache* cache, rewind_token* tokens, size_t capacity,
+                                               size_t* n_tokens);
+/* Keeps the first n tokens (O(1)). Errors: argument (NULL, n < 0 or n > the token count). */
+REWIND_C_API rewind_status rewind_cache_truncate(rewind_cache* cache, int64_t n);
+/* Writes the KV cache (not the ids: keep them with rewind_cache_tokens) to a versioned,
+ * checksummed file; a failure leaves an older file at `path` intact. Errors: argument, io. */
+REWIND_C_API rewind_status rewind_cache_save(const rewind_cache* cache, const char* path);
+/* Reads a file written by rewind_cache_save for `model`, with the ids of the sequence it was
+ * saved with (n_tokens must be the file's positions + 1, or 0 for an empty cache). Errors:
+ * argument, io, format, unsupported, capacity, state (written for another model, or ids that
+ * do not match the file's length). */
+REWIND_C_API rewind_status rewind_cache_load(const rewind_model* model, const char* path, int64_t capacity,
+                                             int kv_f16, const rewind_token* tokens, size_t n_tokens,
+                                             rewind_cache** out);
+
+/* Appends ids to the sequence and runs through `ctx` the tokens this makes final (the held-back
+ * one and all new ones but the last). Errors: argument (NULL, an id outside the vocabulary),
+ * capacity, state (ctx and cache of different models). */
+REWIND_C_API rewind_status rewind_append(rewind_context* ctx, rewind_cache* cache, const rewind_token* tokens,
+                                         size_t n_tokens);
+
+/* ---- Generation ------------------------------------------------------------------------- */
+
+typedef struct rewind_generate_options {
+    int64_t max_tokens;    /* >= 0 */
+    float temperature;     /* <= 0: greedy */
+    int32_t top_k;         /* 0: off */
+    float top_p;           /* 1: off */
+    float min_p;           /* 0: off */
+    float repeat_penalty;  /* 1: off */
+    int32_t repeat_last_n;
+    uint64_t seed;
+    int stop_at_eog;       /* end on EOS / EOT */
+    const char* const* stop_strings; /* generation ends after the token completing one (may be NULL) */
+    size_t n_stop_strings;
+} rewind_generate_options;
+/* 128 tokens, greedy, no filters, stop at EOS/EOT, no stop strings. */
+REWIND_C_API rewind_generate_options rewind_generate_default_options(void);
+
+/* Why a generation ended. */
+typedef enum rewind_stop {
+    REWIND_STOP_MAX_TOKENS = 0,
+    REWIND_STOP_END_OF_GENERATION = 1,
+    REWIND_STOP_STRING = 2,
+    REWIND_STOP_CONTEXT_FULL = 3
+} rewind_stop;
+
+/* What a generation did. For plain decoding, passes == emitted and no guesses. */
+typedef struct rewind_stats {
+    int64_t emitted;        /* tokens generated */
+    int64_t passes;         /* target forward passes after the prompt */
+    int64_t proposed;       /* guesses verified */
+    int64_t accepted;       /* guesses the target agreed with */
+    int64_t prompt_tokens;  /* tokens run for the prompt (the held-back one and any new) */
+    double prompt_seconds;
+    double generate_seconds; /* everything after the prompt */
+    int32_t stop;           /* a rewind_stop */
+} rewind_stats;
+
+/* Generates from the sequence in `cache` (which must not be empty); the generated ids are
+ * appended to it and written to out_tokens, whose capacity must be at least max_tokens.
+ * stats may be NULL. Errors: argument (NULL, bad options, capacity < max_tokens), capacity,
+ * state (an empty sequence, ctx and cache of different models). */
+REWIND_C_API rewind_status rewind_generate(rewind_context* ctx, rewind_cache* cache, const rewind_generate_options* opts,
+                                           rewind_token* out_tokens, size_t out_capacity, size_t* n_out,
+                                           rewind_stats* stats);
+
+/* Speculative decoding: guesses from a named source, verified by the target in one pass each.
+ * The output is exactly rewind_generate's with the same options. */
+typedef struct rewind_spec_options {
+    const char* source;            /* "ngram", "ref", "draft", "auto" (or "auto-first") */
+    int32_t k;                     /* guesses per pass, 1..255 (the ceiling when adaptive) */
+    int adaptive;                  /* grow and shrink k with acceptance */
+    const char* const* references; /* documents to copy from: ref (required), auto (optional) */
+    size_t n_references;
+    const rewind_model* draft;     /* a draft model with the target's vocabulary: draft
+                                    * (required), auto (optional); NULL otherwise */
+} rewind_spec_options;
+/* source "ngram", k 8, fixed, no references, no draft. */
+REWIND_C_API rewind_spec_options rewind_spec_default_options(void);
+
+/* As rewind_generate, guessing with the source `spec` names. stats counts passes and guesses.
+ * Errors: as rewind_generate; argument (an unknown source, k out of range, references or a
+ * draft the source would ignore, a source without what it needs), state (a draft whose
+ * vocabulary differs from the target's). */
+REWIND_C_API rewind_status rewind_generate_speculative(rewind_context* ctx, rewind_cache* cache,
+                                                       const rewind_generate_options* opts,
+                                                       const rewind_spec_options* spec, rewind_token* out_tokens,
+                                                       size_t out_capacity, size_t* n_out, rewind_stats* stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* REWIND_C_H */

@@ -1,0 +1,438 @@
+// The C API (rewind_c.h) over the C++ library: opaque handles wrap the C++ objects, every entry
+// point catches everything and turns it into a status and a thread-local message.
+#include "rewind_c.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rewind/context.h"
+#include "rewind/error.h"
+#include "rewind/generate.h"
+#include "rewind/kv_cache.h"
+#include "rewind/model.h"
+#include "rewind/speculate/decoder.h"
+#include "rewind/speculate/source_factory.h"
+#include "rewind/version.h"
+
+struct rewind_model {
+    std::shared_ptr<const rwd::Model> model;
+};
+
+struct rewind_context {
+    rwd::Context ctx;
+};
+
+// The sequence and the KV cache of all of it but its newest token (Session's invariant):
+// kv.size() == max(0, tokens.size() - 1).
+struct rewind_cache {
+    std::shared_ptr<const rwd::Model> model;
+    rwd::KvCache kv;
+    std::vector<rwd::TokenId> tokens;
+};
+
+namespace {
+
+using rwd::Error;
+using rwd::ErrorCode;
+
+thread_local std::string t_last_error;
+
+rewind_status status_of(ErrorCode c) {
+    switch (c) {
+    case ErrorCode::io: return REWIND_ERR_IO;
+    case ErrorCode::format: return REWIND_ERR_FORMAT;
+    case ErrorCode::unsupported: return REWIND_ERR_UNSUPPORTED;
+    case ErrorCode::shape: return REWIND_ERR_SHAPE;
+    case ErrorCode::capacity: return REWIND_ERR_CAPACITY;
+    case ErrorCode::argument: return REWIND_ERR_ARGUMENT;
+    case ErrorCode::state: return REWIND_ERR_STATE;
+    }
+    return REWIND_ERR_INTERNAL;
+}
+
+// Runs f; any exception becomes a status and this thread's last error. Nothing escapes.
+template <class F>
+rewind_status guarded(const char* fn, F&& f) noexcept {
+    try {
+        f();
+        return REWIND_OK;
+    } catch (const Error& e) {
+        try {
+            t_last_error = std::string(fn) + ": " + e.what();
+        } catch (...) {
+        }
+        return status_of(e.code());
+    } catch (const std::bad_alloc&) {
+        try {
+            t_last_error = std::string(fn) + ": out of memory";
+        } catch (...) {
+        }
+        return REWIND_ERR_INTERNAL;
+    } catch (const std::exception& e) {
+        try {
+            t_last_error = std::string(fn) + ": " + e.what();
+        } catch (...) {
+        }
+        return REWIND_ERR_INTERNAL;
+    } catch (...) {
+        return REWIND_ERR_INTERNAL;
+    }
+}
+
+void need(const void* p, const char* what) {
+    if (!p) throw Error(ErrorCode::argument, std::string(what) + " is NULL");
+}
+
+// Copies ids into a caller's buffer of `capacity`, or reports the size needed.
+void copy_out(const std::vector<rwd::TokenId>& ids, rewind_token* out, size_t capacity, size_t* n) {
+    need(n, "the count pointer");
+    if (ids.size() > capacity) {
+        *n = ids.size();
+        throw Error(ErrorCode::capacity, std::to_string(ids.size()) + " ids do not fit a buffer of " +
+                                             std::to_string(capacity));
+    }
+    if (!ids.empty()) {
+        need(out, "the id buffer");
+        std::copy(ids.begin(), ids.end(), out);
+    }
+    *n = ids.size();
+}
+
+rwd::KvCacheOptions cache_options(int64_t capacity, int kv_f16) {
+    return {.capacity = capacity, .type = kv_f16 ? rwd::KvType::F16 : rwd::KvType::F32};
+}
+
+void check_pair(const rewind_context* ctx, const rewind_cache* cache) {
+    need(ctx, "the context");
+    need(cache, "the cache");
+    if (!cache->kv.belongs_to(ctx->ctx.model()))
+        throw Error(ErrorCode::state, "the cache belongs to " + cache->model->path() + ", the context runs " +
+                                          ctx->ctx.model().path());
+}
+
+rwd::GenerateOptions generate_options(const rewind_generate_options* o, size_t out_capacity) {
+    need(o, "the generate options");
+    if (o->max_tokens < 0) throw Error(ErrorCode::argument, "max_tokens must be >= 0");
+    if (static_cast<uint64_t>(o->max_tokens) > out_capacity)
+        throw Error(ErrorCode::argument, "max_tokens " + std::to_string(o->max_tokens) +
+                                             " exceeds the output buffer's capacity " + std::to_string(out_capacity));
+    rwd::GenerateOptions g;
+    g.max_tokens = o->max_tokens;
+    g.sampler.temperature = o->temperature;
+    g.sampler.top_k = o->top_k;
+    g.sampler.top_p = o->top_p;
+    g.sampler.min_p = o->min_p;
+    g.sampler.repeat_penalty = o->repeat_penalty;
+    g.sampler.repeat_last_n = o->repeat_last_n;
+    g.sampler.seed = o->seed;
+    g.stop_at_eog = o->stop_at_eog != 0;
+    if (o->n_stop_strings > 0) need(o->stop_strings, "stop_strings");
+    for (size_t i = 0; i < o->n_stop_strings; ++i) {
+        need(o->stop_strings[i], "a stop string");
+        g.stop_strings.emplace_back(o->stop_strings[i]);
+    }
+    return g;
+}
+
+int32_t stop_of(rwd::StopReason r) {
+    switch (r) {
+    case rwd::StopReason::MaxTokens: return REWIND_STOP_MAX_TOKENS;
+    case rwd::StopReason::EndOfGeneration: return REWIND_STOP_END_OF_GENERATION;
+    case rwd::StopReason::StopString: return REWIND_STOP_STRING;
+    case rwd::StopReason::ContextFull: return REWIND_STOP_CONTEXT_FULL;
+    case rwd::StopReason::Callback: break;
+    }
+    return REWIND_STOP_MAX_TOKENS;
+}
+
+// The common tail of both generate calls: the output, the sequence, the stats.
+void finish(rewind_cache* cache, const rwd::GenerateResult& r, rewind_token* out, size_t* n_out) {
+    std::copy(r.tokens.begin(), r.tokens.end(), out);
+    *n_out = r.tokens.size();
+    cache->tokens.insert(cache->tokens.end(), r.tokens.begin(), r.tokens.end());
+}
+
+void fill_stats(rewind_stats* s, const rwd::GenerateResult& r) {
+    *s = rewind_stats{};
+    s->emitted = static_cast<int64_t>(r.tokens.size());
+    s->passes = s->emitted;
+    s->prompt_tokens = r.prompt_tokens;
+    s->prompt_seconds = r.prompt_seconds;
+    s->generate_seconds = r.generate_seconds;
+    s->stop = stop_of(r.stop);
+}
+
+} // namespace
+
+extern "C" {
+
+const char* rewind_status_name(rewind_status s) {
+    switch (s) {
+    case REWIND_OK: return "ok";
+    case REWIND_ERR_IO: return "io";
+    case REWIND_ERR_FORMAT: return "format";
+    case REWIND_ERR_UNSUPPORTED: return "unsupported";
+    case REWIND_ERR_SHAPE: return "shape";
+    case REWIND_ERR_CAPACITY: return "capacity";
+    case REWIND_ERR_ARGUMENT: return "argument";
+    case REWIND_ERR_STATE: return "state";
+    case REWIND_ERR_INTERNAL: return "internal";
+    }
+    return "unknown";
+}
+
+const char* rewind_last_error(void) { return t_last_error.c_str(); }
+
+const char* rewind_version(void) { return REWIND_VERSION_STRING; }
+
+rewind_status rewind_model_load(const char* path, rewind_model** out) {
+    return guarded("rewind_model_load", [&] {
+        need(out, "out");
+        *out = nullptr;
+        need(path, "path");
+        auto m = std::make_unique<rewind_model>();
+        m->model = rwd::Model::load(path);
+        *out = m.release();
+    });
+}
+
+void rewind_model_free(rewind_model* model) { delete model; }
+
+int32_t rewind_model_n_vocab(const rewind_model* m) { return m ? static_cast<int32_t>(m->model->n_vocab()) : 0; }
+int32_t rewind_model_n_ctx(const rewind_model* m) {
+    return m ? static_cast<int32_t>(m->model->hparams().n_ctx_train) : 0;
+}
+rewind_token rewind_model_bos(const rewind_model* m) { return m ? m->model->tokenizer().bos() : -1; }
+rewind_token rewind_model_eos(const rewind_model* m) { return m ? m->model->tokenizer().eos() : -1; }
+
+rewind_status rewind_tokenize(const rewind_model* model, const char* text, size_t text_len, int add_bos,
+                              rewind_token* tokens, size_t capacity, size_t* n_tokens) {
+    return guarded("rewind_tokenize", [&] {
+        need(model, "the model");
+        need(n_tokens, "n_tokens");
+        if (text_len > 0) need(text, "text");
+        if (add_bos < -1 || add_bos > 1) throw Error(ErrorCode::argument, "add_bos must be -1, 0 or 1");
+        const rwd::AddBos bos = add_bos < 0 ? rwd::AddBos::Default : add_bos ? rwd::AddBos::Yes : rwd::AddBos::No;
+        const auto ids = model->model->tokenizer().encode(std::string_view(text ? text : "", text_len), bos);
+        copy_out(ids, tokens, capacity, n_tokens);
+    });
+}
+
+rewind_status rewind_detokenize(const rewind_model* model, const rewind_token* tokens, size_t n_tokens, char* buf,
+                                size_t buf_size, size_t* n_bytes) {
+    return guarded("rewind_detokenize", [&] {
+        need(model, "the model");
+        need(n_bytes, "n_bytes");
+        if (n_tokens > 0) need(tokens, "tokens");
+        const rwd::Tokenizer& tok = model->model->tokenizer();
+        std::vector<rwd::TokenId> ids(tokens, tokens + n_tokens);
+        for (size_t i = 0; i < n_tokens; ++i)
+            if (!tok.valid(ids[i]))
+                throw Error(ErrorCode::argument, "token " + std::to_string(i) + " has id " + std::to_string(ids[i]) +
+                                                     ", outside the vocabulary");
+        const std::string text = tok.decode(ids);
+        if (text.size() + 1 > buf_size || !buf) {
+            *n_bytes = text.size();
+            throw Error(ErrorCode::capacity, std::to_string(text.size()) + " bytes and a NUL do not fit a buffer of " +
+                                                 std::to_string(buf_size));
+        }
+        std::memcpy(buf, text.data(), text.size());
+        buf[text.size()] = '\0';
+        *n_bytes = text.size();
+    });
+}
+
+rewind_context_options rewind_context_default_options(void) {
+    const rwd::ContextOptions d;
+    return {d.n_threads, d.max_batch};
+}
+
+rewind_status rewind_context_new(const rewind_model* model, const rewind_context_options* opts,
+                                 rewind_context** out) {
+    return guarded("rewind_context_new", [&] {
+        need(out, "out");
+        *out = nullptr;
+        need(model, "the model");
+        const rewind_context_options o = opts ? *opts : rewind_context_default_options();
+        *out = new rewind_context{rwd::Context(model->model, {.n_threads = o.n_threads, .max_batch = o.max_batch})};
+    });
+}
+
+void rewind_context_free(rewind_context* ctx) { delete ctx; }
+
+rewind_status rewind_cache_new(const rewind_model* model, int64_t capacity, int kv_f16, rewind_cache** out) {
+    return guarded("rewind_cache_new", [&] {
+        need(out, "out");
+        *out = nullptr;
+        need(model, "the model");
+        *out = new rewind_cache{model->model, rwd::KvCache(*model->model, cache_options(capacity, kv_f16)), {}};
+    });
+}
+
+void rewind_cache_free(rewind_cache* cache) { delete cache; }
+
+int64_t rewind_cache_n_tokens(const rewind_cache* c) { return c ? static_cast<int64_t>(c->tokens.size()) : 0; }
+int64_t rewind_cache_capacity(const rewind_cache* c) { return c ? c->kv.capacity() : 0; }
+
+rewind_status rewind_cache_tokens(const rewind_cache* cache, rewind_token* tokens, size_t capacity, size_t* n) {
+    return guarded("rewind_cache_tokens", [&] {
+        need(cache, "the cache");
+        copy_out(cache->tokens, tokens, capacity, n);
+    });
+}
+
+rewind_status rewind_cache_truncate(rewind_cache* cache, int64_t n) {
+    return guarded("rewind_cache_truncate", [&] {
+        need(cache, "the cache");
+        const auto size = static_cast<int64_t>(cache->tokens.size());
+        if (n < 0 || n > size)
+            throw Error(ErrorCode::argument, "cannot keep " + std::to_string(n) + " tokens of " + std::to_string(size));
+        cache->kv.truncate(std::max<int64_t>(n - 1, 0));
+        cache->tokens.resize(static_cast<size_t>(n));
+    });
+}
+
+rewind_status rewind_cache_save(const rewind_cache* cache, const char* path) {
+    return guarded("rewind_cache_save", [&] {
+        need(cache, "the cache");
+        need(path, "path");
+        cache->kv.save(path);
+    });
+}
+
+rewind_status rewind_cache_load(const rewind_model* model, const char* path, int64_t capacity, int kv_f16,
+                                const rewind_token* tokens, size_t n_tokens, rewind_cache** out) {
+    return guarded("rewind_cache_load", [&] {
+        need(out, "out");
+        *out = nullptr;
+        need(model, "the model");
+        need(path, "path");
+        if (n_tokens > 0) need(tokens, "tokens");
+        rwd::KvCache kv = rwd::KvCache::load(path, *model->model, cache_options(capacity, kv_f16));
+        const auto n = static_cast<int64_t>(n_tokens);
+        if (std::max<int64_t>(n - 1, 0) != kv.size() || n > kv.capacity())
+            throw Error(ErrorCode::state, std::string(path) + ": holds " + std::to_string(kv.size()) +
+                                              " positions, which " + std::to_string(n_tokens) +
+                                              " ids do not match (a sequence of n ids keeps n - 1)");
+        for (size_t i = 0; i < n_tokens; ++i)
+            if (tokens[i] < 0 || tokens[i] >= model->model->n_vocab())
+                throw Error(ErrorCode::argument, "id " + std::to_string(i) + " is outside the vocabulary");
+        *out = new rewind_cache{model->model, std::move(kv), std::vector<rwd::TokenId>(tokens, tokens + n_tokens)};
+    });
+}
+
+rewind_status rewind_append(rewind_context* ctx, rewind_cache* cache, const rewind_token* tokens, size_t n_tokens) {
+    return guarded("rewind_append", [&] {
+        check_pair(ctx, cache);
+        if (n_tokens == 0) return;
+        need(tokens, "tokens");
+        const int64_t n_vocab = cache->model->n_vocab();
+        for (size_t i = 0; i < n_tokens; ++i)
+            if (tokens[i] < 0 || tokens[i] >= n_vocab)
+                throw Error(ErrorCode::argument, "token " + std::to_string(i) + " has id " + std::to_string(tokens[i]) +
+                                                     ", outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
+        const auto total = static_cast<int64_t>(cache->tokens.size() + n_tokens);
+        if (total > cache->kv.capacity())
+            throw Error(ErrorCode::capacity, std::to_string(n_tokens) + " more tokens after " +
+                                                 std::to_string(cache->tokens.size()) + " exceed the cache capacity " +
+                                                 std::to_string(cache->kv.capacity()));
+        // Run the held-back token and all new ones but the last, which is held back now.
+        std::vector<rwd::TokenId> run;
+        run.reserve(n_tokens);
+        if (!cache->tokens.empty()) run.push_back(cache->tokens.back());
+        run.insert(run.end(), tokens, tokens + n_tokens - 1);
+        cache->tokens.reserve(static_cast<size_t>(total));
+        if (!run.empty()) ctx->ctx.forward(cache->kv, run, rwd::Logits::None);
+        cache->tokens.insert(cache->tokens.end(), tokens, tokens + n_tokens);
+    });
+}
+
+rewind_generate_options rewind_generate_default_options(void) {
+    const rwd::GenerateOptions g;
+    rewind_generate_options o{};
+    o.max_tokens = g.max_tokens;
+    o.temperature = g.sampler.temperature;
+    o.top_k = g.sampler.top_k;
+    o.top_p = g.sampler.top_p;
+    o.min_p = g.sampler.min_p;
+    o.repeat_penalty = g.sampler.repeat_penalty;
+    o.repeat_last_n = g.sampler.repeat_last_n;
+    o.seed = g.sampler.seed;
+    o.stop_at_eog = g.stop_at_eog ? 1 : 0;
+    o.stop_strings = nullptr;
+    o.n_stop_strings = 0;
+    return o;
+}
+
+rewind_status rewind_generate(rewind_context* ctx, rewind_cache* cache, const rewind_generate_options* opts,
+                              rewind_token* out_tokens, size_t out_capacity, size_t* n_out, rewind_stats* stats) {
+    return guarded("rewind_generate", [&] {
+        check_pair(ctx, cache);
+        need(n_out, "n_out");
+        const rwd::GenerateOptions g = generate_options(opts, out_capacity);
+        if (g.max_tokens > 0) need(out_tokens, "out_tokens");
+        if (cache->tokens.empty()) throw Error(ErrorCode::state, "the cache holds no tokens (append a prompt first)");
+        cache->tokens.reserve(cache->tokens.size() + static_cast<size_t>(g.max_tokens));
+        const rwd::GenerateResult r = rwd::generate_plain(ctx->ctx, cache->kv, cache->tokens, g);
+        finish(cache, r, out_tokens, n_out);
+        if (stats) fill_stats(stats, r);
+    });
+}
+
+rewind_spec_options rewind_spec_default_options(void) {
+    rewind_spec_options o{};
+    o.source = "ngram";
+    o.k = 8;
+    o.adaptive = 0;
+    o.references = nullptr;
+    o.n_references = 0;
+    o.draft = nullptr;
+    return o;
+}
+
+rewind_status rewind_generate_speculative(rewind_context* ctx, rewind_cache* cache,
+                                          const rewind_generate_options* opts, const rewind_spec_options* spec,
+                                          rewind_token* out_tokens, size_t out_capacity, size_t* n_out,
+                                          rewind_stats* stats) {
+    namespace sp = rwd::speculate;
+    return guarded("rewind_generate_speculative", [&] {
+        check_pair(ctx, cache);
+        need(n_out, "n_out");
+        need(spec, "the speculation options");
+        need(spec->source, "the source name");
+        sp::SpeculativeOptions so;
+        so.generate = generate_options(opts, out_capacity);
+        if (so.generate.max_tokens > 0) need(out_tokens, "out_tokens");
+        so.k = spec->k;
+        so.k_policy = spec->adaptive ? sp::KPolicy::Adaptive : sp::KPolicy::Fixed;
+        sp::SourceSpec ss;
+        sp::parse_source_kind(spec->source, ss);
+        if (spec->n_references > 0) need(spec->references, "references");
+        for (size_t i = 0; i < spec->n_references; ++i) {
+            need(spec->references[i], "a reference");
+            ss.references.emplace_back(spec->references[i]);
+        }
+        if (spec->draft) ss.draft = spec->draft->model;
+        ss.draft_options.cache_type = cache->kv.type();
+        if (cache->tokens.empty()) throw Error(ErrorCode::state, "the cache holds no tokens (append a prompt first)");
+        auto source = sp::make_guess_source(ss, ctx->ctx.model(), cache->kv.capacity());
+        sp::SpeculativeDecoder dec(ctx->ctx, cache->kv, *source, so);
+        cache->tokens.reserve(cache->tokens.size() + static_cast<size_t>(so.generate.max_tokens));
+        const sp::SpeculativeResult r = dec.generate(cache->tokens);
+        finish(cache, r, out_tokens, n_out);
+        if (stats) {
+            fill_stats(stats, r);
+            stats->passes = r.stats.passes;
+            stats->proposed = r.stats.proposed;
+            stats->accepted = r.stats.accepted;
+        }
+    });
+}
+
+} // extern "C"

@@ -1,0 +1,135 @@
+/* The C API end to end, compiled as C: load, tokenize, append, generate plainly and
+ * speculatively (every named source gives plain decoding's tokens), stats, truncate, save and
+ * load the cache, detokenize. Exits non-zero naming the first failed check. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rewind_c.h"
+
+#define CHECK(cond)                                                                          \
+    do {                                                                                     \
+        if (!(cond)) {                                                                       \
+            fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, \
+                    #cond, rewind_last_error());                                             \
+            exit(1);                                                                         \
+        }                                                                                    \
+    } while (0)
+#define OK(call) CHECK((call) == REWIND_OK)
+
+enum { kMax = 48 };
+
+static const char* kPrompt = "def parse_args(argv):\n    parser = argparse.ArgumentParser()\n";
+
+/* A fresh cache holding the prompt. */
+static rewind_cache* prompt_cache(const rewind_model* m, rewind_context* ctx, const rewind_token* ids, size_t n) {
+    rewind_cache* c = NULL;
+    OK(rewind_cache_new(m, 256, 0, &c));
+    OK(rewind_append(ctx, c, ids, n));
+    CHECK(rewind_cache_n_tokens(c) == (int64_t)n);
+    return c;
+}
+
+int main(void) {
+    const char* path = REWIND_SHARED_DIR "/models/pycode-4m.gguf";
+    const char* draft_path = REWIND_SHARED_DIR "/models/pycode-600k.gguf";
+    rewind_model *m = NULL, *draft = NULL;
+    OK(rewind_model_load(path, &m));
+    OK(rewind_model_load(draft_path, &draft));
+    CHECK(rewind_model_n_vocab(m) > 0 && rewind_model_n_ctx(m) >= 256);
+    CHECK(strlen(rewind_version()) >= 5);
+
+    /* Tokenize: ask for the size, then fill. */
+    size_t n = 0;
+    CHECK(rewind_tokenize(m, kPrompt, strlen(kPrompt), -1, NULL, 0, &n) == REWIND_ERR_CAPACITY);
+    CHECK(n > 4);
+    rewind_token* ids = malloc(n * sizeof *ids);
+    size_t n2 = 0;
+    OK(rewind_tokenize(m, kPrompt, strlen(kPrompt), -1, ids, n, &n2));
+    CHECK(n2 == n);
+
+    rewind_context_options co = rewind_context_default_options();
+    co.n_threads = 2;
+    rewind_context* ctx = NULL;
+    OK(rewind_context_new(m, &co, &ctx));
+
+    /* Plain decoding. */
+    rewind_generate_options go = rewind_generate_default_options();
+    go.max_tokens = kMax;
+    go.stop_at_eog = 0;
+    rewind_token plain[kMax], out[kMax];
+    size_t n_plain = 0, n_out = 0;
+    rewind_stats st;
+    rewind_cache* c = prompt_cache(m, ctx, ids, n);
+    OK(rewind_generate(ctx, c, &go, plain, kMax, &n_plain, &st));
+    CHECK(n_plain == kMax && st.emitted == kMax && st.stop == REWIND_STOP_MAX_TOKENS);
+    CHECK(rewind_cache_n_tokens(c) == (int64_t)(n + n_plain));
+
+    /* Speculative decoding with every source gives the same tokens. */
+    const char* doc = "def parse_args(argv):\n    parser = argparse.ArgumentParser()\n    parser.add_argument('--x')\n";
+    const char* sources[] = {"ngram", "ref", "draft", "auto"};
+    for (int s = 0; s < 4; ++s) {
+        rewind_spec_options so = rewind_spec_default_options();
+        so.source = sources[s];
+        so.k = 4;
+        if (!strcmp(sources[s], "ref") || !strcmp(sources[s], "auto")) {
+            so.references = &doc;
+            so.n_references = 1;
+        }
+        if (!strcmp(sources[s], "draft") || !strcmp(sources[s], "auto")) so.draft = draft;
+        rewind_cache* cs = prompt_cache(m, ctx, ids, n);
+        OK(rewind_generate_speculative(ctx, cs, &go, &so, out, kMax, &n_out, &st));
+        CHECK(n_out == n_plain);
+        CHECK(memcmp(out, plain, n_out * sizeof *out) == 0);
+        CHECK(st.emitted == (int64_t)n_out && st.passes >= 1 && st.passes <= st.emitted);
+        CHECK(st.accepted <= st.proposed);
+        printf("%-6s %lld passes for %lld tokens, %lld/%lld guesses accepted\n", sources[s], (long long)st.passes,
+               (long long)st.emitted, (long long)st.accepted, (long long)st.proposed);
+        rewind_cache_free(cs);
+    }
+
+    /* Truncate back to the prompt and generate again: same tokens. */
+    OK(rewind_cache_truncate(c, (int64_t)n));
+    OK(rewind_generate(ctx, c, &go, out, kMax, &n_out, NULL));
+    CHECK(n_out == n_plain && memcmp(out, plain, n_out * sizeof *out) == 0);
+
+    /* Save after the prompt + 16 tokens, load with its ids, continue: as if never saved. */
+    OK(rewind_cache_truncate(c, (int64_t)n + 16));
+    char file[512];
+    snprintf(file, sizeof file, "%s/rewind_test_capi_%ld.kv", REWIND_BINARY_DIR, (long)getpid());
+    OK(rewind_cache_save(c, file));
+    size_t n_seq = 0;
+    CHECK(rewind_cache_tokens(c, NULL, 0, &n_seq) == REWIND_ERR_CAPACITY && n_seq == n + 16);
+    rewind_token* seq = malloc(n_seq * sizeof *seq);
+    OK(rewind_cache_tokens(c, seq, n_seq, &n_seq));
+    rewind_cache* loaded = NULL;
+    OK(rewind_cache_load(m, file, 256, 0, seq, n_seq, &loaded));
+    remove(file);
+    go.max_tokens = kMax - 16;
+    OK(rewind_generate(ctx, loaded, &go, out, kMax, &n_out, NULL));
+    CHECK(n_out == kMax - 16 && memcmp(out, plain + 16, n_out * sizeof *out) == 0);
+
+    /* Detokenize the whole sequence: it starts with the prompt. */
+    size_t n_bytes = 0;
+    size_t n_all = 0;
+    rewind_token all[512];
+    OK(rewind_cache_tokens(loaded, all, 512, &n_all));
+    CHECK(rewind_detokenize(m, all, n_all, NULL, 0, &n_bytes) == REWIND_ERR_CAPACITY);
+    char* text = malloc(n_bytes + 1);
+    OK(rewind_detokenize(m, all, n_all, text, n_bytes + 1, &n_bytes));
+    CHECK(strncmp(text, kPrompt, strlen(kPrompt)) == 0);
+    printf("%s\n", text);
+
+    free(text);
+    free(seq);
+    free(ids);
+    rewind_cache_free(loaded);
+    rewind_cache_free(c);
+    rewind_context_free(ctx);
+    rewind_model_free(draft);
+    rewind_model_free(m);
+    printf("test_capi: ok\n");
+    return 0;
+}

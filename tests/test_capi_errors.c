@@ -1,0 +1,173 @@
+/* The C API fed bad input, compiled as C: NULL handles and pointers, buffers too small, ids
+ * outside the vocabulary, options out of range, a cache from another model, missing and foreign
+ * files. Each call returns its documented status, leaves a message in rewind_last_error(), and
+ * changes nothing. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rewind_c.h"
+
+static int g_failures = 0;
+
+/* Checks a call's status; on failure also that the last error says something. */
+#define EXPECT_STATUS(call, want)                                                                \
+    do {                                                                                         \
+        rewind_status got_ = (call);                                                             \
+        if (got_ != (want)) {                                                                    \
+            fprintf(stderr, "%s:%d: %s returned %s, expected %s (last error: %s)\n", __FILE__,    \
+                    __LINE__, #call, rewind_status_name(got_), rewind_status_name(want),         \
+                    rewind_last_error());                                                        \
+            ++g_failures;                                                                        \
+        } else if (got_ != REWIND_OK && rewind_last_error()[0] == '\0') {                        \
+            fprintf(stderr, "%s:%d: %s: no error message\n", __FILE__, __LINE__, #call);         \
+            ++g_failures;                                                                        \
+        }                                                                                        \
+    } while (0)
+#define EXPECT(cond)                                                                             \
+    do {                                                                                         \
+        if (!(cond)) {                                                                           \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);             \
+            ++g_failures;                                                                        \
+        }                                                                                        \
+    } while (0)
+
+int main(void) {
+    const char* path = REWIND_SHARED_DIR "/models/pycode-4m.gguf";
+    const char* other_path = REWIND_SHARED_DIR "/models/pycode-600k.gguf";
+    rewind_model *m = NULL, *other = NULL;
+    rewind_token ids[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    rewind_token out[64];
+    size_t n = 0;
+
+    /* Loading. */
+    EXPECT_STATUS(rewind_model_load(NULL, &m), REWIND_ERR_ARGUMENT);
+    EXPECT_STATUS(rewind_model_load(path, NULL), REWIND_ERR_ARGUMENT);
+    m = (rewind_model*)ids; /* *out is cleared on failure */
+    EXPECT_STATUS(rewind_model_load("/nonexistent/model.gguf", &m), REWIND_ERR_IO);
+    EXPECT(m == NULL);
+    EXPECT(strstr(rewind_last_error(), "/nonexistent/model.gguf") != NULL);
+    EXPECT_STATUS(rewind_model_load(REWIND_SHARED_DIR "/vocab/ggml-vocab-llama-spm.gguf", &m), REWIND_ERR_FORMAT);
+    EXPECT_STATUS(rewind_model_load(path, &m), REWIND_OK);
+    EXPECT_STATUS(rewind_model_load(other_path, &other), REWIND_OK);
+    if (!m || !other) return 1;
+    EXPECT(rewind_model_n_vocab(NULL) == 0);
+
+    /* Tokenizer. */
+    EXPECT_STATUS(rewind_tokenize(NULL, "x", 1, -1, out, 64, &n), REWIND_ERR_ARGUMENT);
+    EXPECT_STATUS(rewind_tokenize(m, NULL, 3, -1, out, 64, &n), REWIND_ERR_ARGUMENT);
+    EXPECT_STATUS(rewind_tokenize(m, "x", 1, 7, out, 64, &n), REWIND_ERR_ARGUMENT);
+    EXPECT_STATUS(rewind_tokenize(m, "def f(x): return x", 18, -1, out, 64, NULL), REWIND_ERR_ARGUMENT);
+    out[0] = -7;
+    EXPECT_STATUS(rewind_tokenize(m, "def f(x): return x", 18, -1, out, 2, &n), REWIND_ERR_CAPACITY);
+    EXPECT(n > 2 && out[0] == -7); /* the size needed; nothing written */
+    const rewind_token bad_ids[2] = {1, 1 << 30};
+    char buf[16];
+    EXPECT_STATUS(rewind_detokenize(m, bad_ids, 2, buf, sizeof buf, &n), REWIND_ERR_ARGUMENT);
+    EXPECT_STATUS(rewind_detokenize(m, NULL, 2, buf, sizeof buf, &n), REWIND_ERR_ARGUMENT);
+
+    /* Contexts and caches. */
+    rewind_context* ctx = NULL;
+    rewind_context_options co = rewind_context_default_options();
+    co.n_threads = 0;
+    EXPECT_STATUS(rewind_context_new(m, &co, &ctx), REWIND_ERR_ARGUMENT);
+    EXPECT(ctx == NULL);
+    EXPECT_STATUS(rewind_context_new(NULL, NULL, &ctx), REWIND_ERR_ARGUMENT);
+    EXPECT_STATUS(rewind_context_new(m, NULL, &ctx), REWIND_OK);
+    rewind_cache *c = NULL, *foreign = NULL;
+    EXPECT_STATUS(rewind_cache_new(m, -1, 0, &c), REWIND_ERR_ARGUMENT);
+    EXPECT_STATUS(rewind_cache_new(m, 1 << 30, 0, &c), REWIND_ERR_CAPACITY);
+    EXPECT_STATUS(rewind_cache_new(m, 16, 0, &c), REWIND_OK);
+    EXPECT_STATUS(rewind_cache_new(other, 16, 0, &foreign), REWIND_OK);
+    if (!ctx || !c || !foreign) return 1;
+
+    /* Appending: NULLs, ids outside the vocabulary, overflow, another model's cache. */
+    EXPECT_STATUS(rewind_append(NULL, c, ids, 8), REWIND_ERR_ARGUMENT);
+    EXPECT_STATUS(rewind_append(ctx, NULL, ids, 8), REWIND_ERR_ARGUMENT);
+    EXPECT_STATUS(rewind_append(ctx, c, NULL, 8), REWIND_ERR_ARGUMENT);
+    EXPECT_STATUS(rewind_append(ctx, c, bad_ids, 2), REWIND_ERR_ARGUMENT);
+    EXPECT(rewind_cache_n_tokens(c) == 0);
+    EXPECT_STATUS(rewind_append(ctx, foreign, ids, 8), REWIND_ERR_STATE);
+    EXPECT(rewind_cache_n_tokens(foreign) == 0);
+    EXPECT_STATUS(rewind_append(ctx, c, ids, 8), REWIND_OK);
+    EXPECT_STATUS(rewind_append(ctx, c, ids, 8), REWIND_OK);
+    EXPECT_STATUS(rewind_append(ctx, c, ids, 1), REWIND_ERR_CAPACITY); /* 17 > 16 */
+    EXPECT(rewind_cache_n_tokens(c) == 16);
+
+    /* Generation: an empty sequence, buffers, options, sources. */
+    rewind_generate_options go = rewind_generate_default_options();
+    go.max_tokens = 4;
+    rewind_cache* empty = NULL;
+    EXPECT_STATUS(rewind_cache_new(m, 16, 0, &empty), REWIND_OK);
+    EXPECT_STATUS(rewind_generate(ctx, empty, &go, out, 64, &n, NULL), REWIND_ERR_STATE);
+    EXPECT_STATUS(rewind_cache_truncate(c, 8), REWIND_OK);
+    EXPECT_STATUS(rewind_generate(ctx, c, NULL, out, 64, &n, NULL), REWIND_ERR_ARGUMENT);
+    EXPECT_STATUS(rewind_generate(ctx, c, &go, out, 3, &n, NULL), REWIND_ERR_ARGUMENT); /* room for 3 of 4 */
+    EXPECT_STATUS(rewind_generate(ctx, c, &go, NULL, 64, &n, NULL), REWIND_ERR_ARGUMENT);
+    go.top_p = 2.0f;
+    EXPECT_STATUS(rewind_generate(ctx, c, &go, out, 64, &n, NULL), REWIND_ERR_ARGUMENT);
+    go.top_p = 1.0f;
+    EXPECT_STATUS(rewind_generate(ctx, foreign, &go, out, 64, &n, NULL), REWIND_ERR_STATE);
+    EXPECT(rewind_cache_n_tokens(c) == 8);
+
+    rewind_spec_options so = rewind_spec_default_options();
+    so.source = "telepathy";
+    EXPECT_STATUS(rewind_generate_speculative(ctx, c, &go, &so, out, 64, &n, NULL), REWIND_ERR_ARGUMENT);
+    EXPECT(strstr(rewind_last_error(), "ngram") != NULL); /* names the choices */
+    so.source = "ref"; /* without documents */
+    EXPECT_STATUS(rewind_generate_speculative(ctx, c, &go, &so, out, 64, &n, NULL), REWIND_ERR_ARGUMENT);
+    so.source = "ngram";
+    so.k = 0;
+    EXPECT_STATUS(rewind_generate_speculative(ctx, c, &go, &so, out, 64, &n, NULL), REWIND_ERR_ARGUMENT);
+    so.k = 4;
+    so.source = NULL;
+    EXPECT_STATUS(rewind_generate_speculative(ctx, c, &go, &so, out, 64, &n, NULL), REWIND_ERR_ARGUMENT);
+    EXPECT_STATUS(rewind_generate_speculative(ctx, c, &go, NULL, out, 64, &n, NULL), REWIND_ERR_ARGUMENT);
+    EXPECT(rewind_cache_n_tokens(c) == 8);
+
+    /* Truncate, save and load. */
+    EXPECT_STATUS(rewind_cache_truncate(NULL, 0), REWIND_ERR_ARGUMENT);
+    EXPECT_STATUS(rewind_cache_truncate(c, 9), REWIND_ERR_ARGUMENT);
+    EXPECT_STATUS(rewind_cache_truncate(c, -1), REWIND_ERR_ARGUMENT);
+    EXPECT(rewind_cache_n_tokens(c) == 8);
+    EXPECT_STATUS(rewind_cache_save(c, "/nonexistent/dir/x.kv"), REWIND_ERR_IO);
+    char file[512];
+    snprintf(file, sizeof file, "%s/rewind_test_capi_errors_%ld.kv", REWIND_BINARY_DIR, (long)getpid());
+    EXPECT_STATUS(rewind_cache_save(c, file), REWIND_OK);
+    rewind_cache* loaded = NULL;
+    EXPECT_STATUS(rewind_cache_load(other, file, 0, 0, ids, 8, &loaded), REWIND_ERR_STATE); /* another model */
+    EXPECT_STATUS(rewind_cache_load(m, file, 0, 0, ids, 5, &loaded), REWIND_ERR_STATE);     /* 5 ids for 7 positions */
+    EXPECT_STATUS(rewind_cache_load(m, file, 0, 0, NULL, 8, &loaded), REWIND_ERR_ARGUMENT);
+    EXPECT_STATUS(rewind_cache_load(m, "/nonexistent.kv", 0, 0, ids, 8, &loaded), REWIND_ERR_IO);
+    EXPECT(loaded == NULL);
+    EXPECT_STATUS(rewind_cache_load(m, file, 0, 0, ids, 8, &loaded), REWIND_OK);
+    FILE* f = fopen(file, "wb");
+    if (f) {
+        fputs("not a cache", f);
+        fclose(f);
+    }
+    rewind_cache* junk = NULL;
+    EXPECT_STATUS(rewind_cache_load(m, file, 0, 0, ids, 8, &junk), REWIND_ERR_FORMAT);
+    remove(file);
+
+    /* Freeing NULL is a no-op. */
+    rewind_model_free(NULL);
+    rewind_context_free(NULL);
+    rewind_cache_free(NULL);
+
+    rewind_cache_free(loaded);
+    rewind_cache_free(empty);
+    rewind_cache_free(foreign);
+    rewind_cache_free(c);
+    rewind_context_free(ctx);
+    rewind_model_free(other);
+    rewind_model_free(m);
+    if (g_failures) {
+        fprintf(stderr, "test_capi_errors: %d failures\n", g_failures);
+        return 1;
+    }
+    printf("test_capi_errors: ok\n");
+    return 0;
+}
