@@ -21,3 +21,4 @@
 #include "rewind/speculate/composite_source.h"
 #include "rewind/speculate/source_factory.h"
 #include "rewind/speculate/decoder.h"
+#include "rewind/speculate/speculative_session.h"
