@@ -170,3 +170,68 @@ TEST(Attention, RejectsBadArguments) {
                      Error);
     }
 }
+
+// Sliding window: only the last `window` positions are visible (llama.cpp's standard SWA); the
+// result matches the reference, equals plain attention over exactly those positions, and keeps
+// a token's bits whatever the token count, thread count and SIMD level.
+TEST(Attention, SlidingWindow) {
+    ThreadPool p3(3);
+    for (SimdLevel level : levels()) {
+        for (DType type : {DType::F32, DType::F16}) {
+            AttentionShape s{20, 50, 4, 2, 32};
+            s.window = 7;
+            const Case c = make_case(s, type, 5, 2.0f);
+            const auto y = run(c, s, c.q.data(), nullptr, level);
+            std::vector<float> ref(y.size());
+            attention_reference(s, c.q.data(), c.k.data(), c.v.data(), type, ref.data());
+            for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], 2e-5) << i;
+            // A window larger than the prefix changes nothing.
+            AttentionShape wide = s;
+            wide.window = 1000;
+            AttentionShape none = s;
+            none.window = 0;
+            ASSERT_EQ(0, std::memcmp(run(c, wide, c.q.data(), nullptr, level).data(),
+                                     run(c, none, c.q.data(), nullptr, level).data(), y.size() * 4));
+            ASSERT_EQ(0, std::memcmp(y.data(), run(c, s, c.q.data(), &p3, level).data(), y.size() * 4));
+            const int64_t row = s.n_head * s.head_dim;
+            for (int64_t t = 0; t < s.n_tokens; ++t) {
+                AttentionShape s1{1, s.pos0 + t, s.n_head, s.n_head_kv, s.head_dim};
+                s1.window = s.window;
+                const auto one = run(c, s1, c.q.data() + t * row, nullptr, level);
+                ASSERT_EQ(std::memcmp(one.data(), y.data() + t * row, size_t(row) * 4), 0)
+                    << simd_name(level) << " " << dtype_name(type) << " t " << t;
+            }
+        }
+    }
+    // The window cuts positions that would dominate: a huge score 8 positions back is ignored.
+    AttentionShape s{1, 9, 1, 1, 8};
+    s.window = 8;
+    Case c = make_case(s, DType::F32, 9);
+    std::vector<float> kf(size_t(10 * 8), 0.0f), vf(size_t(10 * 8), 1.0f);
+    // Position 9 sees 2..9 only; position 0 would take all the weight.
+    for (int i = 0; i < 8; ++i) vf[size_t(i)] = -100.0f, kf[size_t(i)] = 100.0f;
+    std::memcpy(c.k.data(), kf.data(), kf.size() * 4);
+    std::memcpy(c.v.data(), vf.data(), vf.size() * 4);
+    std::vector<float> q(8, 1.0f);
+    const auto y = run(c, s, q.data(), nullptr, SimdLevel::Scalar);
+    for (float x : y) EXPECT_EQ(x, 1.0f);
+}
+
+TEST(Attention, ScaleOverridesTheDefault) {
+    AttentionShape s{3, 5, 2, 1, 16};
+    const Case c = make_case(s, DType::F32, 3);
+    AttentionShape pre = s;
+    pre.scale = 1.0f;
+    std::vector<float> q = c.q;
+    for (float& x : q) x *= 0.25f; // 1/sqrt(16): exact, so pre-scaling Q gives the same scores
+    for (SimdLevel level : levels())
+        EXPECT_EQ(0, std::memcmp(run(c, s, c.q.data(), nullptr, level).data(), run(c, pre, q.data(), nullptr, level).data(),
+                                 q.size() * 4));
+    AttentionShape bad = s;
+    bad.window = -1;
+    std::vector<float> out(c.q.size()), scratch(size_t(attention_scratch_floats(s, 1)));
+    EXPECT_THROW(attention(bad, c.q.data(), c.k.data(), c.v.data(), DType::F32, out.data(), scratch.data(), nullptr), Error);
+    bad = s;
+    bad.scale = NAN;
+    EXPECT_THROW(attention(bad, c.q.data(), c.k.data(), c.v.data(), DType::F32, out.data(), scratch.data(), nullptr), Error);
+}

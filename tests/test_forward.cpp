@@ -89,7 +89,8 @@ std::vector<TokenId> concat(const std::vector<TokenId>& a, std::span<const Token
     return r;
 }
 
-// F32 weights (pycode-4m) and Q8_0 weights (the bundled model) take different matmul paths.
+// F32 weights (pycode-4m) and Q8_0 weights (the bundled model) take different matmul paths; the
+// arch-* files run each architecture's own steps (biases, Q/K norms, fused weights, GELU, window).
 class Forward : public ::testing::TestWithParam<const char*> {};
 
 // (a) forward(P, T) row i == forward(P + T[:i], [T[i]]), for random P, T and random chunkings of
@@ -206,10 +207,12 @@ TEST_P(Forward, ThreadCountDoesNotChangeBits) {
 
 // And every 4/5/6-bit type, from llama.cpp's own quantizations: the pycode-4m files mix Q4_0, Q5_0,
 // Q5_1, Q8_0 with Q4_K/Q5_K/Q6_K (its 192-wide rows force the fallbacks); the kq-256 files are
-// almost all K-quants.
+// almost all K-quants. And every architecture (arch-gemma3's window of 32 is crossed by the
+// longer prefixes above).
 INSTANTIATE_TEST_SUITE_P(Models, Forward,
                          ::testing::Values("pycode-4m", "bundled", "pycode-4m-q4_0", "pycode-4m-q4_k_m", "pycode-4m-q5_k_m",
-                                           "pycode-4m-q6_k", "kq-256-q4_k_m", "kq-256-q5_k_m", "kq-256-q6_k"),
+                                           "pycode-4m-q6_k", "kq-256-q4_k_m", "kq-256-q5_k_m", "kq-256-q6_k", "arch-llama3",
+                                           "arch-qwen2", "arch-qwen3", "arch-phi3", "arch-gemma3"),
                          [](const auto& info) {
                              std::string n = info.param;
                              if (n == "pycode-4m") return std::string("f32");

@@ -12,6 +12,7 @@
 #include "kernel_test_util.h"
 #include "rewind/error.h"
 #include "rewind/kernels/ggml_compat.h"
+#include "rewind/kernels/ops.h"
 
 using namespace rwd;
 
@@ -81,9 +82,16 @@ TEST(GgmlCompat, MatmulSameBitsOnEveryPathAndThreadCount) {
                     << "cols " << cols << ", " << simd_name(level);
             }
         }
-        // A token's row does not depend on the other tokens of the call.
+        // A token's row does not depend on the other tokens of a multi-row call (nor, where ggml
+        // would use its vector dot for both, on whether it ran alone).
+        const std::vector<float> two = mm(w, std::vector<float>(x.end() - 2 * cols, x.end()), 2, nullptr, detect_simd());
+        EXPECT_EQ(0, std::memcmp(two.data(), base.data() + (n - 2) * rows, size_t(2 * rows) * sizeof(float)));
         const std::vector<float> one = mm(w, std::vector<float>(x.end() - cols, x.end()), 1, nullptr, detect_simd());
-        EXPECT_EQ(0, std::memcmp(one.data(), base.data() + (n - 1) * rows, size_t(rows) * sizeof(float)));
+        if (cols % 16 != 0)
+            EXPECT_EQ(0, std::memcmp(one.data(), base.data() + (n - 1) * rows, size_t(rows) * sizeof(float)));
+        for (SimdLevel level : supported_simd_levels())
+            EXPECT_EQ(0, std::memcmp(one.data(), mm(w, std::vector<float>(x.end() - cols, x.end()), 1, &pool, level).data(),
+                                     size_t(rows) * sizeof(float)));
         std::vector<float> ref(base.size());
         matmul_reference(w, x.data(), n, ref.data());
         EXPECT_LT(max_abs_diff(base, ref), 1e-4) << "cols " << cols;
@@ -101,6 +109,22 @@ TEST(GgmlCompat, MatmulFollowsGgmlOrder) {
     const MatrixView mv{DType::F32, w.data(), 1, 64};
     for (SimdLevel level : supported_simd_levels())
         EXPECT_EQ(mm(mv, x, 1, nullptr, level)[0], 16777216.0f + 62.0f) << simd_name(level);
+}
+
+TEST(GgmlCompat, MatmulOfSeveralRowsFollowsTinyBlasOrder) {
+    // 32 columns, column 0's product 2^24, the others 1 (exact sum 2^24 + 31). Two or more rows
+    // go through tinyBLAS: lane 0 takes columns 0 and 16 (2^24 + 1 rounds to 2^24), the other
+    // lanes 2 each; halving the lanes then stays exact: 2^24 + 30. A single row runs ggml's
+    // vector dot: under 64 columns all in double, 2^24 + 31, rounded to float: 2^24 + 32.
+    std::vector<float> w(32, 1.0f), x(64, 1.0f);
+    w[0] = 16777216.0f;
+    const MatrixView mv{DType::F32, w.data(), 1, 32};
+    for (SimdLevel level : supported_simd_levels()) {
+        const std::vector<float> y2 = mm(mv, x, 2, nullptr, level);
+        EXPECT_EQ(y2[0], 16777216.0f + 30.0f) << simd_name(level);
+        EXPECT_EQ(y2[1], 16777216.0f + 30.0f) << simd_name(level);
+        EXPECT_EQ(mm(mv, x, 1, nullptr, level)[0], 16777216.0f + 32.0f) << simd_name(level);
+    }
 }
 
 TEST(GgmlCompat, MatmulRejectsBadInput) {
@@ -190,4 +214,62 @@ TEST(GgmlCompat, AttentionRejectsBadInput) {
                                 out.data(), scratch.data(), nullptr),
                  Error);
     EXPECT_THROW(attention_ggml_scratch_floats(s, 0), Error);
+}
+
+// Sliding window in both ggml bodies: near the reference, a row's value independent of the other
+// rows of its call and of the thread count; whole key tiles outside the window are skipped.
+TEST(GgmlCompat, SlidingWindow) {
+    ThreadPool pool(2);
+    AttentionShape s{70, 130, 4, 2, 32};
+    s.window = 40; // the first 64-position tile is outside every row's window
+    for (DType type : {DType::F32, DType::F16}) {
+        const AttCase c = att_case(s, type, 21);
+        std::vector<float> ref(c.q.size());
+        attention_reference(s, c.q.data(), c.k.data(), c.v.data(), type, ref.data());
+        for (GgmlFaPath path : {GgmlFaPath::OneChunk, GgmlFaPath::Tiled}) {
+            const std::vector<float> out = att(c, s, c.q.data(), path, &pool);
+            const bool f16_sums = type == DType::F16 && path == GgmlFaPath::OneChunk;
+            EXPECT_LT(max_abs_diff(out, ref), f16_sums ? 2e-2 : 2e-5) << dtype_name(type) << " path " << int(path);
+            EXPECT_EQ(0, std::memcmp(out.data(), att(c, s, c.q.data(), path, nullptr).data(), out.size() * 4));
+            for (int64_t t : {int64_t(0), int64_t(33), s.n_tokens - 1}) {
+                AttentionShape s1{1, s.pos0 + t, s.n_head, s.n_head_kv, s.head_dim};
+                s1.window = s.window;
+                const size_t row = size_t(s.n_head * s.head_dim);
+                const std::vector<float> one = att(c, s1, c.q.data() + t * int64_t(row), path, nullptr);
+                EXPECT_EQ(0, std::memcmp(one.data(), out.data() + t * int64_t(row), row * 4)) << "token " << t;
+            }
+        }
+    }
+}
+
+// GELU as ggml-cpu computes it: through F16 (table of F16 GELU values indexed by the F16 input),
+// so within ~1e-3 relative of the float formula, saturating at +-10 exactly as ggml does.
+TEST(GgmlCompat, GegluFollowsTheF16Table) {
+    const std::vector<float> g = test::randn(4096, 3);
+    std::vector<float> up(g.size(), 1.0f), exact(g.size()), table(g.size());
+    std::vector<float> gs = g;
+    for (float& x : gs) x *= 3.0f;
+    geglu(gs.data(), up.data(), int64_t(gs.size()), exact.data());
+    geglu_ggml(gs.data(), up.data(), int64_t(gs.size()), table.data());
+    bool any_diff = false;
+    for (size_t i = 0; i < gs.size(); ++i) {
+        EXPECT_NEAR(table[i], exact[i], 2e-3 * std::fabs(gs[i]) + 1e-4) << gs[i];
+        any_diff = any_diff || table[i] != exact[i];
+        // Inside (-10, 10) the value is a function of the F16 input alone, and an F16 value.
+        const float h = fp16_to_fp32(fp32_to_fp16(gs[i]));
+        if (std::fabs(gs[i]) >= 9.9f) continue;
+        float th;
+        geglu_ggml(&h, up.data(), 1, &th);
+        EXPECT_EQ(th, table[i]);
+        EXPECT_EQ(fp16_to_fp32(fp32_to_fp16(table[i])), table[i]);
+    }
+    EXPECT_TRUE(any_diff) << "the F16 rounding seems to be missing";
+    const float edge[] = {-10.0f, -11.0f, 10.0f, 12.5f}, two[] = {2.0f, 2.0f, 2.0f, 2.0f};
+    float out[4];
+    geglu_ggml(edge, two, 4, out);
+    EXPECT_EQ(out[0], 0.0f);
+    EXPECT_EQ(out[1], 0.0f);
+    EXPECT_EQ(out[2], 20.0f);
+    EXPECT_EQ(out[3], 25.0f);
+    EXPECT_THROW(geglu_ggml(nullptr, two, 1, out), Error);
 }

@@ -195,8 +195,15 @@ TEST(LlamaModel, InconsistentFilesAreRefused) {
          {"blk.1.ffn_up.weight", "missing"}},
         {"missing norm", [](Builder& b) { b.remove_tensor("output_norm.weight"); }, {"output_norm.weight", "missing"}},
         {"extra tensor",
-         [](Builder& b) { b.tensors.push_back({"rope_freqs.weight", {8}, 0, std::string(32, '\0')}); },
-         {"rope_freqs.weight", "unexpected"}},
+         [](Builder& b) { b.tensors.push_back({"blk.0.attn_q.bias", {64}, 0, std::string(256, '\0')}); },
+         {"blk.0.attn_q.bias", "unexpected", "llama"}},
+        {"rope factors of the wrong length",
+         [](Builder& b) { b.tensors.push_back({"rope_freqs.weight", {5}, 0, std::string(20, '\0')}); },
+         {"rope_freqs.weight", "shape", "[8]"}},
+        {"yarn rope scaling", [](Builder& b) { b.set("llama.rope.scaling.type", STR, raw_str("yarn")); },
+         {"llama.rope.scaling.type", "yarn", "not supported"}},
+        {"scaling factor without a type", [](Builder& b) { b.set("llama.rope.scaling.factor", F32, raw<float>(4.0f)); },
+         {"llama.rope.scaling.factor"}},
         {"extra layer",
          [](Builder& b) {
              RawTensor t = *b.tensor("blk.0.attn_norm.weight");
@@ -282,4 +289,105 @@ TEST(LlamaModel, MalformedGgufSurfacesAsError) {
     std::string m = error_of([&] { LlamaModelFile::open(path); });
     EXPECT_NE(m.find(path), std::string::npos) << m;
     EXPECT_NE(m.find("past the end"), std::string::npos) << m;
+}
+
+// Each architecture file loads with its own hyperparameters and tensors.
+TEST(ArchModels, LoadWithTheirOwnHyperparameters) {
+    auto l = LlamaModelFile::open(model_path("arch-llama3.gguf"));
+    EXPECT_EQ(l->hparams().arch->rope, RopeMode::Norm);
+    EXPECT_EQ(l->hparams().rope_freq_base, 500000.0f);
+    EXPECT_TRUE(l->weights().rope_freqs.data);
+    EXPECT_TRUE(l->weights().tied_output);
+    auto q2 = LlamaModelFile::open(model_path("arch-qwen2.gguf"));
+    EXPECT_EQ(q2->hparams().arch->rope, RopeMode::Neox);
+    EXPECT_TRUE(q2->weights().layers[0].bq.data && q2->weights().layers[3].bv.data);
+    EXPECT_FALSE(q2->weights().tied_output);
+    auto q3 = LlamaModelFile::open(model_path("arch-qwen3.gguf"));
+    EXPECT_EQ(q3->weights().layers[1].attn_q_norm.cols, 32);
+    auto p3 = LlamaModelFile::open(model_path("arch-phi3.gguf"));
+    EXPECT_TRUE(p3->weights().layers[0].wqkv.data);
+    EXPECT_EQ(p3->weights().layers[0].ffn_up.rows, 768);
+    EXPECT_EQ(p3->hparams().n_swa, 0); // as llama.cpp: phi3's sliding_window is not applied
+    EXPECT_EQ(p3->hparams().n_swa_file, 2047);
+    auto g3 = LlamaModelFile::open(model_path("arch-gemma3.gguf"));
+    const LlamaHparams& h = g3->hparams();
+    EXPECT_EQ(h.n_swa, 32);
+    EXPECT_EQ(h.swa_pattern, 6);
+    EXPECT_EQ(h.rope_freq_base_swa, 10000.0f);
+    for (int il = 0; il < 6; ++il) EXPECT_EQ(h.is_swa_layer(il), il != 5) << il;
+    EXPECT_FLOAT_EQ(h.attn_scale, 1.0f / std::sqrt(32.0f));
+    EXPECT_TRUE(g3->weights().tied_output);
+}
+
+// A file that claims an architecture but lacks one of its tensors, or has one of the wrong shape,
+// is refused with the tensor's name; so are features this build does not implement.
+TEST(ArchModels, MissingOrMisshapenTensorsAreRefusedByName) {
+    TempDir dir;
+    struct Case {
+        const char* file;
+        const char* what;
+        std::function<void(Builder&)> edit;
+        std::vector<std::string> words;
+    };
+    auto shrink = [](const char* name) {
+        return [name](Builder& b) {
+            RawTensor* t = b.tensor(name);
+            t->dims[0] -= 1;
+            t->data.resize(t->data.size() - 4 * (t->dims.size() > 1 ? t->dims[1] : 1));
+        };
+    };
+    const Case cases[] = {
+        {"arch-qwen2.gguf", "no K bias", [](Builder& b) { b.remove_tensor("blk.2.attn_k.bias"); },
+         {"blk.2.attn_k.bias", "missing"}},
+        {"arch-qwen2.gguf", "short V bias", shrink("blk.0.attn_v.bias"), {"blk.0.attn_v.bias", "shape", "[64]"}},
+        {"arch-qwen3.gguf", "no K norm", [](Builder& b) { b.remove_tensor("blk.3.attn_k_norm.weight"); },
+         {"blk.3.attn_k_norm.weight", "missing"}},
+        {"arch-qwen3.gguf", "short Q norm", shrink("blk.1.attn_q_norm.weight"), {"blk.1.attn_q_norm.weight", "shape"}},
+        {"arch-phi3.gguf", "no fused QKV", [](Builder& b) { b.remove_tensor("blk.0.attn_qkv.weight"); },
+         {"blk.0.attn_qkv.weight", "missing"}},
+        {"arch-phi3.gguf", "unfused ffn_up", shrink("blk.1.ffn_up.weight"), {"blk.1.ffn_up.weight", "shape"}},
+        {"arch-phi3.gguf", "LongRoPE factors",
+         [](Builder& b) { b.tensors.push_back({"rope_factors_long.weight", {16}, 0, std::string(64, '\0')}); },
+         {"rope_factors_long.weight", "LongRoPE", "not supported"}},
+        {"arch-gemma3.gguf", "no post-FFN norm", [](Builder& b) { b.remove_tensor("blk.5.post_ffw_norm.weight"); },
+         {"blk.5.post_ffw_norm.weight", "missing"}},
+        {"arch-gemma3.gguf", "no window", [](Builder& b) { b.remove_kv("gemma3.attention.sliding_window"); },
+         {"gemma3.attention.sliding_window", "required"}},
+        {"arch-gemma3.gguf", "attention soft-capping",
+         [](Builder& b) { b.set("gemma3.attn_logit_softcapping", F32, raw<float>(50.0f)); },
+         {"gemma3.attn_logit_softcapping", "not supported"}},
+        {"arch-qwen2.gguf", "a sliding window on qwen2",
+         [](Builder& b) { b.set("qwen2.attention.sliding_window", U32, raw<uint32_t>(64)); },
+         {"qwen2.attention.sliding_window", "not supported"}},
+        {"arch-llama3.gguf", "short rope factors", shrink("rope_freqs.weight"), {"rope_freqs.weight", "shape", "[16]"}},
+        {"arch-llama3.gguf", "qwen2 tensors in a llama file",
+         [](Builder& b) { b.tensors.push_back({"blk.0.attn_q.bias", {128}, 0, std::string(512, '\0')}); },
+         {"blk.0.attn_q.bias", "unexpected"}},
+        {"arch-qwen3.gguf", "longrope scaling", [](Builder& b) { b.set("qwen3.rope.scaling.type", STR, raw_str("longrope")); },
+         {"qwen3.rope.scaling.type", "longrope"}},
+        {"arch-qwen3.gguf", "unknown architecture", [](Builder& b) { b.set("general.architecture", STR, raw_str("mamba")); },
+         {"mamba", "llama, qwen2, qwen3, phi3, gemma3"}},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.what);
+        Builder b = Builder::load(model_path(c.file));
+        c.edit(b);
+        const std::string path = dir.file("bad.gguf");
+        b.write(path);
+        const std::string m = error_of([&] { LlamaModelFile::open(path); });
+        ASSERT_FALSE(m.empty()) << c.what << ": loaded without error";
+        for (const std::string& w : c.words) EXPECT_NE(m.find(w), std::string::npos) << "lacks '" << w << "': " << m;
+    }
+}
+
+// Linear rope scaling is applied (the angles times 1/factor), not ignored.
+TEST(ArchModels, LinearRopeScalingIsRead) {
+    TempDir dir;
+    Builder b = Builder::load(model_path("arch-qwen2.gguf"));
+    b.set("qwen2.rope.scaling.type", STR, raw_str("linear")).set("qwen2.rope.scaling.factor", F32, raw<float>(4.0f));
+    b.write(dir.file("linear.gguf"));
+    auto m = LlamaModelFile::open(dir.file("linear.gguf"));
+    EXPECT_EQ(m->hparams().rope_scaling, "linear");
+    EXPECT_EQ(m->hparams().rope_freq_scale, 0.25f);
+    EXPECT_NE(m->fingerprint(), LlamaModelFile::open(model_path("arch-qwen2.gguf"))->fingerprint());
 }

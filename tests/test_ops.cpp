@@ -259,3 +259,119 @@ TEST(AddInplace, Adds) {
     for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], y0[i] + x[i]);
     EXPECT_THROW(add_inplace(nullptr, x.data(), 1), Error);
 }
+
+// rope(): with mode Norm and no scaling it is rope_norm bit for bit; Neox rotates (i, i + n/2)
+// pairs; frequency factors divide the angles and linear scaling multiplies them, as a
+// double-precision reference of the same formula says.
+TEST(RopeExt, NormModeIsRopeNormBitForBit) {
+    const int32_t pos[] = {0, 7, 300, 2047};
+    for (int64_t n_rot : {32, 16}) {
+        auto a = randn(4 * 3 * 32, 41), b = a;
+        rope_norm(a.data(), pos, 4, 3, 32, n_rot, 500000.0f);
+        RopeParams p;
+        p.n_rot = n_rot;
+        p.freq_base = 500000.0f;
+        rope(b.data(), pos, 4, 3, 32, p);
+        EXPECT_TRUE(same_bits(a, b)) << n_rot;
+    }
+}
+
+TEST(RopeExt, NeoxFactorsAndScalingMatchReference) {
+    const int64_t heads = 2, hd = 32, n = 5;
+    const int32_t pos[] = {0, 1, 17, 400, 1999};
+    std::vector<float> ff(hd / 2);
+    for (size_t i = 0; i < ff.size(); ++i) ff[i] = 1.0f + 0.5f * float(i);
+    for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
+        for (int64_t n_rot : {hd, hd / 2}) {
+            for (bool factors : {false, true}) {
+                for (float fscale : {1.0f, 0.25f}) {
+                    RopeParams p{mode, n_rot, 10000.0f, fscale, factors ? ff.data() : nullptr};
+                    const auto x0 = randn(size_t(n * heads * hd), 43);
+                    auto x = x0;
+                    rope(x.data(), pos, n, heads, hd, p);
+                    for (int64_t t = 0; t < n; ++t)
+                        for (int64_t h = 0; h < heads; ++h)
+                            for (int64_t i = 0; i < n_rot / 2; ++i) {
+                                const double th = double(fscale) * double(pos[t]) *
+                                                  std::pow(10000.0, -2.0 * double(i) / double(n_rot)) /
+                                                  (factors ? double(ff[size_t(i)]) : 1.0);
+                                const int64_t base = (t * heads + h) * hd;
+                                const int64_t a = base + (mode == RopeMode::Norm ? 2 * i : i);
+                                const int64_t b = a + (mode == RopeMode::Norm ? 1 : n_rot / 2);
+                                const double r0 = x0[a] * std::cos(th) - x0[b] * std::sin(th);
+                                const double r1 = x0[a] * std::sin(th) + x0[b] * std::cos(th);
+                                ASSERT_NEAR(x[a], r0, 2e-3) << int(mode) << " t " << t << " i " << i;
+                                ASSERT_NEAR(x[b], r1, 2e-3) << int(mode) << " t " << t << " i " << i;
+                            }
+                    // Dimensions past n_rot pass through.
+                    for (int64_t t = 0; t < n; ++t)
+                        for (int64_t h = 0; h < heads; ++h)
+                            for (int64_t d = n_rot; d < hd; ++d) {
+                                const int64_t k = (t * heads + h) * hd + d;
+                                ASSERT_EQ(x[k], x0[k]);
+                            }
+                    // A token alone gives the same bits as inside the batch.
+                    for (int64_t t = 0; t < n; ++t) {
+                        std::vector<float> one(x0.begin() + t * heads * hd, x0.begin() + (t + 1) * heads * hd);
+                        rope(one.data(), &pos[t], 1, heads, hd, p);
+                        ASSERT_EQ(0, std::memcmp(one.data(), x.data() + t * heads * hd, one.size() * 4));
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST(RopeExt, RejectsBadArguments) {
+    float x[32] = {};
+    const int32_t pos[] = {1};
+    float bad_ff[16];
+    for (float& f : bad_ff) f = 1.0f;
+    bad_ff[3] = 0.0f;
+    RopeParams p{RopeMode::Neox, 32, 10000.0f, 1.0f, nullptr};
+    EXPECT_NO_THROW(rope(x, pos, 1, 1, 32, p));
+    RopeParams q = p;
+    q.freq_factors = bad_ff;
+    EXPECT_THROW(rope(x, pos, 1, 1, 32, q), Error);
+    q = p;
+    q.freq_scale = 0.0f;
+    EXPECT_THROW(rope(x, pos, 1, 1, 32, q), Error);
+    q = p;
+    q.n_rot = 34;
+    EXPECT_THROW(rope(x, pos, 1, 1, 32, q), Error);
+    EXPECT_THROW(rope(nullptr, pos, 1, 1, 32, p), Error);
+}
+
+// GELU (tanh form) times up, in float in a fixed order: near the double formula, elementwise.
+TEST(Geglu, MatchesReferenceAndIsElementwise) {
+    const auto g = randn(1001, 51, 3.0f);
+    const auto u = randn(1001, 52);
+    std::vector<float> out(g.size());
+    geglu(g.data(), u.data(), int64_t(g.size()), out.data());
+    for (size_t i = 0; i < g.size(); ++i) {
+        const double x = g[i];
+        const double ref = 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * x * (1.0 + 0.044715 * x * x))) * u[i];
+        EXPECT_NEAR(out[i], ref, 1e-5 * std::fabs(ref) + 1e-6) << i;
+    }
+    std::vector<float> part(10);
+    geglu(g.data() + 37, u.data() + 37, 10, part.data());
+    EXPECT_EQ(0, std::memcmp(part.data(), out.data() + 37, 40));
+    auto g2 = g;
+    geglu(g2.data(), u.data(), int64_t(g.size()), g2.data());
+    EXPECT_TRUE(same_bits(g2, out));
+    EXPECT_THROW(geglu(nullptr, u.data(), 1, out.data()), Error);
+}
+
+TEST(AddBiasAndScale, Elementwise) {
+    auto x = randn(3 * 5, 61);
+    const auto x0 = x;
+    const auto b = randn(5, 62);
+    add_bias(x.data(), b.data(), 3, 5);
+    for (int t = 0; t < 3; ++t)
+        for (int i = 0; i < 5; ++i) EXPECT_EQ(x[size_t(t * 5 + i)], x0[size_t(t * 5 + i)] + b[size_t(i)]);
+    scale_inplace(x.data(), 15, 0.5f);
+    for (int i = 0; i < 15; ++i) EXPECT_EQ(x[size_t(i)], (x0[size_t(i)] + b[size_t(i % 5)]) * 0.5f);
+    EXPECT_THROW(add_bias(nullptr, b.data(), 1, 5), Error);
+    EXPECT_THROW(add_bias(x.data(), b.data(), 1, 0), Error);
+    EXPECT_THROW(scale_inplace(nullptr, 1, 1.0f), Error);
+}

@@ -111,6 +111,8 @@ void print_tokenizer(const GgufFile& g, const Tokenizer& tok) {
 
 void print_hparams(const LlamaModelFile& mf) {
     const LlamaHparams& hp = mf.hparams();
+    const ArchInfo& arch = *hp.arch;
+    const LlamaLayerWeights& l0 = mf.weights().layers.at(0);
     std::cout << "hyperparameters:\n";
     row("context length", std::to_string(hp.n_ctx_train));
     row("embedding length", std::to_string(hp.n_embd));
@@ -121,8 +123,36 @@ void print_hparams(const LlamaModelFile& mf) {
     if (hp.n_head_kv != hp.n_head) kv += " (grouped-query, " + std::to_string(hp.n_head / hp.n_head_kv) + " heads per KV head)";
     row("KV heads", kv);
     std::ostringstream rope;
-    rope << hp.n_rot << " dims, base " << hp.rope_freq_base;
+    rope << (arch.rope == RopeMode::Neox ? "neox (pairs i, i + n/2)" : "norm (adjacent pairs)") << ", " << hp.n_rot
+         << " dims, base " << hp.rope_freq_base;
+    if (mf.weights().rope_freqs.data) rope << ", frequency factors (rope_freqs)";
     row("rope", rope.str());
+    std::ostringstream scaling;
+    scaling << hp.rope_scaling;
+    if (hp.rope_scaling == "linear") scaling << " (factor " << 1.0f / hp.rope_freq_scale << ")";
+    row("rope scaling", scaling.str());
+    std::ostringstream swa;
+    if (hp.n_swa > 0) {
+        swa << hp.n_swa << " positions on layers il % " << hp.swa_pattern << " < " << hp.swa_pattern - 1
+            << " (local rope base " << hp.rope_freq_base_swa << ")";
+    } else if (hp.n_swa_file > 0) {
+        swa << "none (the file says " << hp.n_swa_file << "; not applied, as llama.cpp does for " << hp.architecture << ")";
+    } else {
+        swa << "none";
+    }
+    row("sliding window", swa.str());
+    std::string attn = l0.wqkv.data ? "fused QKV" : "separate Q, K, V";
+    if (l0.bq.data) attn += ", Q/K/V biases";
+    if (l0.attn_q_norm.data) attn += ", per-head Q/K RMSNorm";
+    if (arch.q_prescaled) attn += ", Q pre-scaled";
+    if (l0.post_attn_norm.data) attn += ", post-attention norm";
+    row("attention", attn);
+    std::string ffn = arch.act == FfnAct::GeluTanh ? "GELU (tanh)" : "SiLU";
+    ffn += l0.ffn_gate.data ? " gate, up" : " gate+up fused in ffn_up";
+    if (l0.post_ffn_norm.data) ffn += ", post-FFN norm";
+    row("feed-forward", ffn);
+    if (arch.embd_scaled) row("embeddings", "scaled by sqrt(embedding length)");
+    if (hp.final_logit_softcap > 0.0f) row("final logit soft-cap", std::to_string(hp.final_logit_softcap));
     std::ostringstream eps;
     eps << hp.rms_eps;
     row("RMS norm epsilon", eps.str());

@@ -19,6 +19,8 @@ void detail::check_attention_shape(const AttentionShape& s, DType kv_type, const
         throw Error(ErrorCode::shape, std::string(who) + ": bad shape (n_tokens " + std::to_string(s.n_tokens) + ", pos0 " +
                     std::to_string(s.pos0) + ", n_head " + std::to_string(s.n_head) + ", n_head_kv " +
                     std::to_string(s.n_head_kv) + ", head_dim " + std::to_string(s.head_dim) + ")");
+    if (s.window < 0) throw Error(std::string(who) + ": negative window " + std::to_string(s.window));
+    if (!(s.scale >= 0.0f) || !std::isfinite(s.scale)) throw Error(std::string(who) + ": bad scale");
     if (s.n_head % s.n_head_kv != 0)
         throw Error(ErrorCode::shape, std::string(who) + ": n_head " + std::to_string(s.n_head) + " is not a multiple of n_head_kv " +
                     std::to_string(s.n_head_kv));
@@ -63,7 +65,7 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
     const int64_t units = s.n_tokens * s.n_head_kv;
     const int64_t kv_stride = s.n_head_kv * s.head_dim;
     const size_t eb = detail::kv_elem_bytes(kv_type);
-    const float scale = 1.0f / std::sqrt(float(s.head_dim));
+    const float scale = detail::attention_scale(s);
     const int64_t stride = score_stride(s);
     const int64_t slotf = slot_floats(s);
 
@@ -72,12 +74,14 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
         detail::AttendGroup a;
         a.q = q + (t * s.n_head + kvh * group) * s.head_dim;
         a.group = group;
-        a.k = static_cast<const std::byte*>(k) + size_t(kvh * s.head_dim) * eb;
-        a.v = static_cast<const std::byte*>(v) + size_t(kvh * s.head_dim) * eb;
+        // The visible positions [lo, pos]: the body sees them as 0 .. n_pos-1.
+        const int64_t lo = detail::first_visible(s, s.pos0 + t);
+        a.k = static_cast<const std::byte*>(k) + size_t(lo * kv_stride + kvh * s.head_dim) * eb;
+        a.v = static_cast<const std::byte*>(v) + size_t(lo * kv_stride + kvh * s.head_dim) * eb;
         a.kv_stride = kv_stride;
         a.kv_type = kv_type;
         a.head_dim = s.head_dim;
-        a.n_pos = s.pos0 + t + 1;
+        a.n_pos = s.pos0 + t + 1 - lo;
         a.scale = scale;
         a.out = out + (t * s.n_head + kvh * group) * s.head_dim;
         a.scores = slot;
@@ -102,7 +106,7 @@ void attention_reference(const AttentionShape& s, const float* q, const void* k,
         if (kv_type == DType::F32) return static_cast<const float*>(base)[idx];
         return fp16_to_fp32(static_cast<const uint16_t*>(base)[idx]);
     };
-    const double scale = 1.0 / std::sqrt(double(s.head_dim));
+    const double scale = s.scale > 0.0f ? double(s.scale) : 1.0 / std::sqrt(double(s.head_dim));
     std::vector<double> sc(size_t(s.pos0 + s.n_tokens));
     std::vector<double> acc(size_t(s.head_dim));
     for (int64_t t = 0; t < s.n_tokens; ++t) {
@@ -110,20 +114,21 @@ void attention_reference(const AttentionShape& s, const float* q, const void* k,
             const float* qh = q + (t * s.n_head + h) * s.head_dim;
             const int64_t off = (h / group) * s.head_dim;
             const int64_t n_pos = s.pos0 + t + 1;
+            const int64_t lo = detail::first_visible(s, s.pos0 + t);
             double m = -INFINITY;
-            for (int64_t p = 0; p < n_pos; ++p) {
+            for (int64_t p = lo; p < n_pos; ++p) {
                 double d = 0.0;
                 for (int64_t i = 0; i < s.head_dim; ++i) d += double(qh[i]) * load(k, p * kv_stride + off + i);
                 sc[size_t(p)] = d * scale;
                 m = std::max(m, sc[size_t(p)]);
             }
             double sum = 0.0;
-            for (int64_t p = 0; p < n_pos; ++p) {
+            for (int64_t p = lo; p < n_pos; ++p) {
                 sc[size_t(p)] = std::exp(sc[size_t(p)] - m);
                 sum += sc[size_t(p)];
             }
             std::fill(acc.begin(), acc.end(), 0.0);
-            for (int64_t p = 0; p < n_pos; ++p)
+            for (int64_t p = lo; p < n_pos; ++p)
                 for (int64_t i = 0; i < s.head_dim; ++i) acc[size_t(i)] += sc[size_t(p)] * load(v, p * kv_stride + off + i);
             float* o = out + (t * s.n_head + h) * s.head_dim;
             for (int64_t i = 0; i < s.head_dim; ++i) o[i] = float(acc[size_t(i)] / sum);

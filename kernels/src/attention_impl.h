@@ -1,6 +1,7 @@
 // Internal interface between the attention front end and its per-ISA bodies. Not installed.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -19,6 +20,17 @@ void check_attention_shape(const AttentionShape& s, DType kv_type, const char* w
 namespace {
 
 inline size_t kv_elem_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+
+// The first cache position a query at absolute position `pos` sees: 0, or with a sliding window
+// w, max(0, pos - w + 1) (llama.cpp masks p0 when pos - p0 >= w).
+inline int64_t first_visible(const AttentionShape& s, int64_t pos) {
+    return s.window > 0 && pos - s.window + 1 > 0 ? pos - s.window + 1 : 0;
+}
+
+// The score scale of a shape: its own, or 1/sqrt(head_dim) (llama.cpp: 1.0f/sqrtf(n_embd_head)).
+inline float attention_scale(const AttentionShape& s) {
+    return s.scale > 0.0f ? s.scale : 1.0f / std::sqrt(float(s.head_dim));
+}
 
 // Element i of a K or V row stored as `type` (F32 or F16), widened to float.
 inline float kv_at(const void* base, DType type, int64_t i) {

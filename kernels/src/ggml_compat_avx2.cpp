@@ -28,4 +28,17 @@ float ggml_dot_avx2(const float* x, const float* w, int64_t cols) {
     return float(sum);
 }
 
+float tinyblas_dot_avx2(const float* x, const float* w, int64_t cols) {
+    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps(); // lanes 0..7 and 8..15
+    for (int64_t i = 0; i < cols; i += 16) {
+        lo = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), lo);
+        hi = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), hi);
+    }
+    const __m256 s8 = _mm256_add_ps(hi, lo);
+    const __m128 s4 = _mm_add_ps(_mm256_extractf128_ps(s8, 1), _mm256_castps256_ps128(s8));
+    alignas(16) float v[4];
+    _mm_store_ps(v, s4);
+    return (v[0] + v[2]) + (v[1] + v[3]);
+}
+
 } // namespace rwd::detail

@@ -12,4 +12,10 @@ float ggml_dot_scalar(const float* x, const float* w, int64_t cols);
 // The same bits with 8-lane AVX2 FMAs (two ymm registers per 16-lane accumulator).
 float ggml_dot_avx2(const float* x, const float* w, int64_t cols);
 
+// llamafile's tinyBLAS order for F32 on AVX-512 (what ggml-cpu uses for matmuls over 2 or more
+// rows): one 16-lane accumulator, w*x fused in column order 16 at a time, then the lanes reduced
+// as _mm512_reduce_add_ps does: upper 8 + lower 8, upper 4 + lower 4, (0+2) + (1+3). cols % 16 == 0.
+float tinyblas_dot_scalar(const float* x, const float* w, int64_t cols);
+float tinyblas_dot_avx2(const float* x, const float* w, int64_t cols);
+
 } // namespace rwd::detail

@@ -115,6 +115,81 @@ void rope_norm_apply(float* x, const float* cos_sin, int64_t n_tokens, int64_t n
     }
 }
 
+void rope(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+          const RopeParams& p) {
+    if (!x || !positions) throw Error("rope: null pointer");
+    check_rope(n_tokens, p.n_rot, p.freq_base, "rope");
+    check_rope_heads(n_heads, head_dim, p.n_rot, "rope");
+    if (p.mode != RopeMode::Norm && p.mode != RopeMode::Neox) throw Error("rope: unknown mode");
+    if (!(p.freq_scale > 0.0f) || !std::isfinite(p.freq_scale)) throw Error("rope: freq_scale must be positive");
+    const int64_t half = p.n_rot / 2;
+    if (p.freq_factors)
+        for (int64_t i = 0; i < half; ++i)
+            if (!(p.freq_factors[i] > 0.0f) || !std::isfinite(p.freq_factors[i]))
+                throw Error("rope: frequency factor " + std::to_string(i) + " is not a positive finite number");
+    const float theta_scale = std::pow(p.freq_base, -2.0f / float(p.n_rot));
+    // Pair i of a head: elements (2i, 2i+1) for Norm, (i, i + half) for Neox.
+    const int64_t stride = p.mode == RopeMode::Norm ? 2 : 1;
+    const int64_t other = p.mode == RopeMode::Norm ? 1 : half;
+    constexpr int64_t kPairs = 64;
+    float cs[kPairs], sn[kPairs];
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        float theta = float(positions[t]);
+        float* xt = x + t * n_heads * head_dim;
+        for (int64_t i0 = 0; i0 < half; i0 += kPairs) {
+            const int64_t np = std::min<int64_t>(kPairs, half - i0);
+            // ggml_rope_cache_init + rope_yarn without YaRN: theta / factor, times freq_scale.
+            for (int64_t i = 0; i < np; ++i) {
+                const float ff = p.freq_factors ? p.freq_factors[i0 + i] : 1.0f;
+                const float th = p.freq_scale * (theta / ff);
+                cs[i] = std::cos(th);
+                sn[i] = std::sin(th);
+                theta *= theta_scale;
+            }
+            for (int64_t h = 0; h < n_heads; ++h) {
+                float* ph = xt + h * head_dim;
+                for (int64_t i = 0; i < np; ++i) {
+                    float* a = ph + (i0 + i) * stride;
+                    float* b = a + other;
+                    const float x0 = *a, x1 = *b;
+                    if (p.fused) {
+                        *a = std::fma(x0, cs[i], -(x1 * sn[i]));
+                        *b = std::fma(x0, sn[i], x1 * cs[i]);
+                    } else {
+                        *a = x0 * cs[i] - x1 * sn[i];
+                        *b = x0 * sn[i] + x1 * cs[i];
+                    }
+                }
+            }
+        }
+    }
+}
+
+void geglu(const float* gate, const float* up, int64_t n, float* out) {
+    if (!gate || !up || !out) throw Error("geglu: null pointer");
+    if (n < 0) throw Error("geglu: negative size");
+    constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+    constexpr float kCoefA = 0.044715f;
+    for (int64_t i = 0; i < n; ++i) {
+        const float x = gate[i];
+        const float inner = kSqrt2OverPi * x * (1.0f + kCoefA * x * x);
+        out[i] = (0.5f * x * (1.0f + std::tanh(inner))) * up[i];
+    }
+}
+
+void add_bias(float* x, const float* bias, int64_t n_tokens, int64_t dim) {
+    if (!x || !bias) throw Error("add_bias: null pointer");
+    if (n_tokens < 0 || dim <= 0) throw Error("add_bias: bad size");
+    for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t i = 0; i < dim; ++i) x[t * dim + i] += bias[i];
+}
+
+void scale_inplace(float* x, int64_t n, float s) {
+    if (!x) throw Error("scale_inplace: null pointer");
+    if (n < 0) throw Error("scale_inplace: negative size");
+    for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
 void swiglu(const float* gate, const float* up, int64_t n, float* out) { swiglu(gate, up, n, out, detect_simd()); }
 
 void swiglu(const float* gate, const float* up, int64_t n, float* out, SimdLevel level) {

@@ -151,11 +151,11 @@ public:
         return w;
     }
 
-    void check_all_used() const {
+    void check_all_used(const std::string& arch) const {
         for (const GgufTensorInfo& ti : g_.tensors())
             if (!used_.count(ti.name))
-                fail("tensor '" + ti.name + "'", "unexpected tensor (not part of the llama layout this build supports)",
-                     ErrorCode::unsupported);
+                fail("tensor '" + ti.name + "'", "unexpected tensor (not part of the " + arch +
+                                                    " layout this build supports)", ErrorCode::unsupported);
     }
 
 private:
@@ -184,41 +184,126 @@ std::unique_ptr<LlamaModelFile> LlamaModelFile::open(const std::string& path) {
     Loader ld(g);
 
     LlamaHparams& hp = mf->hparams_;
-    std::optional<std::string> arch = g.get_string("general.architecture");
-    if (!arch) ld.fail("metadata 'general.architecture'", "required key is missing");
-    if (*arch != "llama")
-        ld.fail("metadata 'general.architecture'", "unsupported architecture '" + *arch + "' (expected 'llama')",
+    std::optional<std::string> arch_name = g.get_string("general.architecture");
+    if (!arch_name) ld.fail("metadata 'general.architecture'", "required key is missing");
+    const ArchInfo* arch = find_arch(*arch_name);
+    if (!arch)
+        ld.fail("metadata 'general.architecture'", "unsupported architecture '" + *arch_name +
+                                                       "' (supported: " + supported_arch_names() + ")",
                 ErrorCode::unsupported);
-    hp.architecture = *arch;
+    hp.architecture = *arch_name;
+    hp.arch = arch;
+    const std::string k = hp.architecture + "."; // every hyperparameter key carries the prefix
     hp.name = g.get_string("general.name").value_or("");
-    hp.n_ctx_train = ld.positive("llama.context_length");
-    hp.n_embd = ld.positive("llama.embedding_length");
-    hp.n_layer = ld.positive("llama.block_count");
-    hp.n_ff = ld.positive("llama.feed_forward_length");
-    hp.n_head = ld.positive("llama.attention.head_count");
-    hp.n_head_kv = ld.positive("llama.attention.head_count_kv", hp.n_head);
-    if (hp.n_embd % hp.n_head != 0)
-        ld.fail("metadata 'llama.attention.head_count'",
-                "embedding length " + std::to_string(hp.n_embd) + " is not divisible by " +
-                    std::to_string(hp.n_head) + " heads");
+    hp.n_ctx_train = ld.positive(k + "context_length");
+    hp.n_embd = ld.positive(k + "embedding_length");
+    hp.n_layer = ld.positive(k + "block_count");
+    hp.n_ff = ld.positive(k + "feed_forward_length");
+    hp.n_head = ld.positive(k + "attention.head_count");
+    hp.n_head_kv = ld.positive(k + "attention.head_count_kv", hp.n_head);
+    if (g.find(k + "attention.key_length")) {
+        hp.n_embd_head = ld.positive(k + "attention.key_length");
+        const int64_t vl = ld.positive(k + "attention.value_length", hp.n_embd_head);
+        if (vl != hp.n_embd_head)
+            ld.fail("metadata '" + k + "attention.value_length'",
+                    "value " + std::to_string(vl) + " differs from the key length " + std::to_string(hp.n_embd_head) +
+                        " (not supported)");
+    } else {
+        if (hp.n_embd % hp.n_head != 0)
+            ld.fail("metadata '" + k + "attention.head_count'",
+                    "embedding length " + std::to_string(hp.n_embd) + " is not divisible by " +
+                        std::to_string(hp.n_head) + " heads");
+        hp.n_embd_head = hp.n_embd / hp.n_head;
+    }
     if (hp.n_head % hp.n_head_kv != 0)
-        ld.fail("metadata 'llama.attention.head_count_kv'",
+        ld.fail("metadata '" + k + "attention.head_count_kv'",
                 std::to_string(hp.n_head) + " heads are not divisible by " + std::to_string(hp.n_head_kv) +
                     " KV heads");
-    hp.n_rot = ld.positive("llama.rope.dimension_count", hp.head_dim());
+    hp.n_rot = ld.positive(k + "rope.dimension_count", hp.head_dim());
     if (hp.n_rot > hp.head_dim() || hp.n_rot % 2 != 0)
-        ld.fail("metadata 'llama.rope.dimension_count'",
+        ld.fail("metadata '" + k + "rope.dimension_count'",
                 "value " + std::to_string(hp.n_rot) + " must be even and at most the head dimension " +
                     std::to_string(hp.head_dim()));
-    hp.rope_freq_base = ld.positive_float("llama.rope.freq_base", 10000.0f);
-    hp.rms_eps = ld.positive_float("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    hp.rope_freq_base = ld.positive_float(k + "rope.freq_base", 10000.0f);
+    hp.rms_eps = ld.positive_float(k + "attention.layer_norm_rms_epsilon", 1e-5f);
 
-    if (g.find("llama.vocab_size")) {
-        hp.n_vocab = ld.positive("llama.vocab_size");
+    // Rope scaling: applied (linear) or refused by name, never ignored.
+    {
+        const std::string tkey = k + "rope.scaling.type";
+        const std::optional<std::string> type = g.get_string(tkey);
+        const bool has_factor = g.find(k + "rope.scaling.factor") != nullptr;
+        const float factor = ld.positive_float(k + "rope.scaling.factor", 1.0f);
+        if (g.find(tkey) && !type) ld.fail("metadata '" + tkey + "'", "expected a string");
+        if (type && *type != "none" && *type != "linear")
+            ld.fail("metadata '" + tkey + "'", "rope scaling '" + *type +
+                                                 "' is not supported (supported: none, linear)",
+                    ErrorCode::unsupported);
+        if (type && *type == "linear") {
+            hp.rope_scaling = "linear";
+            hp.rope_freq_scale = 1.0f / factor;
+        } else if (has_factor && factor != 1.0f) {
+            ld.fail("metadata '" + k + "rope.scaling.factor'",
+                    "a factor of " + std::to_string(factor) + " without a supported 'rope.scaling.type' (linear)");
+        }
+        if (g.find(k + "rope.scale_linear")) {
+            const float f = ld.positive_float(k + "rope.scale_linear", 1.0f);
+            if (hp.rope_scaling == "linear" && f != factor)
+                ld.fail("metadata '" + k + "rope.scale_linear'", "disagrees with rope.scaling.factor", ErrorCode::shape);
+            if (f != 1.0f) {
+                hp.rope_scaling = "linear";
+                hp.rope_freq_scale = 1.0f / f;
+            }
+        }
+        for (const char* key : {"rope.scaling.attn_factor", "rope.scaling.yarn_log_multiplier",
+                                "rope.scaling.finetuned", "rope.scaling.yarn_ext_factor"}) {
+            if (g.find(k + key))
+                ld.fail("metadata '" + k + key + "'", "YaRN / LongRoPE rope scaling is not supported",
+                        ErrorCode::unsupported);
+        }
+    }
+
+    // Sliding window and the rest of the architecture's own keys.
+    if (g.find(k + "attention.sliding_window")) {
+        hp.n_swa_file = g.get_int(k + "attention.sliding_window").value_or(0);
+        if (hp.n_swa_file < 0 || hp.n_swa_file > kMaxHparam)
+            ld.fail("metadata '" + k + "attention.sliding_window'", "value out of range");
+    }
+    if (arch->swa_pattern > 0) {
+        if (hp.n_swa_file <= 0)
+            ld.fail("metadata '" + k + "attention.sliding_window'",
+                    "required for '" + hp.architecture + "' (a positive window)");
+        hp.n_swa = hp.n_swa_file;
+        hp.swa_pattern = arch->swa_pattern;
+        hp.rope_freq_base_swa = ld.positive_float(k + "rope.freq_base_swa", 10000.0f);
+    } else if (hp.n_swa_file > 0 && !arch->swa_disabled) {
+        ld.fail("metadata '" + k + "attention.sliding_window'",
+                "a sliding window is not supported for architecture '" + hp.architecture + "'",
+                ErrorCode::unsupported);
+    }
+    if (arch->q_prescaled) {
+        // llama.cpp's f_attention_scale: gemma3 27B (62 layers) scales by n_embd / n_head.
+        const bool gemma27b = hp.architecture == "gemma3" && hp.n_layer == 62;
+        hp.attn_scale = 1.0f / std::sqrt(float(gemma27b ? hp.n_embd / hp.n_head : hp.head_dim()));
+    }
+    if (arch->final_softcap) hp.final_logit_softcap = g.find(k + "final_logit_softcapping")
+                                                          ? ld.positive_float(k + "final_logit_softcapping", 1.0f)
+                                                          : 0.0f;
+    else if (g.find(k + "final_logit_softcapping"))
+        ld.fail("metadata '" + k + "final_logit_softcapping'", "not supported for '" + hp.architecture + "'",
+                ErrorCode::unsupported);
+    if (g.find(k + "attn_logit_softcapping"))
+        ld.fail("metadata '" + k + "attn_logit_softcapping'", "attention logit soft-capping is not supported",
+                ErrorCode::unsupported);
+    if (g.find(k + "expert_count") && g.get_int(k + "expert_count").value_or(0) > 0)
+        ld.fail("metadata '" + k + "expert_count'", "mixture-of-experts models are not supported",
+                ErrorCode::unsupported);
+
+    if (g.find(k + "vocab_size")) {
+        hp.n_vocab = ld.positive(k + "vocab_size");
     } else {
         const GgufKeyValue* tokens = g.find("tokenizer.ggml.tokens");
         if (!tokens)
-            ld.fail("metadata 'llama.vocab_size'", "missing, and there is no 'tokenizer.ggml.tokens' to count");
+            ld.fail("metadata '" + k + "vocab_size'", "missing, and there is no 'tokenizer.ggml.tokens' to count");
         if (tokens->type != GgufValueType::Array ||
             std::get<std::shared_ptr<GgufArray>>(tokens->value)->type != GgufValueType::String)
             ld.fail("metadata 'tokenizer.ggml.tokens'", "expected an array of string");
@@ -228,12 +313,29 @@ std::unique_ptr<LlamaModelFile> LlamaModelFile::open(const std::string& path) {
         hp.n_vocab = static_cast<int64_t>(n);
     }
 
-    // Weights. Shapes in ggml order are {cols (inputs), rows (outputs)}.
+    // Weights: every tensor the architecture lists, shapes from the hyperparameters.
     LlamaWeights& w = mf->weights_;
-    const int64_t E = hp.n_embd, KV = hp.n_embd_kv(), F = hp.n_ff, V = hp.n_vocab;
-    w.tok_embd = ld.bind("token_embd.weight", V, E, false);
-    w.output_norm = ld.bind("output_norm.weight", 1, E, true);
-    w.output = ld.bind("output.weight", V, E, false, /*required=*/false);
+    for (const RefusedTensor& r : arch->refused)
+        if (g.find_tensor(r.name)) ld.fail("tensor '" + std::string(r.name) + "'", r.reason, ErrorCode::unsupported);
+    auto dim = [&](ArchDim d) -> int64_t {
+        switch (d) {
+        case ArchDim::One: return 1;
+        case ArchDim::Embd: return hp.n_embd;
+        case ArchDim::Q: return hp.n_embd_q();
+        case ArchDim::KV: return hp.n_embd_kv();
+        case ArchDim::QKV: return hp.n_embd_q() + 2 * hp.n_embd_kv();
+        case ArchDim::Ff: return hp.n_ff;
+        case ArchDim::Ff2: return 2 * hp.n_ff;
+        case ArchDim::HeadDim: return hp.head_dim();
+        case ArchDim::RotHalf: return hp.n_rot / 2;
+        case ArchDim::Vocab: return hp.n_vocab;
+        }
+        return 0;
+    };
+    auto bind = [&](const ArchTensor& t, const std::string& name) {
+        return ld.bind(name, dim(t.rows), dim(t.cols), t.rows == ArchDim::One, t.required);
+    };
+    for (const ArchTensor& t : arch->globals) w.*(t.global) = bind(t, t.name);
     if (!w.output.data) {
         w.tied_output = true;
         w.output = w.tok_embd;
@@ -248,17 +350,9 @@ std::unique_ptr<LlamaModelFile> LlamaModelFile::open(const std::string& path) {
     for (int64_t i = 0; i < hp.n_layer; ++i) {
         const std::string p = "blk." + std::to_string(i) + ".";
         LlamaLayerWeights& l = w.layers[static_cast<size_t>(i)];
-        l.attn_norm = ld.bind(p + "attn_norm.weight", 1, E, true);
-        l.wq = ld.bind(p + "attn_q.weight", E, E, false);
-        l.wk = ld.bind(p + "attn_k.weight", KV, E, false);
-        l.wv = ld.bind(p + "attn_v.weight", KV, E, false);
-        l.wo = ld.bind(p + "attn_output.weight", E, E, false);
-        l.ffn_norm = ld.bind(p + "ffn_norm.weight", 1, E, true);
-        l.ffn_gate = ld.bind(p + "ffn_gate.weight", F, E, false);
-        l.ffn_down = ld.bind(p + "ffn_down.weight", E, F, false);
-        l.ffn_up = ld.bind(p + "ffn_up.weight", F, E, false);
+        for (const ArchTensor& t : arch->layer) l.*(t.layer) = bind(t, p + t.name);
     }
-    ld.check_all_used();
+    ld.check_all_used(hp.architecture);
 
     try {
         mf->tokenizer_ = Tokenizer::from_gguf(g);
@@ -279,6 +373,11 @@ std::unique_ptr<LlamaModelFile> LlamaModelFile::open(const std::string& path) {
         h.u64(static_cast<uint64_t>(v));
     h.f32(hp.rope_freq_base);
     h.f32(hp.rms_eps);
+    // Architecture hyperparameters beyond llama's (absent from llama files, whose digest stays).
+    if (hp.architecture != "llama" || hp.rope_scaling != "none") {
+        for (int64_t v : {hp.n_embd_head, hp.n_swa, int64_t(hp.swa_pattern)}) h.u64(static_cast<uint64_t>(v));
+        for (float f : {hp.rope_freq_scale, hp.rope_freq_base_swa, hp.attn_scale, hp.final_logit_softcap}) h.f32(f);
+    }
     for (const GgufTensorInfo& ti : g.tensors()) {
         h.str(ti.name);
         h.u64(static_cast<uint32_t>(ti.type));

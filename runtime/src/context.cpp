@@ -1,9 +1,12 @@
-// Context: the llama forward pass over any number of new tokens on top of a KV cache prefix.
+// Context: the one forward pass of every supported architecture (rewind/arch.h says which steps a
+// model takes: biases, Q/K norms, fused QKV / gate+up, rope mode, GELU, post-norms, sliding window)
+// over any number of new tokens on top of a KV cache prefix.
 // All run buffers are sized in the constructor; forward() validates, then computes without
 // allocating, and commits the cache's new length only when the whole pass has succeeded.
 #include "rewind/context.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -26,16 +29,17 @@ int64_t attention_scratch(Numerics numerics, const AttentionShape& s, int n_thre
 
 } // namespace
 
-// B = max_batch (tokens per pass), E = n_embd, KV = n_embd_kv, F = n_ff, V = n_vocab.
+// B = max_batch (tokens per pass), E = n_embd, Q = n_embd_q, KV = n_embd_kv, F = n_ff, V = n_vocab.
 struct Context::Buffers {
     std::vector<float> x;      // [B, E]  residual stream
     std::vector<float> xn;     // [B, E]  normed input of a sub-block
-    std::vector<float> q;      // [B, E]  queries (n_head * head_dim)
+    std::vector<float> q;      // [B, Q]  queries (n_head * head_dim)
     std::vector<float> k, v;   // [B, KV] new keys / values before they enter the cache
-    std::vector<float> attn;   // [B, E]  attention output
+    std::vector<float> qkv;    // [B, Q + 2 KV] fused attn_qkv output (empty unless fused)
+    std::vector<float> attn;   // [B, Q]  attention output
     std::vector<float> proj;   // [B, E]  wo / ffn_down output, added to x
-    std::vector<float> gate;   // [B, F]  ffn_gate output, then swiglu(gate, up)
-    std::vector<float> up;     // [B, F]  ffn_up output
+    std::vector<float> gate;   // [B, F]  ffn_gate output, then act(gate) * up
+    std::vector<float> up;     // [B, F]  ffn_up output ([B, 2F]: [gate; up] when fused)
     std::vector<float> logits; // [B, V]
     std::vector<int32_t> pos;  // [B]     absolute positions
     std::vector<float> att_scratch;            // attention_scratch(numerics, longest pass, threads)
@@ -55,19 +59,26 @@ Context::Context(std::shared_ptr<const Model> model, ContextOptions opts) : mode
     const auto B = static_cast<size_t>(opts_.max_batch);
     const auto E = static_cast<size_t>(hp.n_embd);
     const auto KV = static_cast<size_t>(hp.n_embd_kv());
+    const auto Q = static_cast<size_t>(hp.n_embd_q());
     const auto F = static_cast<size_t>(hp.n_ff);
     const auto V = static_cast<size_t>(model_->n_vocab());
+    bool fused_qkv = false, fused_up = false;
+    for (const Model::Layer& l : model_->layers) {
+        fused_qkv = fused_qkv || l.wqkv.data != nullptr;
+        fused_up = fused_up || l.ffn_gate.data == nullptr;
+    }
     buf_ = std::make_unique<Buffers>();
     Buffers& b = *buf_;
     b.x.resize(B * E);
     b.xn.resize(B * E);
-    b.q.resize(B * E);
+    b.q.resize(B * Q);
     b.k.resize(B * KV);
     b.v.resize(B * KV);
-    b.attn.resize(B * E);
+    if (fused_qkv) b.qkv.resize(B * (Q + 2 * KV));
+    b.attn.resize(B * Q);
     b.proj.resize(B * E);
     b.gate.resize(B * F);
-    b.up.resize(B * F);
+    b.up.resize(B * F * (fused_up ? 2 : 1));
     b.logits.resize(B * V);
     b.pos.resize(B);
 
@@ -79,7 +90,8 @@ Context::Context(std::shared_ptr<const Model> model, ContextOptions opts) : mode
     auto fit = [&](const MatrixView& w) { mm = std::max(mm, matmul_scratch_bytes(w.type, opts_.max_batch, w.cols)); };
     fit(model_->output);
     for (const Model::Layer& l : model_->layers) {
-        for (const MatrixView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) fit(*w);
+        for (const MatrixView* w : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
+            if (w->data) fit(*w);
     }
     b.mm_scratch.resize(mm);
 }
@@ -112,7 +124,8 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
 
     Buffers& b = *buf_;
     ThreadPool* pool = pool_.get();
-    const int64_t E = hp.n_embd, KV = hp.n_embd_kv(), F = hp.n_ff, hd = hp.head_dim();
+    const ArchInfo& arch = *hp.arch;
+    const int64_t E = hp.n_embd, KV = hp.n_embd_kv(), Q = hp.n_embd_q(), F = hp.n_ff, hd = hp.head_dim();
     const float eps = hp.rms_eps;
     const std::span<std::byte> mm(b.mm_scratch);
     const bool exact = opts_.numerics == Numerics::Exact;
@@ -130,9 +143,22 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
             rwd::matmul(w, x, rows, y, mm, pool);
         }
     };
+    // out = act(gate) * up over one row of n_ff: SiLU or GELU, with LlamaCpp numerics as ggml-cpu
+    // computes them (its vector expf, its F16 GELU table).
+    auto ffn_act = [&](const float* gate, const float* up, int64_t count, float* out) {
+        if (arch.act == FfnAct::Silu) {
+            if (exact) swiglu(gate, up, count, out);
+            else swiglu_ggml(gate, up, count, out);
+        } else {
+            if (exact) geglu(gate, up, count, out);
+            else geglu_ggml(gate, up, count, out);
+        }
+    };
     const size_t kv_elem = cache.dtype() == DType::F32 ? 4 : 2;
     const size_t tok_row_bytes = dtype_row_bytes(m.tok_embd.type, E);
     const auto n_layer = static_cast<int64_t>(m.layers.size());
+    // ggml_scale(inpL, sqrtf(n_embd)) (gemma3): the input embeddings only, never the tied head.
+    const float embd_scale = std::sqrt(float(E));
 
     int64_t out_rows = 0;
     for (int64_t done = 0; done < n;) {
@@ -151,16 +177,43 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
                               static_cast<size_t>(tokens[done + t]) * tok_row_bytes;
             dequantize_row(m.tok_embd.type, row, E, b.x.data() + t * E);
         }
+        if (arch.embd_scaled) scale_inplace(b.x.data(), nt * E, embd_scale);
 
         for (int64_t il = 0; il < n_layer; ++il) {
             const Model::Layer& L = m.layers[il];
-            // Attention block: x -> norm -> q, k, v -> rope -> cache -> attention -> wo -> + x.
+            const bool swa = hp.is_swa_layer(il);
+            // Attention block: x -> norm -> q, k, v (+ bias) -> (q/k norm) -> rope -> cache ->
+            // attention -> wo -> (post-norm) -> + x.
             rms_norm(b.x.data(), L.attn_norm, nt, E, eps, b.xn.data());
-            matmul(L.wq, b.xn.data(), nt, b.q.data());
-            matmul(L.wk, b.xn.data(), nt, b.k.data());
-            matmul(L.wv, b.xn.data(), nt, b.v.data());
-            rope_norm(b.q.data(), b.pos.data(), nt, hp.n_head, hd, hp.n_rot, hp.rope_freq_base);
-            rope_norm(b.k.data(), b.pos.data(), nt, hp.n_head_kv, hd, hp.n_rot, hp.rope_freq_base);
+            if (L.wqkv.data) {
+                matmul(L.wqkv, b.xn.data(), nt, b.qkv.data());
+                for (int64_t t = 0; t < nt; ++t) {
+                    const float* r = b.qkv.data() + t * (Q + 2 * KV);
+                    std::memcpy(b.q.data() + t * Q, r, static_cast<size_t>(Q) * 4);
+                    std::memcpy(b.k.data() + t * KV, r + Q, static_cast<size_t>(KV) * 4);
+                    std::memcpy(b.v.data() + t * KV, r + Q + KV, static_cast<size_t>(KV) * 4);
+                }
+            } else {
+                matmul(L.wq, b.xn.data(), nt, b.q.data());
+                matmul(L.wk, b.xn.data(), nt, b.k.data());
+                matmul(L.wv, b.xn.data(), nt, b.v.data());
+            }
+            if (L.bq) add_bias(b.q.data(), L.bq, nt, Q);
+            if (L.bk) add_bias(b.k.data(), L.bk, nt, KV);
+            if (L.bv) add_bias(b.v.data(), L.bv, nt, KV);
+            // Per-head RMSNorm: every head is a row of head_dim.
+            if (L.q_norm) rms_norm(b.q.data(), L.q_norm, nt * hp.n_head, hd, eps, b.q.data());
+            if (L.k_norm) rms_norm(b.k.data(), L.k_norm, nt * hp.n_head_kv, hd, eps, b.k.data());
+            RopeParams rp;
+            rp.mode = arch.rope;
+            rp.n_rot = hp.n_rot;
+            rp.freq_base = swa ? hp.rope_freq_base_swa : hp.rope_freq_base;
+            rp.freq_scale = swa ? 1.0f : hp.rope_freq_scale;
+            rp.freq_factors = m.rope_freqs;
+            rp.fused = !exact;
+            rope(b.q.data(), b.pos.data(), nt, hp.n_head, hd, rp);
+            rope(b.k.data(), b.pos.data(), nt, hp.n_head_kv, hd, rp);
+            if (arch.q_prescaled) scale_inplace(b.q.data(), nt * Q, hp.attn_scale);
 
             // Write this chunk's K/V at positions pos0.. (beyond cache.size(): not yet committed).
             auto* kc = static_cast<std::byte*>(cache.k_layer(il)) + static_cast<size_t>(pos0 * KV) * kv_elem;
@@ -182,33 +235,56 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
             const int64_t a0 = last_layer ? r0 : 0;
             const int64_t an = last_layer ? nr : nt;
             if (an == 0) continue;
-            const AttentionShape s{an, pos0 + a0, hp.n_head, hp.n_head_kv, hd};
+            AttentionShape s{an, pos0 + a0, hp.n_head, hp.n_head_kv, hd};
+            s.window = swa ? hp.n_swa : 0;
+            s.scale = arch.q_prescaled ? 1.0f : 0.0f; // 0: 1/sqrt(head_dim)
             if (attention_scratch(opts_.numerics, s, pool->size()) > static_cast<int64_t>(b.att_scratch.size()))
                 throw Error(ErrorCode::shape, "forward: attention scratch too small (kernel contract changed?)");
             if (exact) {
-                attention(s, b.q.data() + a0 * E, cache.k_layer(il), cache.v_layer(il), cache.dtype(),
-                          b.attn.data() + a0 * E, b.att_scratch.data(), pool);
+                attention(s, b.q.data() + a0 * Q, cache.k_layer(il), cache.v_layer(il), cache.dtype(),
+                          b.attn.data() + a0 * Q, b.att_scratch.data(), pool);
             } else {
                 // ggml picks its body from the rows of the whole pass (llama.cpp drops unused rows
                 // only after the last layer's attention), not from the rows computed here.
-                attention_ggml(s, ggml_fa_path(nt, hd), b.q.data() + a0 * E, cache.k_layer(il), cache.v_layer(il),
-                               cache.dtype(), b.attn.data() + a0 * E, b.att_scratch.data(), pool);
+                attention_ggml(s, ggml_fa_path(nt, hd), b.q.data() + a0 * Q, cache.k_layer(il), cache.v_layer(il),
+                               cache.dtype(), b.attn.data() + a0 * Q, b.att_scratch.data(), pool);
             }
-            matmul(L.wo, b.attn.data() + a0 * E, an, b.proj.data() + a0 * E);
-            add_inplace(b.x.data() + a0 * E, b.proj.data() + a0 * E, an * E);
+            float* proj = b.proj.data() + a0 * E;
+            matmul(L.wo, b.attn.data() + a0 * Q, an, proj);
+            if (L.post_attn_norm) rms_norm(proj, L.post_attn_norm, an, E, eps, proj);
+            add_inplace(b.x.data() + a0 * E, proj, an * E);
 
-            // Feed-forward block: x -> norm -> gate, up -> swiglu -> down -> + x.
+            // Feed-forward block: x -> norm -> gate, up -> act(gate) * up -> down -> (post-norm) -> + x.
             rms_norm(b.x.data() + a0 * E, L.ffn_norm, an, E, eps, b.xn.data() + a0 * E);
-            matmul(L.ffn_gate, b.xn.data() + a0 * E, an, b.gate.data() + a0 * F);
-            matmul(L.ffn_up, b.xn.data() + a0 * E, an, b.up.data() + a0 * F);
-            swiglu(b.gate.data() + a0 * F, b.up.data() + a0 * F, an * F, b.gate.data() + a0 * F);
-            matmul(L.ffn_down, b.gate.data() + a0 * F, an, b.proj.data() + a0 * E);
-            add_inplace(b.x.data() + a0 * E, b.proj.data() + a0 * E, an * E);
+            float* gate = b.gate.data() + a0 * F;
+            if (L.ffn_gate.data) {
+                float* up = b.up.data() + a0 * F;
+                matmul(L.ffn_gate, b.xn.data() + a0 * E, an, gate);
+                matmul(L.ffn_up, b.xn.data() + a0 * E, an, up);
+                for (int64_t t = 0; t < an; ++t) ffn_act(gate + t * F, up + t * F, F, gate + t * F);
+            } else {
+                // Fused [gate; up] rows of 2F (phi3): each token's halves.
+                float* gu = b.up.data() + a0 * 2 * F;
+                matmul(L.ffn_up, b.xn.data() + a0 * E, an, gu);
+                for (int64_t t = 0; t < an; ++t) ffn_act(gu + t * 2 * F, gu + t * 2 * F + F, F, gate + t * F);
+            }
+            matmul(L.ffn_down, gate, an, proj);
+            if (L.post_ffn_norm) rms_norm(proj, L.post_ffn_norm, an, E, eps, proj);
+            add_inplace(b.x.data() + a0 * E, proj, an * E);
         }
 
         if (nr > 0) {
             rms_norm(b.x.data() + r0 * E, m.output_norm, nr, E, eps, b.xn.data());
             matmul(m.output, b.xn.data(), nr, b.logits.data());
+            if (hp.final_logit_softcap > 0.0f) {
+                // ggml: scale by 1/c, tanh, scale by c.
+                const float c = hp.final_logit_softcap;
+                float* l = b.logits.data();
+                const int64_t cnt = nr * n_vocab;
+                scale_inplace(l, cnt, 1.0f / c);
+                for (int64_t i = 0; i < cnt; ++i) l[i] = std::tanh(l[i]);
+                scale_inplace(l, cnt, c);
+            }
             out_rows = nr;
         }
         done += nt;

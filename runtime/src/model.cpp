@@ -1,10 +1,11 @@
-// Model::load: opens a llama-family GGUF file and turns each stored weight into a kernel
+// Model::load: opens a GGUF file of a supported architecture and turns each stored weight into a kernel
 // MatrixView (zero copy). Norm vectors are converted to F32 when the file stores them otherwise.
 #include "rewind/model.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -114,8 +115,8 @@ std::shared_ptr<const Model> Model::load(const std::string& path, const ModelOpt
     if (hp.n_embd <= 0 || hp.n_head <= 0 || hp.n_head_kv <= 0 || hp.n_layer <= 0 || hp.n_ff <= 0 ||
         hp.n_vocab <= 0 || hp.n_ctx_train <= 0)
         throw Error(ErrorCode::format, path + ": hyperparameters must all be positive");
-    if (hp.n_embd % hp.n_head != 0 || hp.n_head % hp.n_head_kv != 0)
-        throw Error(ErrorCode::format, path + ": n_embd must divide by n_head and n_head by n_head_kv");
+    if (hp.head_dim() <= 0 || hp.n_head % hp.n_head_kv != 0)
+        throw Error(ErrorCode::format, path + ": the head dimension must be positive and n_head divide by n_head_kv");
     if (hp.n_rot <= 0 || hp.n_rot % 2 != 0 || hp.n_rot > hp.head_dim())
         throw Error(ErrorCode::format, path + ": rope dimension " + std::to_string(hp.n_rot) +
                     " must be even, positive and at most the head size " + std::to_string(hp.head_dim()));
@@ -125,7 +126,22 @@ std::shared_ptr<const Model> Model::load(const std::string& path, const ModelOpt
 
     // Norms: pointers straight into the mapping when F32, else an owned F32 copy. owned_ is
     // reserved up front so the copies never move once a pointer to them is handed out.
-    m->owned_.reserve(2 * static_cast<size_t>(hp.n_layer) + 1);
+    m->owned_.reserve(10 * static_cast<size_t>(hp.n_layer) + 2);
+    // A vector of `len` floats (norm weights, biases, rope factors), or null when absent.
+    auto vec = [&](const WeightRef& r, int64_t len) -> const float* {
+        if (r.data == nullptr && r.name.empty()) return nullptr;
+        if (r.rows * r.cols != len || r.data == nullptr)
+            throw Error(ErrorCode::shape, where(path, r) + ": a vector of " + std::to_string(len) + " elements was expected");
+        if (r.type == TensorType::F32) return static_cast<const float*>(r.data);
+        DType dt{};
+        if (!to_dtype(r.type, dt) || dt == DType::Q8_0)
+            throw Error(ErrorCode::unsupported, where(path, r) + ": vector of type " + tensor_type_name(r.type) +
+                        " cannot be converted (F32, F16 or BF16 expected)");
+        std::vector<float> f(static_cast<size_t>(len));
+        dequantize_row(dt, r.data, len, f.data());
+        m->owned_.push_back(std::move(f));
+        return m->owned_.back().data();
+    };
     auto norm = [&](const WeightRef& r) -> const float* {
         if (r.rows * r.cols != n_embd || r.data == nullptr)
             throw Error(ErrorCode::shape, where(path, r) + ": a norm of " + std::to_string(n_embd) + " elements was expected");
@@ -143,6 +159,11 @@ std::shared_ptr<const Model> Model::load(const std::string& path, const ModelOpt
     m->tok_embd = to_matrix(path, w.tok_embd);
     m->output = to_matrix(path, w.output);
     m->output_norm = norm(w.output_norm);
+    m->rope_freqs = vec(w.rope_freqs, hp.n_rot / 2);
+    if (m->rope_freqs)
+        for (int64_t i = 0; i < hp.n_rot / 2; ++i)
+            if (!(m->rope_freqs[i] > 0.0f) || !std::isfinite(m->rope_freqs[i]))
+                throw Error(ErrorCode::format, where(path, w.rope_freqs) + ": factor " + std::to_string(i) + " is not a positive finite number");
     if (m->tok_embd.rows != hp.n_vocab || m->tok_embd.cols != n_embd || m->output.rows != hp.n_vocab ||
         m->output.cols != n_embd)
         throw Error(ErrorCode::shape, path + ": token embedding / output head shapes do not match [n_vocab, n_embd]");
@@ -150,17 +171,27 @@ std::shared_ptr<const Model> Model::load(const std::string& path, const ModelOpt
         throw Error(ErrorCode::format, path + ": " + std::to_string(w.layers.size()) + " layers of weights for block_count " +
                     std::to_string(hp.n_layer));
 
-    const int64_t n_embd_kv = hp.n_embd_kv();
+    const int64_t n_embd_kv = hp.n_embd_kv(), n_embd_q = hp.n_embd_q(), hd = hp.head_dim();
     m->layers.reserve(w.layers.size());
+    // An optional matrix: empty when the architecture has none there.
+    auto opt_matrix = [&](const WeightRef& r) { return r.data ? to_matrix(path, r) : MatrixView{}; };
     for (const LlamaLayerWeights& lw : w.layers) {
         Layer l{};
         l.attn_norm = norm(lw.attn_norm);
         l.ffn_norm = norm(lw.ffn_norm);
-        l.wq = to_matrix(path, lw.wq);
-        l.wk = to_matrix(path, lw.wk);
-        l.wv = to_matrix(path, lw.wv);
+        l.post_attn_norm = vec(lw.post_attn_norm, n_embd);
+        l.post_ffn_norm = vec(lw.post_ffn_norm, n_embd);
+        l.bq = vec(lw.bq, n_embd_q);
+        l.bk = vec(lw.bk, n_embd_kv);
+        l.bv = vec(lw.bv, n_embd_kv);
+        l.q_norm = vec(lw.attn_q_norm, hd);
+        l.k_norm = vec(lw.attn_k_norm, hd);
+        l.wq = opt_matrix(lw.wq);
+        l.wk = opt_matrix(lw.wk);
+        l.wv = opt_matrix(lw.wv);
+        l.wqkv = opt_matrix(lw.wqkv);
         l.wo = to_matrix(path, lw.wo);
-        l.ffn_gate = to_matrix(path, lw.ffn_gate);
+        l.ffn_gate = opt_matrix(lw.ffn_gate);
         l.ffn_down = to_matrix(path, lw.ffn_down);
         l.ffn_up = to_matrix(path, lw.ffn_up);
         auto expect = [&](const WeightRef& r, const MatrixView& v, int64_t rows, int64_t cols) {
@@ -168,12 +199,18 @@ std::shared_ptr<const Model> Model::load(const std::string& path, const ModelOpt
                 throw Error(ErrorCode::shape, where(path, r) + ": shape [" + std::to_string(v.rows) + ", " + std::to_string(v.cols) +
                             "], expected [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
         };
-        expect(lw.wq, l.wq, n_embd, n_embd);
-        expect(lw.wk, l.wk, n_embd_kv, n_embd);
-        expect(lw.wv, l.wv, n_embd_kv, n_embd);
-        expect(lw.wo, l.wo, n_embd, n_embd);
-        expect(lw.ffn_gate, l.ffn_gate, hp.n_ff, n_embd);
-        expect(lw.ffn_up, l.ffn_up, hp.n_ff, n_embd);
+        if (l.wqkv.data) {
+            expect(lw.wqkv, l.wqkv, n_embd_q + 2 * n_embd_kv, n_embd);
+        } else {
+            if (!l.wq.data || !l.wk.data || !l.wv.data)
+                throw Error(ErrorCode::format, path + ": a layer has neither attn_qkv nor all of attn_q, attn_k, attn_v");
+            expect(lw.wq, l.wq, n_embd_q, n_embd);
+            expect(lw.wk, l.wk, n_embd_kv, n_embd);
+            expect(lw.wv, l.wv, n_embd_kv, n_embd);
+        }
+        expect(lw.wo, l.wo, n_embd, n_embd_q);
+        expect(lw.ffn_up, l.ffn_up, l.ffn_gate.data ? hp.n_ff : 2 * hp.n_ff, n_embd);
+        if (l.ffn_gate.data) expect(lw.ffn_gate, l.ffn_gate, hp.n_ff, n_embd);
         expect(lw.ffn_down, l.ffn_down, n_embd, hp.n_ff);
         m->layers.push_back(l);
     }
@@ -181,8 +218,8 @@ std::shared_ptr<const Model> Model::load(const std::string& path, const ModelOpt
     if (opts.repack_q8_0) {
         std::vector<MatrixView*> mats;
         for (Layer& l : m->layers)
-            for (MatrixView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_down, &l.ffn_up})
-                if (v->type == DType::Q8_0) mats.push_back(v);
+            for (MatrixView* v : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.ffn_gate, &l.ffn_down, &l.ffn_up})
+                if (v->data && v->type == DType::Q8_0) mats.push_back(v); // absent ones have no data
         if (m->output.type == DType::Q8_0) mats.push_back(&m->output);
         m->packed_.reset(repack_all(mats, m->packed_bytes_));
     }

@@ -1,4 +1,5 @@
-// Llama-family model files: hyperparameters read from `llama.*` metadata and the weight tensors,
+// Model files of the supported architectures (rewind/arch.h: llama, qwen2, qwen3, phi3, gemma3):
+// hyperparameters read from `<arch>.*` metadata and the weight tensors the architecture lists,
 // each shape checked against them. Weights stay in the GGUF mapping (zero copy) with their type.
 #pragma once
 #include <cstdint>
@@ -6,26 +7,47 @@
 #include <string>
 #include <vector>
 
+#include "rewind/arch.h"
 #include "rewind/gguf.h"
 #include "rewind/tokenizer.h"
 
 namespace rwd {
 
+// Keys are `<arch>.*` (the architecture's name as prefix), e.g. qwen2.context_length.
 struct LlamaHparams {
-    std::string architecture;   // general.architecture ("llama")
+    std::string architecture;   // general.architecture (one of supported_arch_names())
+    const ArchInfo* arch = nullptr; // its description
     std::string name;           // general.name, may be empty
-    int64_t n_ctx_train = 0;    // llama.context_length
-    int64_t n_embd = 0;         // llama.embedding_length
-    int64_t n_layer = 0;        // llama.block_count
-    int64_t n_ff = 0;           // llama.feed_forward_length
-    int64_t n_head = 0;         // llama.attention.head_count
-    int64_t n_head_kv = 0;      // llama.attention.head_count_kv (defaults to n_head)
-    int64_t n_rot = 0;          // llama.rope.dimension_count (defaults to n_embd / n_head)
-    float rope_freq_base = 10000.0f; // llama.rope.freq_base
-    float rms_eps = 1e-5f;      // llama.attention.layer_norm_rms_epsilon
-    int64_t n_vocab = 0;        // llama.vocab_size, else the tokenizer's size
-    int64_t head_dim() const { return n_embd / n_head; }
+    int64_t n_ctx_train = 0;    // .context_length
+    int64_t n_embd = 0;         // .embedding_length
+    int64_t n_layer = 0;        // .block_count
+    int64_t n_ff = 0;           // .feed_forward_length
+    int64_t n_head = 0;         // .attention.head_count
+    int64_t n_head_kv = 0;      // .attention.head_count_kv (defaults to n_head)
+    int64_t n_embd_head = 0;    // .attention.key_length (== value_length; defaults to n_embd / n_head)
+    int64_t n_rot = 0;          // .rope.dimension_count (defaults to the head dimension)
+    float rope_freq_base = 10000.0f; // .rope.freq_base
+    float rms_eps = 1e-5f;      // .attention.layer_norm_rms_epsilon
+    int64_t n_vocab = 0;        // .vocab_size, else the tokenizer's size
+    // Rope scaling: .rope.scaling.type "none" or "linear" (.rope.scaling.factor f gives
+    // freq_scale 1/f); any other type is refused by name when the file is opened.
+    std::string rope_scaling = "none";
+    float rope_freq_scale = 1.0f;
+    // Sliding window: .attention.sliding_window (0: none). Layers the pattern marks as local use
+    // it with .rope.freq_base_swa (default 10000) and no rope scaling.
+    int64_t n_swa = 0;
+    int64_t n_swa_file = 0;     // the key's value even where the architecture does not apply it (phi3)
+    int swa_pattern = 0;
+    float rope_freq_base_swa = 10000.0f;
+    float attn_scale = 0.0f;    // Q pre-scale for q_prescaled architectures
+    float final_logit_softcap = 0.0f; // .final_logit_softcapping (0: none)
+
+    int64_t head_dim() const { return n_embd_head > 0 ? n_embd_head : n_embd / n_head; }
+    int64_t n_embd_q() const { return head_dim() * n_head; }
     int64_t n_embd_kv() const { return head_dim() * n_head_kv; }
+    bool is_swa_layer(int64_t il) const {
+        return n_swa > 0 && swa_pattern > 0 && il % swa_pattern < swa_pattern - 1;
+    }
 };
 
 // A 2-D (or 1-D: rows == 1) weight as stored in the file: row-major, `rows` rows of `cols`
@@ -39,22 +61,29 @@ struct WeightRef {
     uint64_t n_bytes = 0;
 };
 
+// Which of these a file has is set by its architecture (rewind/arch.h); absent ones have data null.
 struct LlamaLayerWeights {
     WeightRef attn_norm; // [n_embd] F32
-    WeightRef wq;        // [n_embd rows, n_embd cols]
+    WeightRef wq;        // [n_embd_q rows, n_embd cols]
     WeightRef wk;        // [n_embd_kv rows, n_embd cols]
     WeightRef wv;        // [n_embd_kv rows, n_embd cols]
-    WeightRef wo;        // [n_embd rows, n_embd cols]
+    WeightRef wqkv;      // [n_embd_q + 2 n_embd_kv rows, n_embd cols] (phi3: q, k, v fused)
+    WeightRef bq, bk, bv;            // [n_embd_q], [n_embd_kv], [n_embd_kv] F32 (qwen2)
+    WeightRef attn_q_norm, attn_k_norm; // [head_dim] F32, per head (qwen3, gemma3)
+    WeightRef wo;        // [n_embd rows, n_embd_q cols]
+    WeightRef post_attn_norm; // [n_embd] F32 (gemma3)
     WeightRef ffn_norm;  // [n_embd] F32
     WeightRef ffn_gate;  // [n_ff rows, n_embd cols]   (w1)
     WeightRef ffn_down;  // [n_embd rows, n_ff cols]   (w2)
-    WeightRef ffn_up;    // [n_ff rows, n_embd cols]   (w3)
+    WeightRef ffn_up;    // [n_ff rows, n_embd cols]   (w3); phi3: [2 n_ff rows] = [gate; up]
+    WeightRef post_ffn_norm; // [n_embd] F32 (gemma3)
 };
 
 struct LlamaWeights {
     WeightRef tok_embd;    // [n_vocab rows, n_embd cols]
     WeightRef output_norm; // [n_embd] F32
     WeightRef output;      // [n_vocab rows, n_embd cols]; aliases tok_embd when tied
+    WeightRef rope_freqs;  // [n_rot / 2] F32 rope frequency factors (Llama 3.1), or absent
     bool tied_output = false;
     std::vector<LlamaLayerWeights> layers;
 };

@@ -1,5 +1,6 @@
 // A model ready to run: the GGUF file, its hyperparameters, tokenizer and weights as kernel
-// matrix views. Immutable after load, shared (read-only) by any number of contexts.
+// matrix views. Immutable after load, shared (read-only) by any number of contexts. Which
+// optional weights are present follows the architecture (rewind/arch.h); absent ones are null.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -28,12 +29,20 @@ class Model {
 public:
     struct Layer {
         const float* attn_norm = nullptr; // [n_embd]
-        MatrixView wq, wk, wv, wo;         // wq, wo: [n_embd, n_embd]; wk, wv: [n_embd_kv, n_embd]
-        MatrixView ffn_gate, ffn_down, ffn_up; // gate, up: [n_ff, n_embd]; down: [n_embd, n_ff]
+        MatrixView wq, wk, wv, wo;         // wq: [n_embd_q, n_embd]; wk, wv: [n_embd_kv, n_embd]; wo: [n_embd, n_embd_q]
+        MatrixView wqkv;                   // [n_embd_q + 2 n_embd_kv, n_embd] when fused (then wq/wk/wv empty)
+        const float* bq = nullptr;         // [n_embd_q] biases, or null
+        const float* bk = nullptr;         // [n_embd_kv]
+        const float* bv = nullptr;         // [n_embd_kv]
+        const float* q_norm = nullptr;     // [head_dim] per-head RMSNorm weights, or null
+        const float* k_norm = nullptr;     // [head_dim]
+        const float* post_attn_norm = nullptr; // [n_embd] or null
+        MatrixView ffn_gate, ffn_down, ffn_up; // gate, up: [n_ff, n_embd] (fused: gate empty, up [2 n_ff, n_embd]); down: [n_embd, n_ff]
         const float* ffn_norm = nullptr;  // [n_embd]
+        const float* post_ffn_norm = nullptr; // [n_embd] or null
     };
 
-    // Loads a llama-family GGUF file. Throws rwd::Error naming the file and tensor when a
+    // Loads a GGUF file of a supported architecture (llama, qwen2, qwen3, phi3, gemma3). Throws rwd::Error naming the file and tensor when a
     // weight has a type the kernels cannot compute with (F32, F16, BF16, Q8_0 are supported),
     // or when a shape or hyperparameter makes the model impossible to run.
     static std::shared_ptr<const Model> load(const std::string& path, const ModelOptions& opts = {});
@@ -52,6 +61,7 @@ public:
     MatrixView tok_embd;       // [n_vocab, n_embd]
     const float* output_norm = nullptr; // [n_embd]
     MatrixView output;         // [n_vocab, n_embd]
+    const float* rope_freqs = nullptr; // [n_rot / 2] rope frequency factors, or null
     std::vector<Layer> layers;
 
 private:

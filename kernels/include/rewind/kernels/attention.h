@@ -1,5 +1,6 @@
 // Causal grouped-query attention of n new tokens over a position-indexed KV cache that already
-// holds them. Token t (absolute position pos0 + t) attends to cache positions 0 .. pos0 + t.
+// holds them. Token t (absolute position p = pos0 + t) attends to cache positions 0 .. p, or with
+// a sliding window w to the last w of them, max(0, p - w + 1) .. p (llama.cpp's standard SWA).
 // The value for a token never depends on how many tokens share the call or on thread count.
 #pragma once
 #include <cstdint>
@@ -16,6 +17,8 @@ struct AttentionShape {
     int64_t n_head = 0;
     int64_t n_head_kv = 0;  // n_head % n_head_kv == 0
     int64_t head_dim = 0;
+    int64_t window = 0;     // sliding window in positions (>= 1), or 0: the whole causal prefix
+    float scale = 0.0f;     // score scale, or 0: 1/sqrt(head_dim) (1 when Q comes pre-scaled)
 };
 
 // Scratch floats needed: one slot per thread of the pool (pass pool->size(), or 1 without a
@@ -25,7 +28,7 @@ int64_t attention_scratch_floats(const AttentionShape& s, int n_threads);
 // q:   [n_tokens, n_head, head_dim] float
 // k,v: [>= pos0 + n_tokens, n_head_kv, head_dim] of kv_type (F32 or F16)
 // out: [n_tokens, n_head, head_dim] float
-// softmax(q·kᵀ / sqrt(head_dim)) · v with a fixed order over positions. Throws rwd::Error on
+// softmax(q·kᵀ · scale) · v over the visible positions with a fixed order over them. Throws rwd::Error on
 // bad shapes or an unsupported kv_type.
 void attention(const AttentionShape& s, const float* q, const void* k, const void* v, DType kv_type,
                float* out, float* scratch, ThreadPool* pool);
