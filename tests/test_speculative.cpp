@@ -15,7 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gguf_test_util.h"
 #include "rewind/context.h"
+#include "rewind/gguf.h"
 #include "rewind/error.h"
 #include "rewind/generate.h"
 #include "rewind/model.h"
@@ -99,14 +101,23 @@ protected:
         draft_.reset();
     }
 
+    // The models a check runs: the fixture's pair unless a test names others.
+    struct Pair {
+        std::shared_ptr<const Model> target, draft;
+    };
+    Pair pair() const { return {target_, draft_}; }
+
     // Through the library's factory, as the CLI and the harness build theirs. "auto" gets every
     // member the item allows (references when it has them, and the draft).
-    std::unique_ptr<GuessSource> make_source(const std::string& kind, const Item& item) {
+    std::unique_ptr<GuessSource> make_source(const std::string& kind, const Item& item, const Pair& p) {
         SourceSpec spec;
         parse_source_kind(kind, spec);
         if (kind == "ref" || kind.starts_with("auto")) spec.references = item.references;
-        if (kind == "draft" || kind.starts_with("auto")) spec.draft = draft_;
-        return make_guess_source(spec, *target_, kCapacity);
+        if (kind == "draft" || kind.starts_with("auto")) spec.draft = p.draft;
+        return make_guess_source(spec, *p.target, kCapacity);
+    }
+    std::unique_ptr<GuessSource> make_source(const std::string& kind, const Item& item) {
+        return make_source(kind, item, pair());
     }
 
     std::vector<TokenId> prompt_of(const Item& item) { return target_->tokenizer().encode(item.prompt); }
@@ -116,10 +127,16 @@ protected:
     void check_lossless(const std::vector<Item>& items, const std::vector<int>& ks,
                         const std::vector<std::string>& sources, KPolicy policy = KPolicy::Fixed,
                         int64_t max_tokens_cap = 0) {
-        Context ctx(target_);
-        KvCache cache(*target_, {kCapacity});
+        check_lossless(pair(), items, ks, sources, policy, max_tokens_cap);
+    }
+    void check_lossless(const Pair& p, const std::vector<Item>& items, const std::vector<int>& ks,
+                        const std::vector<std::string>& sources, KPolicy policy = KPolicy::Fixed,
+                        int64_t max_tokens_cap = 0) {
+        const std::shared_ptr<const Model>& target = p.target;
+        Context ctx(target);
+        KvCache cache(*target, {kCapacity});
         for (const Item& item : items) {
-            const auto prompt = prompt_of(item);
+            const auto prompt = target->tokenizer().encode(item.prompt);
             for (const float temp : {0.0f, 0.8f}) {
                 GenerateOptions go;
                 go.max_tokens = max_tokens_cap > 0 ? std::min(item.max_tokens, max_tokens_cap) : item.max_tokens;
@@ -130,7 +147,7 @@ protected:
                 ASSERT_FALSE(plain.tokens.empty());
                 for (const std::string& kind : sources) {
                     if (kind == "ref" && item.references.empty()) continue;
-                    auto src = make_source(kind, item);
+                    auto src = make_source(kind, item, p);
                     for (const int k : ks) {
                         SpeculativeOptions so;
                         so.generate = go;
@@ -138,8 +155,8 @@ protected:
                         so.k_policy = policy;
                         cache.truncate(0);
                         const auto spec = generate_speculative(ctx, cache, prompt, *src, so);
-                        ASSERT_EQ(spec.tokens, plain.tokens)
-                            << item.id << " source " << kind << " k " << k << " temp " << temp;
+                        ASSERT_EQ(spec.tokens, plain.tokens) << target->hparams().architecture << " " << item.id
+                                                             << " source " << kind << " k " << k << " temp " << temp;
                         ASSERT_EQ(spec.stop, plain.stop) << item.id << " " << kind << " k " << k;
                         EXPECT_EQ(spec.stats.emitted, static_cast<int64_t>(plain.tokens.size()));
                         EXPECT_EQ(cache.size(), static_cast<int64_t>(prompt.size() + plain.tokens.size()) - 1);
@@ -165,6 +182,28 @@ TEST_F(Speculative, LosslessOnWorkloads) {
         check_lossless(items, kSanitized ? std::vector<int>{1, 16} : std::vector<int>{1, 4, 16},
                        {"ngram", "ref", "draft", "auto", "auto-first"}, KPolicy::Fixed, 64);
     }
+}
+
+// Every architecture: every source, lossless (the draft is another architecture's file with the
+// same pycode vocabulary, or the target itself). qwen2 and gemma3 (whose window of 32 every
+// prompt here crosses) get the fuller run.
+TEST_F(Speculative, LosslessOnEveryArchitecture) {
+    auto arch = [](const std::string& a) { return Model::load(kShared + "/models/arch-" + a + ".gguf"); };
+    const auto qwen2 = arch("qwen2"), qwen3 = arch("qwen3"), gemma3 = arch("gemma3"), llama3 = arch("llama3"),
+               phi3 = arch("phi3");
+    const std::vector<std::string> all = {"ngram", "ref", "draft", "auto"};
+    for (const std::string kind : {"edit", "ref", "free"}) {
+        auto items = load_items(kind);
+        items.resize(1);
+        check_lossless({qwen2, qwen3}, items, kSanitized ? std::vector<int>{4} : std::vector<int>{1, 4}, all,
+                       KPolicy::Fixed, kSanitized ? 16 : 48);
+        check_lossless({gemma3, llama3}, items, kSanitized ? std::vector<int>{4} : std::vector<int>{1, 4}, all,
+                       KPolicy::Fixed, kSanitized ? 16 : 48);
+    }
+    const auto items = std::vector<Item>{load_items("ref").at(0)};
+    check_lossless({qwen3, qwen3}, items, {4}, all, KPolicy::Adaptive, kSanitized ? 16 : 32);
+    check_lossless({llama3, phi3}, items, {4}, all, KPolicy::Adaptive, kSanitized ? 16 : 32);
+    check_lossless({phi3, gemma3}, items, {4}, all, KPolicy::Adaptive, kSanitized ? 16 : 32);
 }
 
 TEST_F(Speculative, LosslessWithAdaptiveK) {
@@ -543,4 +582,105 @@ TEST_F(Speculative, SessionRefusesBadOptionsWithNothingChanged) {
     EXPECT_THROW(generate_speculative(s, src, so), Error);
     EXPECT_EQ(s.tokens(), before);
     EXPECT_EQ(s.cache().size(), cached);
+}
+
+namespace {
+
+// `name` from ../shared/models with `extra` entries appended to its vocabulary ("[PAD<id>]" of
+// token type `type`, 5 = unused) and embedding / head rows for them (`fill` each), as converters
+// pad Qwen2.5's larger files; `rename` > 0 also changes the text of that token.
+std::string with_padding(const gguf_test::TempDir& dir, const std::string& name, int extra, int32_t type,
+                         float fill = 0.0f, int rename = -1) {
+    using namespace gguf_test;
+    const std::string src = kShared + "/models/" + name + ".gguf";
+    const GgufFile g = GgufFile::open(src);
+    auto toks = *g.get_string_array("tokenizer.ggml.tokens");
+    auto types = *g.get_int_array("tokenizer.ggml.token_type");
+    auto scores = g.get_float_array("tokenizer.ggml.scores");
+    const size_t n0 = toks.size();
+    for (int i = 0; i < extra; ++i) {
+        toks.push_back("[PAD" + std::to_string(n0 + size_t(i)) + "]");
+        types.push_back(type);
+        if (scores) scores->push_back(0.0f);
+    }
+    if (rename >= 0) toks[size_t(rename)] += "x";
+    Builder b = Builder::load(src);
+    Enc et;
+    et.u32(STR).u64(toks.size());
+    for (const auto& t : toks) et.str(t);
+    b.set("tokenizer.ggml.tokens", ARR, et.b);
+    Enc ty;
+    ty.u32(I32).u64(types.size());
+    for (int64_t t : types) ty.put(int32_t(t));
+    b.set("tokenizer.ggml.token_type", ARR, ty.b);
+    if (scores) {
+        Enc sc;
+        sc.u32(F32).u64(scores->size());
+        for (float f : *scores) sc.put(f);
+        b.set("tokenizer.ggml.scores", ARR, sc.b);
+    }
+    if (g.find("llama.vocab_size")) b.set("llama.vocab_size", U32, raw<uint32_t>(uint32_t(toks.size())));
+    for (const char* t : {"token_embd.weight", "output.weight"}) {
+        RawTensor* r = b.tensor(t);
+        if (!r) continue;
+        for (size_t i = 0; i < size_t(extra) * r->dims[0]; ++i) r->data.append(reinterpret_cast<const char*>(&fill), 4);
+        r->dims[1] += uint64_t(extra);
+    }
+    const std::string path = dir.file(name + "-padded-" + std::to_string(extra) + "-" + std::to_string(type) + ".gguf");
+    b.write(path);
+    return path;
+}
+
+} // namespace
+
+// Draft and target vocabularies that agree on every real token and differ only in unused padding
+// (up to 128 entries, either side larger) are accepted: the draft never proposes padding, even
+// when its logits there are the largest, and decoding stays lossless. Anything else is refused
+// with the first differing token named.
+TEST_F(Speculative, DraftVocabularyMayDifferOnlyInPadding) {
+    gguf_test::TempDir dir;
+    // Padding rows of 0.5 in the tied head: their logits dwarf every real token's.
+    const auto padded_draft = Model::load(with_padding(dir, "pycode-600k", 64, 5, 0.5f));
+    const auto padded_target = Model::load(with_padding(dir, "pycode-4m", 128, 5));
+    const auto items = std::vector<Item>{load_items("edit").at(0)};
+    check_lossless({target_, padded_draft}, items, {4}, {"draft", "auto"}, KPolicy::Fixed, 32);
+    check_lossless({padded_target, draft_}, items, {4}, {"draft", "auto"}, KPolicy::Fixed, 32);
+
+    // Proposals stay inside the common vocabulary; rejection-mode rows are the target's size.
+    const auto prompt = prompt_of(items[0]);
+    for (VerifyMode mode : {VerifyMode::Exact, VerifyMode::Rejection}) {
+        DraftSource src(padded_draft, *target_, kCapacity, {.min_confidence = 0.0f});
+        GenerationStart start;
+        start.prompt = prompt;
+        start.verify = mode;
+        start.sampler.temperature = 0.8f;
+        src.reset(start);
+        Proposal p;
+        src.propose(prompt, 8, p);
+        ASSERT_EQ(p.tokens.size(), 8u);
+        for (TokenId t : p.tokens) EXPECT_LT(t, 4096);
+        if (mode == VerifyMode::Rejection) EXPECT_EQ(p.probs.size(), 8u * 4096u);
+        DraftSource small(draft_, *padded_target, kCapacity, {.min_confidence = 0.0f});
+        small.reset(start);
+        Proposal q;
+        small.propose(prompt, 3, q);
+        if (mode == VerifyMode::Rejection) {
+            ASSERT_EQ(q.probs.size(), 3u * 4224u);
+            for (size_t i = 4096; i < 4224; ++i) EXPECT_EQ(q.probs[i], 0.0f);
+        }
+    }
+
+    auto refusal = [&](const std::string& draft_file, const std::string& target_file) {
+        const auto d = Model::load(draft_file);
+        const auto t = Model::load(target_file);
+        return gguf_test::error_of([&] { check_draft_compatible(*d, *t, kCapacity); });
+    };
+    const std::string m4 = kShared + "/models/pycode-4m.gguf";
+    std::string m = refusal(with_padding(dir, "pycode-600k", 129, 5), m4);
+    EXPECT_NE(m.find("more than the 128"), std::string::npos) << m;
+    m = refusal(with_padding(dir, "pycode-600k", 4, 1), m4); // a normal token, not padding
+    EXPECT_NE(m.find("token 4096"), std::string::npos) << m;
+    EXPECT_NE(m.find("not unused padding"), std::string::npos) << m;
+    m = refusal(with_padding(dir, "pycode-600k", 8, 5, 0.0f, 300), m4);
+    EXPECT_NE(m.find("token 300 differs"), std::string::npos) << m;
 }

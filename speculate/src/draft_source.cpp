@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "rewind/error.h"
@@ -15,20 +16,31 @@ void check_draft_compatible(const Model& draft, const Model& target, int64_t tar
     const std::string who = "draft model " + draft.path() + " for target " + target.path() + ": ";
     const Tokenizer& dt = draft.tokenizer();
     const Tokenizer& tt = target.tokenizer();
-    if (draft.n_vocab() != target.n_vocab() || dt.n_vocab() != tt.n_vocab())
-        throw Error(ErrorCode::state, who + "vocabulary sizes differ (" + std::to_string(draft.n_vocab()) + " vs " +
-                    std::to_string(target.n_vocab()) + ")");
+    const int64_t nd = draft.n_vocab(), nt = target.n_vocab();
+    if (dt.n_vocab() != nd || tt.n_vocab() != nt)
+        throw Error(ErrorCode::state, who + "a model's tokenizer and embeddings disagree in size");
+    if (std::abs(nd - nt) > kMaxVocabPadding)
+        throw Error(ErrorCode::state, who + "vocabulary sizes differ (" + std::to_string(nd) + " vs " + std::to_string(nt) +
+                    ") by more than the " + std::to_string(kMaxVocabPadding) + " padding entries allowed");
     if (dt.model() != tt.model()) throw Error(ErrorCode::state, who + "tokenizer kinds differ");
-    for (TokenId id = 0; id < static_cast<TokenId>(tt.n_vocab()); ++id) {
+    const int64_t common = std::min(nd, nt);
+    for (TokenId id = 0; id < static_cast<TokenId>(common); ++id) {
         if (dt.piece(id) != tt.piece(id) || dt.kind(id) != tt.kind(id))
             throw Error(ErrorCode::state, who + "token " + std::to_string(id) + " differs ('" + dt.piece(id) + "' vs '" +
                         tt.piece(id) + "')");
+    }
+    // The larger vocabulary's extra entries must be unused padding (never produced).
+    const Tokenizer& larger = nd > nt ? dt : tt;
+    for (TokenId id = static_cast<TokenId>(common); id < static_cast<TokenId>(std::max(nd, nt)); ++id) {
+        if (larger.kind(id) != TokenKind::Unused || larger.is_eog(id))
+            throw Error(ErrorCode::state, who + "token " + std::to_string(id) + " ('" + larger.piece(id) + "') exists only in the " +
+                        (nd > nt ? "draft" : "target") + "'s vocabulary and is not unused padding");
     }
     if (dt.bos() != tt.bos() || dt.eos() != tt.eos())
         throw Error(ErrorCode::state, who + "special token ids differ (BOS " + std::to_string(dt.bos()) + " vs " +
                     std::to_string(tt.bos()) + ", EOS " + std::to_string(dt.eos()) + " vs " +
                     std::to_string(tt.eos()) + ")");
-    for (TokenId id = 0; id < static_cast<TokenId>(tt.n_vocab()); ++id) {
+    for (TokenId id = 0; id < static_cast<TokenId>(common); ++id) {
         if (dt.is_eog(id) != tt.is_eog(id))
             throw Error(ErrorCode::state, who + "end-of-generation tokens differ at id " + std::to_string(id));
     }
@@ -59,7 +71,9 @@ DraftSource::DraftSource(std::shared_ptr<const Model> draft, const Model& target
                          DraftSourceOptions opts)
     : ctx_(checked(std::move(draft), target, target_capacity), opts.context),
       cache_(ctx_.model(), KvCacheOptions{target_capacity, opts.cache_type}),
-      sampler_(SamplerOptions{}, ctx_.model().n_vocab()), min_confidence_(opts.min_confidence) {
+      sampler_(SamplerOptions{}, std::min(ctx_.model().n_vocab(), target.n_vocab())),
+      min_confidence_(opts.min_confidence), n_common_(std::min(ctx_.model().n_vocab(), target.n_vocab())),
+      n_target_(target.n_vocab()) {
     if (!(min_confidence_ >= 0.0f && min_confidence_ <= 1.0f))
         throw Error("draft source: min_confidence must be in [0, 1], got " + std::to_string(min_confidence_));
     fed_.reserve(static_cast<size_t>(target_capacity));
@@ -68,7 +82,7 @@ DraftSource::DraftSource(std::shared_ptr<const Model> draft, const Model& target
 
 void DraftSource::reset(const GenerationStart& start) {
     verify_ = start.verify;
-    sampler_ = Sampler(start.sampler, ctx_.model().n_vocab());
+    sampler_ = Sampler(start.sampler, n_common_);
     // Keep whatever prefix of the cache the new prompt shares (a rerun of the same prompt
     // costs nothing).
     rollback_to(start.prompt);
@@ -92,18 +106,25 @@ void DraftSource::propose(std::span<const TokenId> context, int k, Proposal& out
     const int64_t room = cache_.capacity() - static_cast<int64_t>(context.size()) + 1;
     const int n = static_cast<int>(std::min<int64_t>(k, room));
     pending_.assign(context.begin() + static_cast<std::ptrdiff_t>(fed_.size()), context.end());
+    // A token only the target has (padding it should never produce) cannot be run by the draft.
+    for (TokenId t : pending_)
+        if (t < 0 || t >= n_common_) return;
     history_.assign(context.begin(), context.end());
     std::span<const float> logits = ctx_.forward(cache_, pending_, Logits::Last);
     fed_.insert(fed_.end(), pending_.begin(), pending_.end());
-    const auto n_vocab = static_cast<size_t>(ctx_.model().n_vocab());
+    // Only the ids both vocabularies have: the draft's logits over its padding are ignored.
+    const auto n_common = static_cast<size_t>(n_common_);
     for (int i = 0; i < n; ++i) {
+        logits = logits.first(n_common);
         if (min_confidence_ > 0.0f && top_probability(logits) < min_confidence_) break;
         const auto pos = static_cast<int64_t>(history_.size());
         TokenId t;
         if (verify_ == VerifyMode::Rejection) {
             sampler_.distribution(logits.data(), history_, q_);
             t = sampler_.sample_from(q_, pos, kDrawStream);
-            out.probs.insert(out.probs.end(), q_.begin(), q_.begin() + static_cast<std::ptrdiff_t>(n_vocab));
+            out.probs.insert(out.probs.end(), q_.begin(), q_.begin() + static_cast<std::ptrdiff_t>(n_common));
+            // Rows are the target's size: ids only the target has get probability 0.
+            out.probs.insert(out.probs.end(), static_cast<size_t>(n_target_ - n_common_), 0.0f);
         } else {
             t = sampler_.sample(logits.data(), pos, history_);
         }

@@ -26,7 +26,10 @@ public:
     // `target_capacity` is the target cache's capacity: the draft must reach every position the
     // target can. Throws rwd::Error, naming both files, unless the draft's vocabulary is the
     // target's (size, every token string and kind, BOS/EOS ids) and its training context holds
-    // target_capacity positions.
+    // target_capacity positions. Vocabularies may differ in size by at most 128 entries of
+    // unused padding at the end of the larger one (as Qwen2.5's 0.5B and 7B files do, and as
+    // llama.cpp allows): every id both have must agree. The draft then only ever proposes ids
+    // both have; its logits over padding are ignored.
     DraftSource(std::shared_ptr<const Model> draft, const Model& target, int64_t target_capacity,
                 DraftSourceOptions opts = {});
 
@@ -61,9 +64,16 @@ private:
     std::vector<TokenId> pending_; // tokens to run in the next pass
     std::vector<float> q_;
     float min_confidence_;
+    int64_t n_common_;  // ids both vocabularies have (the draft samples among these)
+    int64_t n_target_;  // the target's vocabulary size (rows of reported probabilities)
 };
 
-// Throws rwd::Error unless `draft` can guess for `target` (see DraftSource).
+// The most padding entries by which a draft's and a target's vocabularies may differ (llama.cpp's
+// SPEC_VOCAB_MAX_SIZE_DIFFERENCE).
+constexpr int64_t kMaxVocabPadding = 128;
+
+// Throws rwd::Error unless `draft` can guess for `target` (see DraftSource), naming the first
+// differing token.
 void check_draft_compatible(const Model& draft, const Model& target, int64_t target_capacity);
 
 } // namespace rwd::speculate
