@@ -87,8 +87,9 @@ TEST(GgmlCompat, MatmulSameBitsOnEveryPathAndThreadCount) {
         const std::vector<float> two = mm(w, std::vector<float>(x.end() - 2 * cols, x.end()), 2, nullptr, detect_simd());
         EXPECT_EQ(0, std::memcmp(two.data(), base.data() + (n - 2) * rows, size_t(2 * rows) * sizeof(float)));
         const std::vector<float> one = mm(w, std::vector<float>(x.end() - cols, x.end()), 1, nullptr, detect_simd());
-        if (cols % 16 != 0)
+        if (cols % 16 != 0) {
             EXPECT_EQ(0, std::memcmp(one.data(), base.data() + (n - 1) * rows, size_t(rows) * sizeof(float)));
+        }
         for (SimdLevel level : supported_simd_levels())
             EXPECT_EQ(0, std::memcmp(one.data(), mm(w, std::vector<float>(x.end() - cols, x.end()), 1, &pool, level).data(),
                                      size_t(rows) * sizeof(float)));

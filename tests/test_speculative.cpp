@@ -648,8 +648,10 @@ TEST_F(Speculative, DraftVocabularyMayDifferOnlyInPadding) {
 
     // Proposals stay inside the common vocabulary; rejection-mode rows are the target's size.
     const auto prompt = prompt_of(items[0]);
+    DraftSourceOptions always;
+    always.min_confidence = 0.0f;
     for (VerifyMode mode : {VerifyMode::Exact, VerifyMode::Rejection}) {
-        DraftSource src(padded_draft, *target_, kCapacity, {.min_confidence = 0.0f});
+        DraftSource src(padded_draft, *target_, kCapacity, always);
         GenerationStart start;
         start.prompt = prompt;
         start.verify = mode;
@@ -659,8 +661,10 @@ TEST_F(Speculative, DraftVocabularyMayDifferOnlyInPadding) {
         src.propose(prompt, 8, p);
         ASSERT_EQ(p.tokens.size(), 8u);
         for (TokenId t : p.tokens) EXPECT_LT(t, 4096);
-        if (mode == VerifyMode::Rejection) EXPECT_EQ(p.probs.size(), 8u * 4096u);
-        DraftSource small(draft_, *padded_target, kCapacity, {.min_confidence = 0.0f});
+        if (mode == VerifyMode::Rejection) {
+            EXPECT_EQ(p.probs.size(), 8u * 4096u);
+        }
+        DraftSource small(draft_, *padded_target, kCapacity, always);
         small.reset(start);
         Proposal q;
         small.propose(prompt, 3, q);
