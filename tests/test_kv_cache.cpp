@@ -11,6 +11,9 @@
 #include <map>
 #include <random>
 #include <string>
+#include <csignal>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
@@ -46,6 +49,14 @@ std::filesystem::path temp_dir() {
 std::string temp_path(const std::string& name) {
     std::filesystem::create_directories(temp_dir());
     return (temp_dir() / name).string();
+}
+
+// Files in `dir` whose name starts with `prefix`.
+int files_in(const std::filesystem::path& dir, const std::string& prefix) {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+        n += e.path().filename().string().rfind(prefix, 0) == 0;
+    return n;
 }
 
 std::vector<char> read_file(const std::string& p) {
@@ -130,7 +141,7 @@ TEST_F(KvCacheTest, ForkIsIndependent) {
 TEST_F(KvCacheTest, SaveLoadRoundTrip) {
     const std::string p = temp_path("roundtrip.kv");
     cache->save(p);
-    EXPECT_FALSE(std::filesystem::exists(p + ".tmp"));
+    EXPECT_EQ(files_in(temp_dir(), "roundtrip.kv.tmp"), 0) << "the temporary file is renamed into place";
     KvCache back = KvCache::load(p, *model, {.capacity = 96});
     EXPECT_TRUE(back.contents_equal(*cache));
     EXPECT_EQ(back.capacity(), 96);
@@ -200,22 +211,105 @@ TEST_F(KvCacheTest, LoadRefusesDamagedFiles) {
             EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << "message names the file: " << e.what();
         }
     };
-    for (size_t cut : {size_t{0}, size_t{5}, size_t{12}, size_t{40}, good.size() / 2, good.size() - 1})
+    for (size_t cut : {size_t{0}, size_t{5}, size_t{12}, size_t{40}, size_t{100}, good.size() / 2, good.size() - 1})
         refused(std::vector<char>(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(cut)),
                 "truncated", "truncated");
     std::vector<char> b = good;
     b[0] = 'X';
-    refused(b, "magic", "bad magic");
+    refused(b, "bad magic", "bad magic");
     b = good;
-    b[8] = 9; // version
-    refused(b, "version", "future version");
+    b[8] = 3; // version
+    refused(b, "newer rewind", "future version");
+    b = good;
+    b[8] = 1;
+    refused(b, "no longer supported", "old version");
+    b = good;
+    b[24] ^= 0x01; // n_layer, under the header checksum
+    refused(b, "header is corrupted", "corrupted header");
     b = good;
     b[good.size() / 2] ^= 0x10; // one flipped bit in the K/V data
-    refused(b, "checksum", "corrupted data");
+    refused(b, "data checksum", "corrupted data");
+    b = good;
+    b[good.size() - 3] ^= 0x01; // the payload checksum itself
+    refused(b, "data checksum", "corrupted trailer");
     b = good;
     b.push_back('\0');
-    refused(b, "checksum", "trailing byte");
+    refused(b, "unexpected bytes", "trailing byte");
     EXPECT_THROW(KvCache::load(temp_path("missing.kv"), *model), Error);
+    EXPECT_THROW(KvCache::load(temp_dir().string(), *model), Error); // a directory
+}
+
+// An endless or oversized input is refused after reading at most the largest file a cache of
+// this model can be, not read until memory runs out.
+TEST_F(KvCacheTest, LoadRefusesEndlessAndOversizedInput) {
+    try {
+        KvCache::load("/dev/zero", *model);
+        ADD_FAILURE() << "accepted /dev/zero";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("over the limit"), std::string::npos) << e.what();
+    }
+    const std::string p = temp_path("huge.kv");
+    { std::ofstream create(p); }
+    std::filesystem::resize_file(p, KvCache::max_file_bytes(*model) + 1); // sparse: no disk used
+    try {
+        KvCache::load(p, *model);
+        ADD_FAILURE() << "accepted an oversized file";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("over the limit"), std::string::npos) << e.what();
+    }
+}
+
+// The cache a failed load would have replaced stays as it was.
+TEST_F(KvCacheTest, FailedLoadLeavesTargetUnchanged) {
+    const std::string p = temp_path("target.kv");
+    cache->save(p);
+    std::vector<char> b = read_file(p);
+    b[b.size() / 2] ^= 0x01;
+    write_file(p, b);
+    const KvCache before = cache->fork();
+    EXPECT_THROW(*cache = KvCache::load(p, *model, {.capacity = 96}), Error);
+    EXPECT_TRUE(cache->contents_equal(before));
+}
+
+// A save that fails midway (the file size limit is hit in a forked child) leaves the previous
+// file whole and loadable, and no temporary file behind when the error could be handled.
+TEST_F(KvCacheTest, WriteFailingMidwayKeepsPreviousFile) {
+    const std::string p = temp_path("midway.kv");
+    KvCache small = cache->fork();
+    small.truncate(5);
+    small.save(p);
+    const std::vector<char> old = read_file(p);
+    ASSERT_LT(old.size(), 64u * 1024);
+    for (bool ignore_signal : {true, false}) {
+        SCOPED_TRACE(ignore_signal ? "write fails with EFBIG" : "killed by SIGXFSZ mid-write");
+        const pid_t pid = ::fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            const rlimit lim{64 * 1024, 64 * 1024}; // less than the full cache, more than the old file
+            ::setrlimit(RLIMIT_FSIZE, &lim);
+            if (ignore_signal) ::signal(SIGXFSZ, SIG_IGN);
+            try {
+                cache->save(p);
+            } catch (const Error& e) {
+                ::_exit(std::string(e.what()).find("write failed") != std::string::npos ? 0 : 1);
+            }
+            ::_exit(2); // the save succeeded: the limit did not bite
+        }
+        int status = 0;
+        ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+        if (ignore_signal) {
+            ASSERT_TRUE(WIFEXITED(status));
+            EXPECT_EQ(WEXITSTATUS(status), 0) << "1: wrong message, 2: no failure";
+            EXPECT_EQ(files_in(temp_dir(), "midway.kv.tmp"), 0) << "the temporary file is removed";
+        } else {
+            ASSERT_TRUE(WIFSIGNALED(status));
+            EXPECT_EQ(WTERMSIG(status), SIGXFSZ);
+        }
+        EXPECT_EQ(read_file(p), old) << "the previous file is intact";
+        EXPECT_TRUE(KvCache::load(p, *model).contents_equal(small));
+        for (const auto& e : std::filesystem::directory_iterator(temp_dir())) // a crash's stray temp
+            if (e.path().filename().string().rfind("midway.kv.tmp", 0) == 0) std::filesystem::remove(e.path());
+    }
 }
 
 TEST_F(KvCacheTest, SaveFailureLeavesCacheAndOldFile) {

@@ -7,17 +7,20 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <utility>
 
 #include "rewind/error.h"
+#include "rewind/file_io.h"
 #include "rewind/model.h"
 
 namespace rwd {
 namespace {
 
 constexpr char kMagic[8] = {'R', 'W', 'N', 'D', 'K', 'V', 'C', '\0'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
+// Header bytes before the architecture name: magic, version, type, fingerprint, 4 identity
+// fields, token count, payload size, name length.
+constexpr uint64_t kHeaderFixedBytes = 8 + 4 + 4 + 8 + 4 * 8 + 8 + 8 + 4;
 
 size_t elem_bytes(KvType t) { return t == KvType::F32 ? 4 : 2; }
 
@@ -71,7 +74,7 @@ int64_t resolve_capacity(const Model& model, int64_t capacity) {
 // Bounds-checked little reader over a whole file held in memory.
 struct Reader {
     const std::string& path;
-    const std::vector<std::byte>& buf;
+    std::span<const std::byte> buf;
     size_t pos = 0;
     void need(size_t n, const char* what) {
         if (buf.size() - pos < n)
@@ -158,6 +161,14 @@ bool KvCache::contents_equal(const KvCache& other) const {
     return true;
 }
 
+// File layout, version 2 (little-endian):
+//   header:  magic "RWNDKVC\0" | u32 version | u32 type (0 F32, 1 F16) | u64 model fingerprint |
+//            i64 n_layer, n_head_kv, head_dim, n_vocab | i64 token count | u64 payload bytes |
+//            u32 architecture length | architecture | u64 FNV-1a of the header so far
+//   payload: per layer, K then V of positions < token count, in the file's type
+//   trailer: u64 FNV-1a of the payload
+// Two checksums, so a damaged file says where it is damaged and no count is trusted before its
+// header checksum matches.
 void KvCache::save(const std::string& path) const {
     std::vector<std::byte> out;
     auto put = [&](const void* p, size_t n) {
@@ -165,108 +176,113 @@ void KvCache::save(const std::string& path) const {
         out.insert(out.end(), b, b + n);
     };
     auto put_u32 = [&](uint32_t v) { put(&v, 4); };
+    auto put_u64 = [&](uint64_t v) { put(&v, 8); };
     auto put_i64 = [&](int64_t v) { put(&v, 8); };
     const size_t used = static_cast<size_t>(size_) * bytes_per_position();
-    out.reserve(64 + id_.architecture.size() + 2 * k_.size() * used);
+    const size_t payload = 2 * k_.size() * used;
+    out.reserve(kHeaderFixedBytes + id_.architecture.size() + 16 + payload);
     put(kMagic, sizeof kMagic);
     put_u32(kVersion);
-    put_u32(static_cast<uint32_t>(id_.architecture.size()));
-    put(id_.architecture.data(), id_.architecture.size());
+    put_u32(type_ == KvType::F32 ? 0u : 1u);
+    put_u64(id_.model_fingerprint);
     put_i64(id_.n_layer);
     put_i64(id_.n_head_kv);
     put_i64(id_.head_dim);
     put_i64(id_.n_vocab);
-    put(&id_.model_fingerprint, 8);
-    put_u32(type_ == KvType::F32 ? 0u : 1u);
     put_i64(size_);
+    put_u64(payload);
+    put_u32(static_cast<uint32_t>(id_.architecture.size()));
+    put(id_.architecture.data(), id_.architecture.size());
+    put_u64(fnv1a(out.data(), out.size()));
+    const size_t payload_at = out.size();
     for (size_t il = 0; il < k_.size(); ++il) {
         put(k_[il].data(), used);
         put(v_[il].data(), used);
     }
-    const uint64_t sum = fnv1a(out.data(), out.size());
-    put(&sum, 8);
+    put_u64(fnv1a(out.data() + payload_at, payload));
+    write_file_atomic(path, out);
+}
 
-    const std::string tmp = path + ".tmp";
-    {
-        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-        if (!f) throw Error(ErrorCode::io, tmp + ": cannot open for writing");
-        f.write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size()));
-        f.flush();
-        if (!f) {
-            std::remove(tmp.c_str());
-            throw Error(ErrorCode::io, tmp + ": write failed");
-        }
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        throw Error(ErrorCode::io, path + ": cannot rename the written KV cache into place");
-    }
+uint64_t KvCache::max_file_bytes(const Model& model) {
+    const KvIdentity id = identity_of(model);
+    const uint64_t per_pos = static_cast<uint64_t>(id.n_head_kv * id.head_dim) * 4; // F32, the wider type
+    return kHeaderFixedBytes + id.architecture.size() + 16 +
+           2 * static_cast<uint64_t>(id.n_layer) * static_cast<uint64_t>(model.hparams().n_ctx_train) * per_pos;
 }
 
 KvCache KvCache::load(const std::string& path, const Model& model, KvCacheOptions opts) {
-    std::vector<std::byte> buf;
-    {
-        std::ifstream f(path, std::ios::binary);
-        if (!f) throw Error(ErrorCode::io, path + ": cannot open KV cache file");
-        f.seekg(0, std::ios::end);
-        const std::streamoff n = f.tellg();
-        if (n < 0) throw Error(ErrorCode::io, path + ": cannot read KV cache file");
-        f.seekg(0);
-        buf.resize(static_cast<size_t>(n));
-        f.read(reinterpret_cast<char*>(buf.data()), n);
-        if (!f) throw Error(ErrorCode::io, path + ": cannot read KV cache file");
-    }
+    const std::string bytes = read_file_limited(path, max_file_bytes(model), "KV cache file");
+    return load_from_memory(std::as_bytes(std::span(bytes.data(), bytes.size())), path, model, opts);
+}
+
+KvCache KvCache::load_from_memory(std::span<const std::byte> buf, const std::string& path, const Model& model,
+                                  KvCacheOptions opts) {
     Reader r{path, buf};
     r.need(sizeof kMagic, "the magic");
     if (std::memcmp(buf.data(), kMagic, sizeof kMagic) != 0) throw Error(ErrorCode::format, path + ": not a rewind KV cache file (bad magic)");
     r.pos = sizeof kMagic;
     const uint32_t version = r.get<uint32_t>("the version");
-    if (version != kVersion)
-        throw Error(ErrorCode::unsupported, path + ": KV cache file version " + std::to_string(version) + " is not supported (expected " +
-                    std::to_string(kVersion) + ")");
-    // The checksum covers everything before it: check it before trusting any count.
-    if (buf.size() < r.pos + 8) throw Error(ErrorCode::format, path + ": truncated KV cache file (no checksum)");
-    uint64_t stored_sum;
-    std::memcpy(&stored_sum, buf.data() + buf.size() - 8, 8);
-    const std::vector<std::byte> body(buf.begin(), buf.end() - 8);
-    Reader b{path, body, r.pos};
-
+    if (version > kVersion)
+        throw Error(ErrorCode::unsupported, path + ": KV cache file format version " + std::to_string(version) +
+                    " was written by a newer rewind (this one reads version " + std::to_string(kVersion) + ")");
+    if (version < kVersion)
+        throw Error(ErrorCode::unsupported, path + ": KV cache file format version " + std::to_string(version) +
+                    " is no longer supported (this rewind reads version " + std::to_string(kVersion) +
+                    "); save the cache again");
+    const uint32_t type_code = r.get<uint32_t>("the header");
     KvIdentity id;
-    const uint32_t arch_len = b.get<uint32_t>("the architecture length");
-    b.need(arch_len, "the architecture name");
-    id.architecture.assign(reinterpret_cast<const char*>(body.data() + b.pos), arch_len);
-    b.pos += arch_len;
-    id.n_layer = b.get<int64_t>("the identity");
-    id.n_head_kv = b.get<int64_t>("the identity");
-    id.head_dim = b.get<int64_t>("the identity");
-    id.n_vocab = b.get<int64_t>("the identity");
-    id.model_fingerprint = b.get<uint64_t>("the identity");
-    const uint32_t type_code = b.get<uint32_t>("the header");
-    const int64_t size = b.get<int64_t>("the header");
-    if (fnv1a(body.data(), body.size()) != stored_sum)
-        throw Error(ErrorCode::format, path + ": KV cache file is corrupted or truncated (checksum mismatch)");
+    id.model_fingerprint = r.get<uint64_t>("the header");
+    id.n_layer = r.get<int64_t>("the header");
+    id.n_head_kv = r.get<int64_t>("the header");
+    id.head_dim = r.get<int64_t>("the header");
+    id.n_vocab = r.get<int64_t>("the header");
+    const int64_t size = r.get<int64_t>("the header");
+    const uint64_t payload = r.get<uint64_t>("the header");
+    const uint32_t arch_len = r.get<uint32_t>("the header");
+    r.need(arch_len, "the header");
+    id.architecture.assign(reinterpret_cast<const char*>(buf.data() + r.pos), arch_len);
+    r.pos += arch_len;
+    const size_t header_end = r.pos;
+    if (r.get<uint64_t>("the header checksum") != fnv1a(buf.data(), header_end))
+        throw Error(ErrorCode::format, path + ": KV cache file header is corrupted (header checksum mismatch)");
 
     const KvIdentity want = identity_of(model);
     if (!(id == want))
         throw Error(ErrorCode::state, path + ": KV cache was written for another model (" + describe(id) + "), not " + model.path() +
                     " (" + describe(want) + ")");
-    if (type_code > 1) throw Error(ErrorCode::format, path + ": unknown KV type code " + std::to_string(type_code));
+    if (type_code > 1) throw Error(ErrorCode::format, path + ": KV cache file header is corrupted (unknown KV type code " +
+                                   std::to_string(type_code) + ")");
     const KvType file_type = type_code == 0 ? KvType::F32 : KvType::F16;
+    // The identity matches the model, so these products are small; size is still unchecked.
+    const uint64_t pos_bytes = static_cast<uint64_t>(id.n_head_kv * id.head_dim) * elem_bytes(file_type);
+    if (size < 0 || size > model.hparams().n_ctx_train ||
+        payload != 2 * static_cast<uint64_t>(id.n_layer) * static_cast<uint64_t>(size) * pos_bytes)
+        throw Error(ErrorCode::format, path + ": KV cache file header is corrupted (" + std::to_string(size) + " positions and " +
+                    std::to_string(payload) + " payload bytes disagree)");
+    const uint64_t have = buf.size() - r.pos;
+    if (have < payload + 8)
+        throw Error(ErrorCode::format, path + ": truncated KV cache file: " + std::to_string(buf.size()) + " bytes, its header says " +
+                    std::to_string(r.pos + payload + 8));
+    if (have > payload + 8)
+        throw Error(ErrorCode::format, path + ": KV cache file is corrupted: " + std::to_string(have - payload - 8) +
+                    " unexpected bytes after the data");
+    const std::byte* data = buf.data() + r.pos;
+    uint64_t stored_sum;
+    std::memcpy(&stored_sum, data + payload, 8);
+    if (fnv1a(data, payload) != stored_sum)
+        throw Error(ErrorCode::format, path + ": KV cache file is corrupted (data checksum mismatch)");
 
     KvCache c(model, opts);
-    if (size < 0 || size > c.capacity_)
+    if (size > c.capacity_)
         throw Error(ErrorCode::capacity, path + ": holds " + std::to_string(size) + " positions, the cache capacity is " +
                     std::to_string(c.capacity_));
     const size_t n_vals = static_cast<size_t>(size * id.n_head_kv * id.head_dim);
     const size_t file_bytes = n_vals * elem_bytes(file_type);
-    if ((body.size() - b.pos) != 2 * static_cast<size_t>(id.n_layer) * file_bytes)
-        throw Error(ErrorCode::format, path + ": KV data is " + std::to_string(body.size() - b.pos) + " bytes, the header implies " +
-                    std::to_string(2 * static_cast<size_t>(id.n_layer) * file_bytes));
     for (size_t il = 0; il < c.k_.size(); ++il) {
-        convert(file_type, body.data() + b.pos, c.type_, c.k_[il].data(), n_vals);
-        b.pos += file_bytes;
-        convert(file_type, body.data() + b.pos, c.type_, c.v_[il].data(), n_vals);
-        b.pos += file_bytes;
+        convert(file_type, data, c.type_, c.k_[il].data(), n_vals);
+        data += file_bytes;
+        convert(file_type, data, c.type_, c.v_[il].data(), n_vals);
+        data += file_bytes;
     }
     c.size_ = size;
     return c;

@@ -54,15 +54,28 @@ public:
     // An independent cache with the same contents (positions < size()) and capacity.
     KvCache fork() const;
 
-    // Versioned binary file (little-endian): header (magic "RWNDKVC\0", version, identity, type,
-    // size), then per layer K and V of positions < size(), then an FNV-1a checksum of all that.
-    // save() writes a temporary file and renames it over `path`, so a failure leaves any old
-    // file intact. load() throws if the file is malformed, truncated, corrupted (checksum) or
-    // written for another model. The loaded cache has opts.capacity (0: the model's context)
-    // and opts.type: an F16 file loads into an F32 cache exactly; an F32 file into an F16 cache
-    // is rounded to half precision.
+    // Versioned binary file (little-endian; layout in kv_cache.cpp): magic "RWNDKVC\0", format
+    // version, type, the model's identity and fingerprint, token count and payload size under a
+    // header checksum, then per layer K and V of positions < size(), then a payload checksum.
+    // save() replaces `path` atomically and durably (rwd::write_file_atomic): a failure or a
+    // crash mid-write leaves any previous file intact. Throws rwd::Error naming the path.
     void save(const std::string& path) const;
+    // load() refuses, with an rwd::Error naming the path and the reason: a file it cannot read or
+    // larger than max_file_bytes(model) (bounded memory, whatever the input); "not a rewind KV
+    // cache file" (bad magic); a version "written by a newer rewind" or an older one; a corrupted
+    // header (header checksum); a cache "written for another model" (identity or fingerprint);
+    // a "truncated" file; a corrupted payload (data checksum) or trailing bytes; more positions
+    // than opts.capacity. Codes: io (cannot read), capacity (too large, more positions than the
+    // capacity), format (magic, header, truncated, data), unsupported (version), state (another
+    // model). Nothing else is changed by a refusal. The loaded cache has
+    // opts.capacity (0: the model's context) and opts.type: an F16 file loads into an F32 cache
+    // exactly; an F32 file into an F16 cache is rounded to half precision.
     static KvCache load(const std::string& path, const Model& model, KvCacheOptions opts = {});
+    // The same parser over bytes in memory; `name` stands for the path in errors.
+    static KvCache load_from_memory(std::span<const std::byte> bytes, const std::string& name, const Model& model,
+                                    KvCacheOptions opts = {});
+    // The largest file a cache of `model` can be saved as (F32, its full context).
+    static uint64_t max_file_bytes(const Model& model);
 
     // The past_key_values case: k and v are [n_layer, n_tokens, n_head_kv, head_dim] floats
     // (K already rotated, as the model stores it). Throws on any size mismatch, n_tokens < 0 or
