@@ -3,8 +3,10 @@
 // Only entered when detect_simd() reports Avx512.
 // GCC 12's avx512fintrin.h seeds its "undefined" pass-through operands by self-initialisation,
 // which -Wuninitialized reports at every inlined use; the warning concerns the header, not us.
+#if defined(__GNUC__) && !defined(__clang__) // clang knows no -Wmaybe-uninitialized
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include "matmul_tiles.h"
