@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -135,4 +136,49 @@ TEST_F(Cli, InspectDescribesFilesWhateverTheirTensorTypes) {
     EXPECT_NE(r.out.find(tensor + " (Q8_1)"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("type not supported by rewind"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("tokenizer:"), std::string::npos) << r.out;
+}
+
+// Inputs that never end or cannot fit are refused past their documented limit, quickly and in
+// bounded memory, naming the file: prompt (8 MiB), reference (16 MiB), workload (64 MiB).
+TEST_F(Cli, EndlessOrOversizedInputIsRefused) {
+    const std::string model = " -m " + kShared + "/models/pycode-600k.gguf";
+    const std::string prompt = write_temp("small.txt", "def f(x):\n");
+    const std::string big = write_temp("big.txt", "");
+    std::filesystem::resize_file(big, (std::uintmax_t{8} << 20) + 1); // sparse, one byte over
+    struct Case {
+        std::string args, expect;
+    };
+    const Case cases[] = {
+        {"generate" + model + " -f /dev/zero -n 1", "prompt file is more than 8 MiB"},
+        {"generate" + model + " -f " + big + " -n 1", "prompt file is 8388609 bytes, over the limit of 8 MiB"},
+        {"generate" + model + " -f " + prompt + " -n 1 --spec ref --ref /dev/zero", "reference file is more than 16 MiB"},
+        {"tokenize" + model + " -f /dev/zero", "text file is more than 8 MiB"},
+        {"bench" + model + " --workload /dev/zero", "workload file is more than 64 MiB"},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.args);
+        const auto t0 = std::chrono::steady_clock::now();
+        const CliRun r = run(c.args);
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        EXPECT_NE(r.status, 0);
+        EXPECT_NE(r.out.find(c.expect), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find(c.args.find("big") != std::string::npos ? big : "/dev/zero"), std::string::npos) << r.out;
+        EXPECT_LT(s, 60.0) << "refused only after " << s << " s";
+    }
+    std::filesystem::remove(prompt);
+    std::filesystem::remove(big);
+}
+
+// A negative temperature decodes greedily, as in llama.cpp, and --help says so.
+TEST_F(Cli, NegativeTemperatureIsGreedy) {
+    const std::string prompt = write_temp("temp.txt", "import os\n");
+    const std::string base = "generate -m " + kShared + "/models/pycode-600k.gguf -f " + prompt + " -n 12 --json";
+    const CliRun greedy = run(base + " --temp 0"), negative = run(base + " --temp -0.5 --seed 7");
+    ASSERT_EQ(greedy.status, 0) << greedy.out;
+    ASSERT_EQ(negative.status, 0) << negative.out;
+    EXPECT_EQ(nlohmann::json::parse(greedy.out).at("generated_ids"),
+              nlohmann::json::parse(negative.out).at("generated_ids"));
+    const CliRun help = run("generate --help");
+    EXPECT_NE(help.out.find("0 or below = greedy"), std::string::npos) << help.out;
+    std::filesystem::remove(prompt);
 }

@@ -18,6 +18,7 @@
 
 #include "commands.h"
 #include "rewind/error.h"
+#include "rewind/file_io.h"
 #include "rewind/model.h"
 #include "rewind/bench/bench_cost.h"
 #include "rewind/bench/bench_report.h"
@@ -244,11 +245,8 @@ int run_bench(const BenchCliOptions& o) {
     const std::string model_path = o.model.empty() ? default_model_path() : o.model;
     if (o.cost_only) return run_cost_curve(o, model_path);
     if (!o.from_json.empty()) {
-        std::ifstream f(o.from_json, std::ios::binary);
-        if (!f) throw Error(ErrorCode::io, "cannot open '" + o.from_json + "'");
-        std::ostringstream text;
-        text << f.rdbuf();
-        return emit_reports(rb::from_json(text.str(), o.from_json), o);
+        return emit_reports(rb::from_json(read_file_limited(o.from_json, kMaxWorkloadFileBytes, "bench JSON file"),
+                                          o.from_json), o);
     }
 
     std::vector<rb::WorkItem> items;
@@ -323,9 +321,9 @@ void register_bench(CLI::App& app, Runner& run) {
     cmd->add_option("-m,--model", o->model, "Target GGUF model; default: the bundled model");
     cmd->add_option("--draft", o->draft, "Draft GGUF model for the 'draft' (and 'auto') guess source");
     auto* wl = cmd->add_option("--workload", o->workloads,
-                               "JSON-lines workload file {id, kind?, prompt, references?, max_tokens}; repeatable");
+                               "JSON-lines workload file {id, kind?, prompt, references?, max_tokens}, at most 64 MiB; repeatable");
     auto* p = cmd->add_option("-p,--prompt", o->prompt, "A single prompt instead of a workload");
-    cmd->add_option("--ref", o->refs, "Reference document file for -p (repeatable)")->needs(p);
+    cmd->add_option("--ref", o->refs, "Reference document file for -p (repeatable, at most 16 MiB each)")->needs(p);
     wl->excludes(p);
     cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate per item (default: the workload's max_tokens; 128 for -p)");
     cmd->add_option("--items,--limit", o->items, "Take only the first N items of each workload file");
@@ -339,7 +337,7 @@ void register_bench(CLI::App& app, Runner& run) {
                                 "passes per n)")->capture_default_str();
     cmd->add_option("--warmup", o->warmup, "Untimed warm-up rounds")->capture_default_str();
     cmd->add_option("-t,--threads", o->threads, "Threads of the target and draft contexts")->capture_default_str();
-    cmd->add_option("--temp", o->temp, "Sampling temperature (0: greedy)")->capture_default_str();
+    cmd->add_option("--temp", o->temp, "Sampling temperature (0 or below: greedy, as in llama.cpp)")->capture_default_str();
     cmd->add_option("--seed", o->seed, "Sampling seed")->capture_default_str();
     cmd->add_option("--json", o->json_path, "Write every raw figure, the machine and settings as JSON");
     cmd->add_option("--svg", o->svg_path, "Write a plot of speedup and tokens per pass against k");

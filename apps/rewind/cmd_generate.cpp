@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "rewind/context.h"
 #include "rewind/error.h"
+#include "rewind/file_io.h"
 #include "rewind/generate.h"
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
@@ -55,10 +56,10 @@ struct GenerateFlags {
 void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
     cmd.add_option("-m,--model", f.model, "GGUF model file")->capture_default_str();
     auto* p = cmd.add_option("-p,--prompt", f.prompt, "Prompt text");
-    auto* fi = cmd.add_option("-f,--file", f.file, "Read the prompt from this file");
+    auto* fi = cmd.add_option("-f,--file", f.file, "Read the prompt from this file (at most 8 MiB)");
     p->excludes(fi);
     cmd.add_option("-n,--n-predict", f.n_predict, "Tokens to generate at most")->capture_default_str();
-    cmd.add_option("--temp", f.temperature, "Temperature; 0 = greedy")->capture_default_str();
+    cmd.add_option("--temp", f.temperature, "Temperature; 0 or below = greedy (as in llama.cpp)")->capture_default_str();
     cmd.add_option("--top-k", f.top_k, "Keep the k most likely tokens; 0 = off")->capture_default_str();
     cmd.add_option("--top-p", f.top_p, "Nucleus sampling mass; 1 = off")->capture_default_str();
     cmd.add_option("--min-p", f.min_p, "Drop tokens below min-p times the best one; 0 = off")->capture_default_str();
@@ -88,7 +89,7 @@ void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
                    "wins), auto-first (as auto, but the first member with a guess wins)")
         ->check(CLI::IsMember({"none", "ngram", "ref", "draft", "auto", "auto-first"}))
         ->capture_default_str();
-    cmd.add_option("--ref", f.refs, "Reference document to copy guesses from (repeatable; --spec ref/auto)")
+    cmd.add_option("--ref", f.refs, "Reference document to copy guesses from (repeatable, at most 16 MiB each; --spec ref/auto)")
         ->check(CLI::ExistingFile);
     cmd.add_option("--draft", f.draft, "Draft GGUF model with the target's vocabulary (--spec draft/auto)")
         ->check(CLI::ExistingFile);
@@ -149,9 +150,7 @@ ContextOptions to_context_options(const GenerateFlags& f) {
 
 std::string read_prompt(const GenerateFlags& f) {
     if (f.file.empty()) return f.prompt;
-    std::ifstream in(f.file, std::ios::binary);
-    if (!in) throw Error(ErrorCode::io, f.file + ": cannot open the prompt file");
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    return read_file_limited(f.file, kMaxPromptFileBytes, "prompt file");
 }
 
 double per_second(int64_t n, double seconds) { return seconds > 0 ? static_cast<double>(n) / seconds : 0.0; }

@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "rewind/error.h"
+#include "rewind/file_io.h"
 #include "rewind/gguf.h"
 #include "rewind/tokenizer.h"
 
@@ -26,10 +27,6 @@ struct TokenizeOptions {
     bool pieces = false;
     bool special = false;
 };
-
-std::string read_stream(std::istream& in) {
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 // Length of the well-formed UTF-8 sequence at `i`, or 0 if there is none.
 size_t utf8_at(const std::string& s, size_t i) {
@@ -75,11 +72,9 @@ std::string quote(const std::string& s) {
 int run_tokenize(const TokenizeOptions& o) {
     std::string text;
     if (!o.file.empty()) {
-        std::ifstream f(o.file, std::ios::binary);
-        if (!f) throw Error(ErrorCode::io, "cannot open the text file '" + o.file + "'");
-        text = read_stream(f);
+        text = read_file_limited(o.file, kMaxPromptFileBytes, "text file");
     } else if (!o.have_prompt || o.prompt == "-") {
-        text = read_stream(std::cin);
+        text = read_file_limited("/dev/stdin", kMaxPromptFileBytes, "text on standard input");
     } else {
         text = o.prompt;
     }
@@ -109,7 +104,7 @@ void register_tokenize(CLI::App& app, Runner& run) {
     CLI::App* cmd = app.add_subcommand("tokenize", "Print the token ids of a text");
     cmd->add_option("-m,--model", o->model, "GGUF file with a tokenizer (vocabulary-only files work); default: the bundled model");
     CLI::Option* p = cmd->add_option("-p,--prompt", o->prompt, "Text to tokenize; '-' (or no -p/-f) reads standard input");
-    CLI::Option* f = cmd->add_option("-f,--file", o->file, "Read the text from this file");
+    CLI::Option* f = cmd->add_option("-f,--file", o->file, "Read the text from this file (at most 8 MiB)");
     p->excludes(f);
     cmd->add_flag("--no-bos", o->no_bos, "Do not add the BOS token");
     cmd->add_flag("--pieces", o->pieces, "Print one token per line: id and piece");

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "rewind/error.h"
+#include "rewind/file_io.h"
 
 namespace rwd::speculate {
 
@@ -47,12 +48,7 @@ void ReferenceSource::propose(std::span<const TokenId> context, int k, Proposal&
 }
 
 std::string read_text_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(ErrorCode::io, path + ": cannot open reference file");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) throw Error(ErrorCode::io, path + ": read error");
-    return ss.str();
+    return read_file_limited(path, kMaxReferenceFileBytes, "reference file");
 }
 
 } // namespace rwd::speculate

@@ -3,12 +3,13 @@
 #include "rewind/bench/bench_workload.h"
 
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
 #include "rewind/error.h"
+#include "rewind/file_io.h"
 
 namespace rwd::bench {
 namespace {
@@ -89,8 +90,7 @@ std::vector<WorkItem> parse_workload(std::istream& in, const std::string& source
 }
 
 std::vector<WorkItem> load_workload(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw Error(ErrorCode::io, path + ": cannot open workload file");
+    std::istringstream in(read_file_limited(path, kMaxWorkloadFileBytes, "workload file"));
     auto items = parse_workload(in, path);
     if (items.empty()) throw Error(ErrorCode::format, path + ": workload has no items");
     return items;

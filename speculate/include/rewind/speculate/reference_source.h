@@ -42,7 +42,8 @@ private:
     int64_t n_refs_ = 0;
 };
 
-// The whole file as text; throws rwd::Error naming the path if it cannot be read.
+// The whole file as text; throws rwd::Error naming the path if it cannot be read or holds more
+// than kMaxReferenceFileBytes (16 MiB; rewind/file_io.h).
 std::string read_text_file(const std::string& path);
 
 } // namespace rwd::speculate

@@ -21,7 +21,8 @@ struct WorkItem {
 // are rwd::Error "edit.jsonl:7: ..." (the 1-based line number and what is wrong with it).
 std::vector<WorkItem> parse_workload(std::istream& in, const std::string& source);
 
-// Reads a workload file; throws rwd::Error if it cannot be opened, is malformed, or is empty.
+// Reads a workload file; throws rwd::Error if it cannot be opened, holds more than
+// kMaxWorkloadFileBytes (64 MiB; rewind/file_io.h), is malformed, or is empty.
 std::vector<WorkItem> load_workload(const std::string& path);
 
 // The first n items (all of them when n <= 0).
