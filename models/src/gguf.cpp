@@ -15,6 +15,8 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
+#include <new>
 #include <system_error>
 #include <type_traits>
 
@@ -88,11 +90,13 @@ public:
     Mapping() = default;
     Mapping(const Mapping&) = delete;
     Mapping& operator=(const Mapping&) = delete;
-    Mapping(Mapping&& o) noexcept : data_(o.data_), size_(o.size_) { o.data_ = nullptr; o.size_ = 0; }
+    Mapping(Mapping&& o) noexcept : data_(o.data_), size_(o.size_), owned_(std::move(o.owned_)) {
+        o.data_ = nullptr; o.size_ = 0;
+    }
     Mapping& operator=(Mapping&& o) noexcept {
         if (this != &o) {
             reset();
-            data_ = o.data_; size_ = o.size_;
+            data_ = o.data_; size_ = o.size_; owned_ = std::move(o.owned_);
             o.data_ = nullptr; o.size_ = 0;
         }
         return *this;
@@ -117,17 +121,33 @@ public:
         return m;
     }
 
+    // A copy of bytes in memory, aligned like a mapping's start would be for the kernels.
+    static Mapping copy(std::span<const uint8_t> bytes) {
+        Mapping m;
+        if (bytes.empty()) return m;
+        m.owned_.reset(new (std::align_val_t{64}) uint8_t[bytes.size()]);
+        std::memcpy(m.owned_.get(), bytes.data(), bytes.size());
+        m.data_ = m.owned_.get();
+        m.size_ = bytes.size();
+        return m;
+    }
+
     const uint8_t* data() const { return data_; }
     uint64_t size() const { return size_; }
 
 private:
+    struct AlignedDelete {
+        void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t{64}); }
+    };
     void reset() {
-        if (data_) ::munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(size_));
+        if (data_ && !owned_) ::munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(size_));
+        owned_.reset();
         data_ = nullptr;
         size_ = 0;
     }
     const uint8_t* data_ = nullptr;
     uint64_t size_ = 0;
+    std::unique_ptr<uint8_t[], AlignedDelete> owned_; // set for copies, null for mappings
 };
 
 template <class T>
@@ -581,6 +601,14 @@ GgufFile GgufFile::open(const std::string& path) {
     auto impl = std::make_unique<Impl>();
     impl->path = path;
     impl->map = Mapping::map(path);
+    impl->parse();
+    return GgufFile(std::move(impl));
+}
+
+GgufFile GgufFile::from_memory(const std::string& name, std::span<const uint8_t> bytes) {
+    auto impl = std::make_unique<Impl>();
+    impl->path = name;
+    impl->map = Mapping::copy(bytes);
     impl->parse();
     return GgufFile(std::move(impl));
 }

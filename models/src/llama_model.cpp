@@ -175,7 +175,15 @@ bool llama_weight_type_supported(TensorType t) {
 }
 
 std::unique_ptr<LlamaModelFile> LlamaModelFile::open(const std::string& path) {
-    GgufFile gguf = GgufFile::open(path);
+    return from_gguf(GgufFile::open(path));
+}
+
+std::unique_ptr<LlamaModelFile> LlamaModelFile::from_memory(const std::string& name, std::span<const uint8_t> bytes) {
+    return from_gguf(GgufFile::from_memory(name, bytes));
+}
+
+std::unique_ptr<LlamaModelFile> LlamaModelFile::from_gguf(GgufFile gguf) {
+    const std::string path = gguf.path();
     if (gguf.tensors().empty())
         throw Error(ErrorCode::format, path + ": no tensors: this is a vocabulary-only GGUF file, not a model "
                            "(use `rewind inspect` to look at it)");

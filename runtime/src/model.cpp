@@ -105,9 +105,19 @@ std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total) {
 } // namespace
 
 std::shared_ptr<const Model> Model::load(const std::string& path, const ModelOptions& opts) {
+    return from_file(LlamaModelFile::open(path), opts);
+}
+
+std::shared_ptr<const Model> Model::load_from_memory(const std::string& name, std::span<const uint8_t> bytes,
+                                                     const ModelOptions& opts) {
+    return from_file(LlamaModelFile::from_memory(name, bytes), opts);
+}
+
+std::shared_ptr<const Model> Model::from_file(std::unique_ptr<LlamaModelFile> file, const ModelOptions& opts) {
     auto m = std::make_shared<Model>();
     m->opts_ = opts;
-    m->file_ = LlamaModelFile::open(path);
+    m->file_ = std::move(file);
+    const std::string path = m->file_->gguf().path();
     const LlamaHparams& hp = m->file_->hparams();
     const LlamaWeights& w = m->file_->weights();
     const int64_t n_embd = hp.n_embd;

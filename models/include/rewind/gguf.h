@@ -65,6 +65,9 @@ public:
     // what is wrong (truncation, bad magic/version, counts or lengths past the end, offsets
     // outside the file, misalignment, unknown type ids, dimension overflow).
     static GgufFile open(const std::string& path);
+    // The same parser over a copy of `bytes` (a file held in memory; the fuzz targets use it).
+    // `name` stands for the path in errors and path().
+    static GgufFile from_memory(const std::string& name, std::span<const uint8_t> bytes);
 
     GgufFile(GgufFile&&) noexcept;
     GgufFile& operator=(GgufFile&&) noexcept;

@@ -98,6 +98,8 @@ public:
     // Opens `path`, reads hyperparameters and checks every tensor's shape and type. Throws
     // rwd::Error naming the file and the key or tensor on any mismatch or missing piece.
     static std::unique_ptr<LlamaModelFile> open(const std::string& path);
+    // The same from a file held in memory (copied); `name` stands for the path in errors.
+    static std::unique_ptr<LlamaModelFile> from_memory(const std::string& name, std::span<const uint8_t> bytes);
 
     const GgufFile& gguf() const { return gguf_; }
     const LlamaHparams& hparams() const { return hparams_; }
@@ -107,6 +109,7 @@ public:
     uint64_t fingerprint() const { return fingerprint_; }
 
 private:
+    static std::unique_ptr<LlamaModelFile> from_gguf(GgufFile gguf);
     LlamaModelFile(GgufFile gguf) : gguf_(std::move(gguf)) {}
     GgufFile gguf_;
     LlamaHparams hparams_;

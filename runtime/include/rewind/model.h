@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,9 @@ public:
     // weight has a type the kernels cannot compute with (F32, F16, BF16, Q8_0 are supported),
     // or when a shape or hyperparameter makes the model impossible to run.
     static std::shared_ptr<const Model> load(const std::string& path, const ModelOptions& opts = {});
+    // The same checks over a GGUF file held in memory (copied); `name` stands for the path.
+    static std::shared_ptr<const Model> load_from_memory(const std::string& name, std::span<const uint8_t> bytes,
+                                                         const ModelOptions& opts = {});
 
     const ModelOptions& options() const { return opts_; }
     // Bytes of weights repacked into memory the model owns (0 when nothing was repacked).
@@ -65,6 +69,7 @@ public:
     std::vector<Layer> layers;
 
 private:
+    static std::shared_ptr<const Model> from_file(std::unique_ptr<LlamaModelFile> file, const ModelOptions& opts);
     std::unique_ptr<LlamaModelFile> file_;
     std::vector<std::vector<float>> owned_; // norms converted to F32 when stored otherwise
     struct FreeDeleter {

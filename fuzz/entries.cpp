@@ -1,0 +1,194 @@
+// Fuzz entry points (see entries.h). Fixtures come from ../shared and are loaded once, on first
+// use (function-local statics: initialised thread-safely).
+#include "entries.h"
+
+#include <algorithm>
+#include <memory>
+#include <sstream>
+#include <vector>
+
+#include "rewind/context.h"
+#include "rewind/error.h"
+#include "rewind/gguf.h"
+#include "rewind/kv_cache.h"
+#include "rewind/model.h"
+#include "rewind/speculate/bench_workload.h"
+#include "rewind/speculate/reference_source.h"
+#include "rewind/tokenizer.h"
+
+namespace rwd::fuzz {
+namespace {
+
+const std::string kShared = REWIND_SHARED_DIR;
+
+void check(bool ok, const std::string& what) {
+    if (!ok) throw PropertyFailure(what);
+}
+
+std::string_view as_text(std::span<const uint8_t> d) {
+    return {reinterpret_cast<const char*>(d.data()), d.size()};
+}
+
+// Strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
+bool valid_utf8(std::string_view s) {
+    size_t i = 0;
+    while (i < s.size()) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        size_t n = 0;
+        uint32_t cp = 0;
+        if (c < 0x80) { ++i; continue; }
+        if ((c & 0xE0) == 0xC0) { n = 1; cp = c & 0x1F; }
+        else if ((c & 0xF0) == 0xE0) { n = 2; cp = c & 0x0F; }
+        else if ((c & 0xF8) == 0xF0) { n = 3; cp = c & 0x07; }
+        else return false;
+        if (i + n >= s.size()) return false; // the sequence runs past the end
+        for (size_t j = 1; j <= n; ++j) {
+            const auto cc = static_cast<unsigned char>(s[i + j]);
+            if ((cc & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (cc & 0x3F);
+        }
+        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+            return false;
+        i += n + 1;
+    }
+    return true;
+}
+
+struct Tokenizers {
+    std::vector<std::unique_ptr<Tokenizer>> all;
+    Tokenizers() {
+        for (const char* v : {"llama-spm", "phi-3", "gpt-2", "starcoder", "llama-bpe", "qwen2"})
+            all.push_back(Tokenizer::from_gguf(GgufFile::open(kShared + "/vocab/ggml-vocab-" + v + ".gguf")));
+        // SPM with add_space_prefix (aidreams) and without (pycode).
+        for (const char* m : {"aidreams260K", "pycode-600k"})
+            all.push_back(Tokenizer::from_gguf(GgufFile::open(kShared + "/models/" + m + ".gguf")));
+    }
+};
+
+const Tokenizers& tokenizers() {
+    static const Tokenizers t;
+    return t;
+}
+
+const Model& small_model() {
+    static const std::shared_ptr<const Model> m = Model::load(kShared + "/models/pycode-600k.gguf");
+    return *m;
+}
+
+} // namespace
+
+void gguf(std::span<const uint8_t> data) {
+    // The metadata rendering `rewind inspect` does, over whatever parses.
+    try {
+        const GgufFile g = GgufFile::from_memory("fuzz.gguf", data);
+        for (const GgufKeyValue& kv : g.metadata()) (void)gguf_value_to_string(kv.value);
+        for (const GgufTensorInfo& t : g.tensors()) (void)tensor_type_name(t.type);
+    } catch (const Error&) {
+        return;
+    }
+    std::shared_ptr<const Model> model;
+    try {
+        model = Model::load_from_memory("fuzz.gguf", data);
+    } catch (const Error&) {
+        return;
+    }
+    // A model that loads must run: its shapes were all checked against its data.
+    Context ctx(model, ContextOptions{.n_threads = 1, .max_batch = 4});
+    KvCache cache(*model, KvCacheOptions{.capacity = std::min<int64_t>(4, model->hparams().n_ctx_train)});
+    const TokenId toks[2] = {0, static_cast<TokenId>(model->n_vocab() - 1)};
+    const auto n = static_cast<size_t>(std::min<int64_t>(2, cache.capacity()));
+    const auto logits = ctx.forward(cache, std::span<const TokenId>(toks, n), Logits::All);
+    check(logits.size() == n * static_cast<size_t>(model->n_vocab()), "forward returned the wrong number of logits");
+}
+
+void tokenizer(std::span<const uint8_t> data) {
+    if (data.size() < 2) return;
+    const auto& all = tokenizers().all;
+    const Tokenizer& tok = *all[data[0] % all.size()];
+    const SpecialTokens special = (data[1] & 1) ? SpecialTokens::Parse : SpecialTokens::AsText;
+    const std::string_view text = as_text(data.subspan(2));
+    std::vector<TokenId> ids;
+    try {
+        ids = tok.encode(text, AddBos::No, special);
+    } catch (const Error&) {
+        return; // a clear refusal is allowed (none is expected)
+    }
+    for (TokenId id : ids) check(tok.valid(id), "encode produced an out-of-range id");
+    const std::string back = tok.decode(ids);
+    Utf8StreamDecoder stream(tok);
+    std::string streamed;
+    for (TokenId id : ids) streamed += stream.push(id);
+    streamed += stream.flush();
+    check(valid_utf8(streamed), "the stream decoder produced invalid UTF-8");
+    if (valid_utf8(text)) {
+        // Special tokens parsed from text decode to "" (not rendered), so only text mode round-trips.
+        if (special == SpecialTokens::AsText)
+            check(back == text, "decode(encode(text)) != text for valid UTF-8 text");
+        check(streamed == back, "the stream decoder disagrees with decode on valid UTF-8 text");
+    }
+}
+
+void kv_state(std::span<const uint8_t> data) {
+    const Model& model = small_model();
+    try {
+        KvCache c = KvCache::load_from_memory(std::as_bytes(data), "fuzz.kv", model, KvCacheOptions{.capacity = 64});
+        check(c.size() >= 0 && c.size() <= c.capacity(), "loaded cache size out of range");
+        check(c.belongs_to(model), "loaded cache does not belong to the model");
+    } catch (const Error&) {
+    }
+}
+
+void workload(std::span<const uint8_t> data) {
+    std::istringstream in{std::string(as_text(data))};
+    try {
+        const auto items = bench::parse_workload(in, "fuzz.jsonl");
+        for (const auto& it : items)
+            check(!it.id.empty() && !it.prompt.empty() && it.max_tokens > 0, "accepted an item it should refuse");
+    } catch (const Error&) {
+    }
+}
+
+void reference(std::span<const uint8_t> data) {
+    const Tokenizer& tok = *tokenizers().all.back(); // pycode's, as `rewind generate --ref` uses
+    std::vector<std::string> parts{""};
+    for (uint8_t b : data) {
+        if (b == 1) parts.emplace_back();
+        else parts.back() += static_cast<char>(b);
+    }
+    const std::string context_text = parts.back();
+    parts.pop_back();
+    std::vector<std::vector<TokenId>> refs;
+    for (const auto& p : parts) refs.push_back(tok.encode(p, AddBos::No));
+    std::unique_ptr<speculate::ReferenceSource> src;
+    try {
+        src = std::make_unique<speculate::ReferenceSource>(speculate::ReferenceSource::from_texts(tok, parts));
+    } catch (const Error&) {
+        return;
+    }
+    const std::vector<TokenId> context = tok.encode(context_text, AddBos::No);
+    speculate::Proposal out;
+    for (int k : {1, 3, 16}) {
+        for (size_t cut : {size_t{0}, context.size() / 2, context.size()}) {
+            out.clear();
+            src->propose(std::span<const TokenId>(context.data(), cut), k, out);
+            check(out.tokens.size() <= static_cast<size_t>(k), "proposed more than k tokens");
+            if (out.tokens.empty()) continue;
+            const bool copied = std::any_of(refs.begin(), refs.end(), [&](const std::vector<TokenId>& r) {
+                return std::search(r.begin(), r.end(), out.tokens.begin(), out.tokens.end()) != r.end();
+            });
+            check(copied, "a proposal is not a span of any reference");
+        }
+    }
+}
+
+Entry entry(std::string_view name) {
+    if (name == "gguf") return gguf;
+    if (name == "tokenizer") return tokenizer;
+    if (name == "kv_state") return kv_state;
+    if (name == "workload") return workload;
+    if (name == "reference") return reference;
+    return nullptr;
+}
+
+} // namespace rwd::fuzz

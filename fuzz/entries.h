@@ -1,0 +1,38 @@
+// Fuzz entry points: each feeds arbitrary bytes to one parser of outside input through the same
+// function a user's file reaches, and checks what that parser promises. The libFuzzer targets
+// (fuzz_<name>.cpp) and the regression suite (tests/test_fuzz_regressions.cpp) both call these.
+// rwd::Error is the expected answer to bad input; any other exception, a sanitizer report or a
+// crash is a finding. A broken property (e.g. a tokenizer round trip) throws PropertyFailure.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace rwd::fuzz {
+
+struct PropertyFailure : std::logic_error {
+    using std::logic_error::logic_error;
+};
+
+// GGUF reader and model loader (Model::load_from_memory: header, metadata, tensor table, hparams,
+// tokenizer); a model that loads also runs one short forward pass.
+void gguf(std::span<const uint8_t> data);
+// Tokenizers: byte 0 picks one of the fixture vocabularies (SPM and BPE kinds, each pre-tokenizer),
+// byte 1 whether special tokens are parsed; the rest is text. Encode, decode, stream-decode; on
+// valid UTF-8 text, decode(encode(text)) == text.
+void tokenizer(std::span<const uint8_t> data);
+// KV state file loader (KvCache::load_from_memory) for pycode-600k.
+void kv_state(std::span<const uint8_t> data);
+// Workload JSON lines of `rewind bench`.
+void workload(std::span<const uint8_t> data);
+// Reference documents: '\x01'-separated texts, the last being the context; every proposal must be
+// a span copied from one reference.
+void reference(std::span<const uint8_t> data);
+
+// By name ("gguf", "tokenizer", ...); nullptr for an unknown name.
+using Entry = void (*)(std::span<const uint8_t>);
+Entry entry(std::string_view name);
+
+} // namespace rwd::fuzz

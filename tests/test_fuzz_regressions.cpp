@@ -1,0 +1,41 @@
+// Fuzz regressions: every input in tests/fuzz_regressions/<target>/ (inputs the fuzzers once
+// crashed or broke a property on, minimized) is fed to the same entry point its libFuzzer target
+// calls (fuzz/entries.h). Each must now be refused with rwd::Error or accepted, nothing else.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "entries.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+class FuzzRegressions : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FuzzRegressions, EveryInputIsHandled) {
+    const std::string target = GetParam();
+    const auto entry = rwd::fuzz::entry(target);
+    ASSERT_NE(entry, nullptr);
+    const fs::path dir = fs::path(REWIND_FUZZ_REGRESSIONS) / target;
+    ASSERT_TRUE(fs::is_directory(dir)) << dir;
+    int n = 0;
+    for (const auto& f : fs::directory_iterator(dir)) {
+        if (!f.is_regular_file() || f.path().filename().string().front() == '.') continue;
+        SCOPED_TRACE(f.path().string());
+        std::ifstream in(f.path(), std::ios::binary);
+        const std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(in), {}};
+        EXPECT_NO_THROW(entry(bytes)); // rwd::Error is caught inside: only findings escape
+        ++n;
+    }
+    RecordProperty("inputs", n);
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, FuzzRegressions,
+                         ::testing::Values("gguf", "tokenizer", "kv_state", "workload", "reference"));
+
+} // namespace
