@@ -1,5 +1,7 @@
 // Tokenizers built from GGUF metadata: SentencePiece-style BPE ("llama": scores, byte fallback)
 // and GPT-2 byte-level BPE ("gpt2": merges, pre-tokenizer split). Encode, decode, special ids.
+// Threads: a Tokenizer is immutable once built; every const call may run from many threads at
+// once. A Utf8StreamDecoder belongs to one thread at a time.
 #pragma once
 #include <cstdint>
 #include <memory>

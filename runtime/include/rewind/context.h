@@ -1,6 +1,8 @@
 // A context runs a model: preallocated run buffers and a thread pool, and forward(), which
 // appends any number of new tokens to a KV cache in one pass and returns their logits.
 // The prefix already in the cache is never recomputed and never dropped.
+// Threads: a Context (its buffers and thread pool) belongs to one thread at a time; give each
+// thread its own. Contexts of one shared Model run in parallel and give the same bits as alone.
 #pragma once
 #include <cstdint>
 #include <memory>

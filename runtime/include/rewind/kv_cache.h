@@ -1,6 +1,8 @@
 // A flat, position-indexed KV cache for one sequence: per layer K and V as
 // [capacity, n_head_kv, head_dim], plus a length cursor. Rollback is truncate(n), O(1).
 // Every failing call throws rwd::Error and leaves the cache exactly as it was.
+// Threads: a KvCache belongs to one thread at a time (forward() writes it); const calls such as
+// fork() and save() may run concurrently with each other, not with a writer.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -1,6 +1,9 @@
 // A model ready to run: the GGUF file, its hyperparameters, tokenizer and weights as kernel
 // matrix views. Immutable after load, shared (read-only) by any number of contexts. Which
 // optional weights are present follows the architecture (rewind/arch.h); absent ones are null.
+// Threads: a loaded Model, with its tokenizer and weights, is never written after load(): any
+// number of threads may use one at once (each with its own Context and KvCache). Loading is
+// thread-safe too (no process-global state).
 #pragma once
 #include <cstdint>
 #include <memory>

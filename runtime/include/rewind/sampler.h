@@ -1,6 +1,7 @@
 // Token sampling: greedy, temperature, top-k, top-p, min-p, repetition penalty. Randomness comes
 // from a counter-based generator keyed by (seed, absolute position), so a position samples the
 // same token however the forward passes were batched; speculative decoding relies on it.
+// Threads: a Sampler keeps scratch buffers and belongs to one thread at a time.
 //
 // The filters always run in this fixed order (llama.cpp's common order):
 //   1. repetition penalty over the last repeat_last_n history tokens (each distinct id once);

@@ -4,6 +4,7 @@
 // generation starts from), so no token is ever run twice. Generation is plain decoding unless a
 // Continuation is given: speculate/ supplies a speculative one
 // (rewind/speculate/speculative_session.h), so the runtime never knows who guesses.
+// Threads: a Session (with its Context, KvCache and Continuation) belongs to one thread at a time.
 #pragma once
 #include <memory>
 #include <string>
