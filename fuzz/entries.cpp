@@ -12,7 +12,7 @@
 #include "rewind/gguf.h"
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
-#include "rewind/speculate/bench_workload.h"
+#include "rewind/bench/bench_workload.h"
 #include "rewind/speculate/reference_source.h"
 #include "rewind/tokenizer.h"
 
