@@ -31,6 +31,10 @@ void workload(std::span<const uint8_t> data);
 // a span copied from one reference.
 void reference(std::span<const uint8_t> data);
 
+// Loads the fixtures the named entry uses (tokenizers, a model), so the first input is not
+// charged for them (libFuzzer's per-input timeout); entries also load them on first use.
+void prepare(std::string_view name);
+
 // By name ("gguf", "tokenizer", ...); nullptr for an unknown name.
 using Entry = void (*)(std::span<const uint8_t>);
 Entry entry(std::string_view name);
