@@ -11,6 +11,7 @@
 
 #include "rewind/error.h"
 #include "rewind/kernels/dtype.h"
+#include "rewind/kernels/simd.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -112,7 +113,7 @@ TEST(Dtype, Fp16RoundsToNearestEven) {
 
 #if defined(__x86_64__)
 TEST(Dtype, Fp16MatchesF16cHardware) {
-    if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "no F16C";
+    if (!rwd::cpu_features().f16c) GTEST_SKIP() << "this CPU has no F16C instructions to compare with";
     std::mt19937 rng(1234);
     for (int i = 0; i < 2000000; ++i) {
         uint32_t u = rng();
