@@ -32,7 +32,7 @@ WorkItem parse_item(const std::string& text, const std::string& source, const st
     json obj;
     try {
         obj = json::parse(text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) { // parse_error, and out_of_range for a number like 8e888
         fail(source, line, std::string("not valid JSON (") + e.what() + ")");
     }
     if (!obj.is_object()) fail(source, line, "expected a JSON object");
