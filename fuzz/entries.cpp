@@ -130,7 +130,10 @@ void tokenizer(std::span<const uint8_t> data) {
     check(valid_utf8(streamed), "the stream decoder produced invalid UTF-8");
     if (valid_utf8(text)) {
         // Special tokens parsed from text decode to "" (not rendered), so only text mode round-trips.
-        if (special == SpecialTokens::AsText)
+        // SPM writes a space as U+2581 and decodes every U+2581 as a space (llama.cpp does the
+        // same), so text that already holds U+2581 comes back with spaces in its place.
+        const bool spm_marker = tok.model() == TokenizerModel::Spm && text.find("\xE2\x96\x81") != text.npos;
+        if (special == SpecialTokens::AsText && !spm_marker)
             check(back == text, "decode(encode(text)) != text for valid UTF-8 text");
         check(streamed == back, "the stream decoder disagrees with decode on valid UTF-8 text");
     }

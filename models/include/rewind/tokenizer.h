@@ -61,7 +61,8 @@ public:
     // control tokens give "" unless `render_special`).
     virtual std::string token_to_piece(TokenId id, bool render_special = false) const = 0;
     // Concatenated pieces, with SPM's leading-space rule applied at the start of text: with
-    // add_space_prefix, one space comes off the first non-empty piece (so decode(encode(s)) == s).
+    // add_space_prefix, one space comes off the first non-empty piece (so decode(encode(s)) == s,
+    // except that SPM decodes a U+2581 already present in s as a space, exactly as llama.cpp does).
     std::string decode(const std::vector<TokenId>& ids, bool render_special = false) const;
 
     int64_t n_vocab() const { return static_cast<int64_t>(pieces_.size()); }
