@@ -121,18 +121,28 @@ const char* q8_kernel_name(Q8Kernel k) {
     return "unknown";
 }
 
-std::vector<Q8Kernel> supported_q8_kernels() {
-    std::vector<Q8Kernel> out{Q8Kernel::Scalar};
+namespace {
+
+// Whether this CPU runs `k`; no allocation (matmul_q8_packed asks on every call of the hot path).
+bool q8_kernel_supported(Q8Kernel k) {
     const SimdLevel l = detect_simd();
     const CpuFeatures& f = cpu_features();
-    if (l >= SimdLevel::Avx2) {
-        out.push_back(Q8Kernel::Avx2);
-        if (f.avxvnni) out.push_back(Q8Kernel::AvxVnni);
+    switch (k) {
+    case Q8Kernel::Scalar: return true;
+    case Q8Kernel::Avx2: return l >= SimdLevel::Avx2;
+    case Q8Kernel::AvxVnni: return l >= SimdLevel::Avx2 && f.avxvnni;
+    case Q8Kernel::Avx512: return l >= SimdLevel::Avx512;
+    case Q8Kernel::Avx512Vnni: return l >= SimdLevel::Avx512 && f.avx512vnni;
+    default: return false;
     }
-    if (l >= SimdLevel::Avx512) {
-        out.push_back(Q8Kernel::Avx512);
-        if (f.avx512vnni) out.push_back(Q8Kernel::Avx512Vnni);
-    }
+}
+
+} // namespace
+
+std::vector<Q8Kernel> supported_q8_kernels() {
+    std::vector<Q8Kernel> out;
+    for (Q8Kernel k : {Q8Kernel::Scalar, Q8Kernel::Avx2, Q8Kernel::AvxVnni, Q8Kernel::Avx512, Q8Kernel::Avx512Vnni})
+        if (q8_kernel_supported(k)) out.push_back(k);
     return out;
 }
 
@@ -158,8 +168,7 @@ void matmul_q8_packed(const MatrixView& w, const Q8Input& x, float* y, ThreadPoo
         throw Error(ErrorCode::shape, "matmul_q8_packed: activations of " + std::to_string(x.cols) + " columns for a matrix of " +
                     std::to_string(w.cols));
     if (kernel == Q8Kernel::Auto) kernel = q8_kernel_for(detect_simd());
-    const auto ok = supported_q8_kernels();
-    if (std::find(ok.begin(), ok.end(), kernel) == ok.end())
+    if (!q8_kernel_supported(kernel))
         throw Error(ErrorCode::unsupported, std::string("matmul_q8_packed: this CPU cannot run the ") + q8_kernel_name(kernel) + " body");
     auto body = detail::q8p_groups_scalar;
     switch (kernel) {
