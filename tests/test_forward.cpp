@@ -314,6 +314,36 @@ TEST(ForwardHotPath, DecodeAllocatesNothing) {
     }
 }
 
+// A batched pass (forward_batch) over sequences of different lengths and token counts -- the
+// batch decoder's loop: verification rows, single-token rows, rollbacks -- allocates nothing,
+// for each weight type's matmul path (F32, packed Q8_0, F16, the 4/5/6-bit mixes).
+TEST(ForwardHotPath, BatchAllocatesNothing) {
+    for (const char* name : {"pycode-4m", "bundled", "pycode-4m-f16", "pycode-4m-q4_k_m"})
+    for (int threads : {1, 2}) {
+        auto model = load(name);
+        Context ctx(model, {.n_threads = threads, .max_batch = 64});
+        std::mt19937 rng(4);
+        std::vector<KvCache> caches;
+        for (int i = 0; i < 3; ++i) {
+            caches.emplace_back(*model, KvCacheOptions{.capacity = 128});
+            ctx.forward(caches.back(), random_tokens(rng, 10 + 7 * i, model->n_vocab()), Logits::Last);
+        }
+        const std::vector<TokenId> nine(9, 5), one(1, 7);
+        std::vector<BatchItem> items{{&caches[0], nine, Logits::All, {}},
+                                     {&caches[1], one, Logits::Last, {}},
+                                     {&caches[2], nine, Logits::All, {}}};
+        g_allocations = 0;
+        g_count_allocations = true;
+        for (int step = 0; step < 6; ++step) {
+            ctx.forward_batch(items);
+            caches[0].truncate(caches[0].size() - 8);
+            caches[2].truncate(caches[2].size() - 9);
+        }
+        g_count_allocations = false;
+        EXPECT_EQ(g_allocations.load(), 0) << name << ", " << threads << " threads";
+    }
+}
+
 // Every bad input throws rwd::Error before anything changes.
 TEST(ForwardErrors, BadInputLeavesCacheUnchanged) {
     auto model = load("pycode-4m");

@@ -29,6 +29,17 @@ int64_t attention_scratch(Numerics numerics, const AttentionShape& s, int n_thre
 
 } // namespace
 
+// One sequence's share of a pass: rows [off, off + n) of the run buffers are its tokens at
+// positions pos0 .. pos0 + n - 1 of its cache. After run_pass, its logits are rows
+// [out_row, out_row + out_n) of the logits buffer.
+struct Context::Segment {
+    KvCache* cache = nullptr;
+    const TokenId* tokens = nullptr;
+    int64_t n = 0, pos0 = 0, off = 0;
+    Logits mode = Logits::None;
+    int64_t out_row = 0, out_n = 0;
+};
+
 // B = max_batch (tokens per pass), E = n_embd, Q = n_embd_q, KV = n_embd_kv, F = n_ff, V = n_vocab.
 struct Context::Buffers {
     std::vector<float> x;      // [B, E]  residual stream
@@ -42,6 +53,7 @@ struct Context::Buffers {
     std::vector<float> up;     // [B, F]  ffn_up output ([B, 2F]: [gate; up] when fused)
     std::vector<float> logits; // [B, V]
     std::vector<int32_t> pos;  // [B]     absolute positions
+    std::vector<Segment> segs; // [B]     forward_batch's sequences (each >= 1 token)
     std::vector<float> att_scratch;            // attention_scratch(numerics, longest pass, threads)
     std::vector<std::byte> mm_scratch;         // max matmul_scratch_bytes over the model's weights
 };
@@ -81,6 +93,7 @@ Context::Context(std::shared_ptr<const Model> model, ContextOptions opts) : mode
     b.up.resize(B * F * (fused_up ? 2 : 1));
     b.logits.resize(B * V);
     b.pos.resize(B);
+    b.segs.resize(B);
 
     // The longest attention call: max_batch tokens ending at the last position of the context.
     AttentionShape s{opts_.max_batch, hp.n_ctx_train - opts_.max_batch, hp.n_head, hp.n_head_kv, hp.head_dim()};
@@ -98,30 +111,115 @@ Context::Context(std::shared_ptr<const Model> model, ContextOptions opts) : mode
 
 Context::~Context() = default;
 
-std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId> tokens, Logits which) {
-    const Model& m = *model_;
-    const LlamaHparams& hp = m.hparams();
-    const auto n = static_cast<int64_t>(tokens.size());
+namespace {
 
-    // Validate everything before the cache (or anything else) is touched.
-    if (n == 0) throw Error("forward: no tokens given");
+// The checks forward() and forward_batch() share, before anything changes. `seq` < 0: forward()'s
+// wording; else "sequence seq" is named. Builds a message only when it throws (no allocation).
+void check_sequence(const Model& m, const KvCache& cache, std::span<const TokenId> tokens, const char* fn,
+                    int64_t seq) {
+    auto where = [&] {
+        std::string w = std::string(fn) + ": ";
+        if (seq >= 0) w += "sequence " + std::to_string(seq) + ": ";
+        return w;
+    };
+    const auto n = static_cast<int64_t>(tokens.size());
+    if (n == 0) throw Error(where() + "no tokens given");
     if (!cache.belongs_to(m))
-        throw Error(ErrorCode::state, "forward: the KV cache belongs to another model (architecture '" + cache.identity().architecture +
-                    "', " + std::to_string(cache.identity().n_layer) + " layers), not " + m.path());
+        throw Error(ErrorCode::state, where() + "the KV cache belongs to another model (architecture '" +
+                                          cache.identity().architecture + "', " +
+                                          std::to_string(cache.identity().n_layer) + " layers), not " + m.path());
     const int64_t n_vocab = m.n_vocab();
     for (int64_t i = 0; i < n; ++i) {
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
-            throw Error("forward: token " + std::to_string(i) + " has id " + std::to_string(tokens[i]) +
+            throw Error(where() + "token " + std::to_string(i) + " has id " + std::to_string(tokens[i]) +
                         ", outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
     }
+}
+
+void check_fits(const KvCache& cache, int64_t n, const char* fn, int64_t seq) {
+    const int64_t n0 = cache.size();
+    if (n > cache.capacity() - n0)
+        throw Error(ErrorCode::capacity, std::string(fn) + ": " +
+                                             (seq >= 0 ? "sequence " + std::to_string(seq) + ": " : std::string()) +
+                                             std::to_string(n) + " tokens after " + std::to_string(n0) +
+                                             " cached ones exceed the KV cache capacity " +
+                                             std::to_string(cache.capacity()));
+}
+
+} // namespace
+
+std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId> tokens, Logits which) {
+    const auto n = static_cast<int64_t>(tokens.size());
+    // Validate everything before the cache (or anything else) is touched.
+    check_sequence(*model_, cache, tokens, "forward", -1);
+    if (which != Logits::All && which != Logits::Last && which != Logits::None)
+        throw Error("forward: unknown Logits value " + std::to_string(static_cast<int>(which)));
     if (which == Logits::All && n > opts_.max_batch)
         throw Error(ErrorCode::capacity, "forward: logits for all of " + std::to_string(n) + " tokens exceed max_batch " +
                     std::to_string(opts_.max_batch) + " (ask for Logits::Last or split the call)");
-    const int64_t n0 = cache.size();
-    if (n > cache.capacity() - n0)
-        throw Error(ErrorCode::capacity, "forward: " + std::to_string(n) + " tokens after " + std::to_string(n0) +
-                    " cached ones exceed the KV cache capacity " + std::to_string(cache.capacity()));
+    check_fits(cache, n, "forward", -1);
 
+    // Chunks of at most max_batch tokens, each one internal pass; logits from the final one.
+    const int64_t n0 = cache.size();
+    Segment seg;
+    for (int64_t done = 0; done < n;) {
+        const int64_t nt = std::min(opts_.max_batch, n - done);
+        seg = Segment{&cache, tokens.data() + done, nt, n0 + done, 0, done + nt == n ? which : Logits::None};
+        run_pass(&seg, 1, nt);
+        done += nt;
+    }
+    cache.commit(n0 + n);
+    tokens_processed_ += static_cast<uint64_t>(n);
+    return {buf_->logits.data(), static_cast<size_t>(seg.out_n * model_->n_vocab())};
+}
+
+void Context::forward_batch(std::span<BatchItem> items) {
+    const auto n_items = static_cast<int64_t>(items.size());
+    if (n_items == 0) throw Error("forward_batch: no sequences given");
+    int64_t total = 0;
+    for (int64_t i = 0; i < n_items; ++i) {
+        const BatchItem& it = items[static_cast<size_t>(i)];
+        if (!it.cache) throw Error("forward_batch: sequence " + std::to_string(i) + ": no KV cache (null)");
+        check_sequence(*model_, *it.cache, it.tokens, "forward_batch", i);
+        if (it.which != Logits::All && it.which != Logits::Last && it.which != Logits::None)
+            throw Error("forward_batch: sequence " + std::to_string(i) + ": unknown Logits value " +
+                        std::to_string(static_cast<int>(it.which)));
+        check_fits(*it.cache, static_cast<int64_t>(it.tokens.size()), "forward_batch", i);
+        for (int64_t j = 0; j < i; ++j) {
+            if (items[static_cast<size_t>(j)].cache == it.cache)
+                throw Error(ErrorCode::state, "forward_batch: sequences " + std::to_string(j) + " and " +
+                                                  std::to_string(i) + " share one KV cache");
+        }
+        total += static_cast<int64_t>(it.tokens.size());
+    }
+    if (total > opts_.max_batch)
+        throw Error(ErrorCode::capacity, "forward_batch: " + std::to_string(total) + " tokens in all exceed max_batch " +
+                                             std::to_string(opts_.max_batch) + " (a batch is one pass; run fewer sequences or tokens)");
+
+    // Every item has >= 1 token and total <= max_batch, so the preallocated segments suffice.
+    Segment* segs = buf_->segs.data();
+    int64_t off = 0;
+    for (int64_t i = 0; i < n_items; ++i) {
+        BatchItem& it = items[static_cast<size_t>(i)];
+        const auto n = static_cast<int64_t>(it.tokens.size());
+        segs[i] = Segment{it.cache, it.tokens.data(), n, it.cache->size(), off, it.which};
+        off += n;
+    }
+    run_pass(segs, n_items, total);
+    const int64_t V = model_->n_vocab();
+    for (int64_t i = 0; i < n_items; ++i) {
+        BatchItem& it = items[static_cast<size_t>(i)];
+        const Segment& s = segs[i];
+        it.cache->commit(s.pos0 + s.n);
+        it.logits = {buf_->logits.data() + s.out_row * V, static_cast<size_t>(s.out_n * V)};
+    }
+    tokens_processed_ += static_cast<uint64_t>(total);
+}
+
+void Context::run_pass(Segment* segs, int64_t n_segs, int64_t nt) {
+    const Model& m = *model_;
+    const LlamaHparams& hp = m.hparams();
+    const int64_t n_vocab = m.n_vocab();
     Buffers& b = *buf_;
     ThreadPool* pool = pool_.get();
     const ArchInfo& arch = *hp.arch;
@@ -154,145 +252,164 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
             else geglu_ggml(gate, up, count, out);
         }
     };
-    const size_t kv_elem = cache.dtype() == DType::F32 ? 4 : 2;
     const size_t tok_row_bytes = dtype_row_bytes(m.tok_embd.type, E);
     const auto n_layer = static_cast<int64_t>(m.layers.size());
     // ggml_scale(inpL, sqrtf(n_embd)) (gemma3): the input embeddings only, never the tied head.
     const float embd_scale = std::sqrt(float(E));
 
-    int64_t out_rows = 0;
-    for (int64_t done = 0; done < n;) {
-        const int64_t nt = std::min(opts_.max_batch, n - done);
-        const int64_t pos0 = n0 + done;
-        const bool final_chunk = done + nt == n;
-        // Rows whose output matters after the last layer's K/V write: all (Logits::All), the
-        // last token of the final chunk (Last), or none (None, or any earlier chunk).
-        const Logits mode = final_chunk ? which : Logits::None;
-        const int64_t r0 = mode == Logits::All ? 0 : nt - 1;
-        const int64_t nr = mode == Logits::All ? nt : (mode == Logits::Last ? 1 : 0);
+    // The rows of segment s whose output matters after the last layer's K/V write: all
+    // (Logits::All), its last token (Last) or none (None), as [first, first + count) of its own.
+    auto out_rows = [](const Segment& s, int64_t& first, int64_t& count) {
+        first = s.mode == Logits::All ? 0 : s.n - 1;
+        count = s.mode == Logits::All ? s.n : (s.mode == Logits::Last ? 1 : 0);
+    };
 
-        for (int64_t t = 0; t < nt; ++t) {
-            b.pos[t] = static_cast<int32_t>(pos0 + t);
+    for (int64_t is = 0; is < n_segs; ++is) {
+        const Segment& sg = segs[is];
+        for (int64_t t = 0; t < sg.n; ++t) {
+            const int64_t r = sg.off + t;
+            b.pos[r] = static_cast<int32_t>(sg.pos0 + t);
             const auto* row = static_cast<const std::byte*>(m.tok_embd.data) +
-                              static_cast<size_t>(tokens[done + t]) * tok_row_bytes;
-            dequantize_row(m.tok_embd.type, row, E, b.x.data() + t * E);
+                              static_cast<size_t>(sg.tokens[t]) * tok_row_bytes;
+            dequantize_row(m.tok_embd.type, row, E, b.x.data() + r * E);
         }
-        if (arch.embd_scaled) scale_inplace(b.x.data(), nt * E, embd_scale);
+    }
+    if (arch.embd_scaled) scale_inplace(b.x.data(), nt * E, embd_scale);
 
-        for (int64_t il = 0; il < n_layer; ++il) {
-            const Model::Layer& L = m.layers[il];
-            const bool swa = hp.is_swa_layer(il);
-            // Attention block: x -> norm -> q, k, v (+ bias) -> (q/k norm) -> rope -> cache ->
-            // attention -> wo -> (post-norm) -> + x.
-            rms_norm(b.x.data(), L.attn_norm, nt, E, eps, b.xn.data());
-            if (L.wqkv.data) {
-                matmul(L.wqkv, b.xn.data(), nt, b.qkv.data());
-                for (int64_t t = 0; t < nt; ++t) {
-                    const float* r = b.qkv.data() + t * (Q + 2 * KV);
-                    std::memcpy(b.q.data() + t * Q, r, static_cast<size_t>(Q) * 4);
-                    std::memcpy(b.k.data() + t * KV, r + Q, static_cast<size_t>(KV) * 4);
-                    std::memcpy(b.v.data() + t * KV, r + Q + KV, static_cast<size_t>(KV) * 4);
-                }
-            } else {
-                matmul(L.wq, b.xn.data(), nt, b.q.data());
-                matmul(L.wk, b.xn.data(), nt, b.k.data());
-                matmul(L.wv, b.xn.data(), nt, b.v.data());
+    // Rows that go on through wo and the FFN: all nt, except in the last layer (below).
+    int64_t an = nt;
+    for (int64_t il = 0; il < n_layer; ++il) {
+        const Model::Layer& L = m.layers[il];
+        const bool swa = hp.is_swa_layer(il);
+        // Attention block: x -> norm -> q, k, v (+ bias) -> (q/k norm) -> rope -> cache ->
+        // attention -> wo -> (post-norm) -> + x.
+        rms_norm(b.x.data(), L.attn_norm, nt, E, eps, b.xn.data());
+        if (L.wqkv.data) {
+            matmul(L.wqkv, b.xn.data(), nt, b.qkv.data());
+            for (int64_t t = 0; t < nt; ++t) {
+                const float* r = b.qkv.data() + t * (Q + 2 * KV);
+                std::memcpy(b.q.data() + t * Q, r, static_cast<size_t>(Q) * 4);
+                std::memcpy(b.k.data() + t * KV, r + Q, static_cast<size_t>(KV) * 4);
+                std::memcpy(b.v.data() + t * KV, r + Q + KV, static_cast<size_t>(KV) * 4);
             }
-            if (L.bq) add_bias(b.q.data(), L.bq, nt, Q);
-            if (L.bk) add_bias(b.k.data(), L.bk, nt, KV);
-            if (L.bv) add_bias(b.v.data(), L.bv, nt, KV);
-            // Per-head RMSNorm: every head is a row of head_dim.
-            if (L.q_norm) rms_norm(b.q.data(), L.q_norm, nt * hp.n_head, hd, eps, b.q.data());
-            if (L.k_norm) rms_norm(b.k.data(), L.k_norm, nt * hp.n_head_kv, hd, eps, b.k.data());
-            RopeParams rp;
-            rp.mode = arch.rope;
-            rp.n_rot = hp.n_rot;
-            rp.freq_base = swa ? hp.rope_freq_base_swa : hp.rope_freq_base;
-            rp.freq_scale = swa ? 1.0f : hp.rope_freq_scale;
-            rp.freq_factors = m.rope_freqs;
-            rp.fused = !exact;
-            rope(b.q.data(), b.pos.data(), nt, hp.n_head, hd, rp);
-            rope(b.k.data(), b.pos.data(), nt, hp.n_head_kv, hd, rp);
-            if (arch.q_prescaled) scale_inplace(b.q.data(), nt * Q, hp.attn_scale);
+        } else {
+            matmul(L.wq, b.xn.data(), nt, b.q.data());
+            matmul(L.wk, b.xn.data(), nt, b.k.data());
+            matmul(L.wv, b.xn.data(), nt, b.v.data());
+        }
+        if (L.bq) add_bias(b.q.data(), L.bq, nt, Q);
+        if (L.bk) add_bias(b.k.data(), L.bk, nt, KV);
+        if (L.bv) add_bias(b.v.data(), L.bv, nt, KV);
+        // Per-head RMSNorm: every head is a row of head_dim.
+        if (L.q_norm) rms_norm(b.q.data(), L.q_norm, nt * hp.n_head, hd, eps, b.q.data());
+        if (L.k_norm) rms_norm(b.k.data(), L.k_norm, nt * hp.n_head_kv, hd, eps, b.k.data());
+        RopeParams rp;
+        rp.mode = arch.rope;
+        rp.n_rot = hp.n_rot;
+        rp.freq_base = swa ? hp.rope_freq_base_swa : hp.rope_freq_base;
+        rp.freq_scale = swa ? 1.0f : hp.rope_freq_scale;
+        rp.freq_factors = m.rope_freqs;
+        rp.fused = !exact;
+        // Every row carries its own position, so one call serves all segments.
+        rope(b.q.data(), b.pos.data(), nt, hp.n_head, hd, rp);
+        rope(b.k.data(), b.pos.data(), nt, hp.n_head_kv, hd, rp);
+        if (arch.q_prescaled) scale_inplace(b.q.data(), nt * Q, hp.attn_scale);
 
-            // Write this chunk's K/V at positions pos0.. (beyond cache.size(): not yet committed).
-            auto* kc = static_cast<std::byte*>(cache.k_layer(il)) + static_cast<size_t>(pos0 * KV) * kv_elem;
-            auto* vc = static_cast<std::byte*>(cache.v_layer(il)) + static_cast<size_t>(pos0 * KV) * kv_elem;
+        // In the last layer only the output rows feed anything further: each segment attends
+        // for those alone, and they (with their residual rows) are packed to the front, in
+        // segment order, so wo, the FFN and the head run on them alone.
+        const bool last_layer = il == n_layer - 1;
+        int64_t packed = 0;
+        for (int64_t is = 0; is < n_segs; ++is) {
+            Segment& sg = segs[is];
+            KvCache& cache = *sg.cache;
+            // Write this segment's K/V at positions pos0.. (beyond cache.size(): not yet committed).
+            const size_t kv_elem = cache.dtype() == DType::F32 ? 4 : 2;
+            auto* kc = static_cast<std::byte*>(cache.k_layer(il)) + static_cast<size_t>(sg.pos0 * KV) * kv_elem;
+            auto* vc = static_cast<std::byte*>(cache.v_layer(il)) + static_cast<size_t>(sg.pos0 * KV) * kv_elem;
+            const float* ks = b.k.data() + sg.off * KV;
+            const float* vs = b.v.data() + sg.off * KV;
             if (cache.dtype() == DType::F32) {
-                std::memcpy(kc, b.k.data(), static_cast<size_t>(nt * KV) * 4);
-                std::memcpy(vc, b.v.data(), static_cast<size_t>(nt * KV) * 4);
+                std::memcpy(kc, ks, static_cast<size_t>(sg.n * KV) * 4);
+                std::memcpy(vc, vs, static_cast<size_t>(sg.n * KV) * 4);
             } else {
                 auto* kh = reinterpret_cast<uint16_t*>(kc);
                 auto* vh = reinterpret_cast<uint16_t*>(vc);
-                for (int64_t i = 0; i < nt * KV; ++i) {
-                    kh[i] = fp32_to_fp16(b.k[static_cast<size_t>(i)]);
-                    vh[i] = fp32_to_fp16(b.v[static_cast<size_t>(i)]);
+                for (int64_t i = 0; i < sg.n * KV; ++i) {
+                    kh[i] = fp32_to_fp16(ks[i]);
+                    vh[i] = fp32_to_fp16(vs[i]);
                 }
             }
 
-            // In the last layer only rows [r0, r0 + nr) feed anything further.
-            const bool last_layer = il == n_layer - 1;
-            const int64_t a0 = last_layer ? r0 : 0;
-            const int64_t an = last_layer ? nr : nt;
-            if (an == 0) continue;
-            AttentionShape s{an, pos0 + a0, hp.n_head, hp.n_head_kv, hd};
+            int64_t a0 = 0, sn = sg.n;
+            if (last_layer) out_rows(sg, a0, sn);
+            // Output rows: [dst, dst + sn) of attn (and of x in the last layer).
+            const int64_t dst = last_layer ? packed : sg.off;
+            if (last_layer) {
+                sg.out_row = packed;
+                sg.out_n = sn;
+                packed += sn;
+            }
+            if (sn == 0) continue;
+            AttentionShape s{sn, sg.pos0 + a0, hp.n_head, hp.n_head_kv, hd};
             s.window = swa ? hp.n_swa : 0;
             s.scale = arch.q_prescaled ? 1.0f : 0.0f; // 0: 1/sqrt(head_dim)
             if (attention_scratch(opts_.numerics, s, pool->size()) > static_cast<int64_t>(b.att_scratch.size()))
                 throw Error(ErrorCode::shape, "forward: attention scratch too small (kernel contract changed?)");
+            const float* q = b.q.data() + (sg.off + a0) * Q;
             if (exact) {
-                attention(s, b.q.data() + a0 * Q, cache.k_layer(il), cache.v_layer(il), cache.dtype(),
-                          b.attn.data() + a0 * Q, b.att_scratch.data(), pool);
+                attention(s, q, cache.k_layer(il), cache.v_layer(il), cache.dtype(), b.attn.data() + dst * Q,
+                          b.att_scratch.data(), pool);
             } else {
                 // ggml picks its body from the rows of the whole pass (llama.cpp drops unused rows
                 // only after the last layer's attention), not from the rows computed here.
-                attention_ggml(s, ggml_fa_path(nt, hd), b.q.data() + a0 * Q, cache.k_layer(il), cache.v_layer(il),
-                               cache.dtype(), b.attn.data() + a0 * Q, b.att_scratch.data(), pool);
+                attention_ggml(s, ggml_fa_path(sg.n, hd), q, cache.k_layer(il), cache.v_layer(il), cache.dtype(),
+                               b.attn.data() + dst * Q, b.att_scratch.data(), pool);
             }
-            float* proj = b.proj.data() + a0 * E;
-            matmul(L.wo, b.attn.data() + a0 * Q, an, proj);
-            if (L.post_attn_norm) rms_norm(proj, L.post_attn_norm, an, E, eps, proj);
-            add_inplace(b.x.data() + a0 * E, proj, an * E);
-
-            // Feed-forward block: x -> norm -> gate, up -> act(gate) * up -> down -> (post-norm) -> + x.
-            rms_norm(b.x.data() + a0 * E, L.ffn_norm, an, E, eps, b.xn.data() + a0 * E);
-            float* gate = b.gate.data() + a0 * F;
-            if (L.ffn_gate.data) {
-                float* up = b.up.data() + a0 * F;
-                matmul(L.ffn_gate, b.xn.data() + a0 * E, an, gate);
-                matmul(L.ffn_up, b.xn.data() + a0 * E, an, up);
-                for (int64_t t = 0; t < an; ++t) ffn_act(gate + t * F, up + t * F, F, gate + t * F);
-            } else {
-                // Fused [gate; up] rows of 2F (phi3): each token's halves.
-                float* gu = b.up.data() + a0 * 2 * F;
-                matmul(L.ffn_up, b.xn.data() + a0 * E, an, gu);
-                for (int64_t t = 0; t < an; ++t) ffn_act(gu + t * 2 * F, gu + t * 2 * F + F, F, gate + t * F);
-            }
-            matmul(L.ffn_down, gate, an, proj);
-            if (L.post_ffn_norm) rms_norm(proj, L.post_ffn_norm, an, E, eps, proj);
-            add_inplace(b.x.data() + a0 * E, proj, an * E);
+            // dst <= sg.off + a0, and earlier segments' rows lie below: a forward move is safe.
+            if (last_layer && dst != sg.off + a0)
+                std::memmove(b.x.data() + dst * E, b.x.data() + (sg.off + a0) * E, static_cast<size_t>(sn * E) * 4);
         }
+        if (last_layer) an = packed;
+        if (an == 0) continue;
 
-        if (nr > 0) {
-            rms_norm(b.x.data() + r0 * E, m.output_norm, nr, E, eps, b.xn.data());
-            matmul(m.output, b.xn.data(), nr, b.logits.data());
-            if (hp.final_logit_softcap > 0.0f) {
-                // ggml: scale by 1/c, tanh, scale by c.
-                const float c = hp.final_logit_softcap;
-                float* l = b.logits.data();
-                const int64_t cnt = nr * n_vocab;
-                scale_inplace(l, cnt, 1.0f / c);
-                for (int64_t i = 0; i < cnt; ++i) l[i] = std::tanh(l[i]);
-                scale_inplace(l, cnt, c);
-            }
-            out_rows = nr;
+        float* proj = b.proj.data();
+        matmul(L.wo, b.attn.data(), an, proj);
+        if (L.post_attn_norm) rms_norm(proj, L.post_attn_norm, an, E, eps, proj);
+        add_inplace(b.x.data(), proj, an * E);
+
+        // Feed-forward block: x -> norm -> gate, up -> act(gate) * up -> down -> (post-norm) -> + x.
+        rms_norm(b.x.data(), L.ffn_norm, an, E, eps, b.xn.data());
+        float* gate = b.gate.data();
+        if (L.ffn_gate.data) {
+            float* up = b.up.data();
+            matmul(L.ffn_gate, b.xn.data(), an, gate);
+            matmul(L.ffn_up, b.xn.data(), an, up);
+            for (int64_t t = 0; t < an; ++t) ffn_act(gate + t * F, up + t * F, F, gate + t * F);
+        } else {
+            // Fused [gate; up] rows of 2F (phi3): each token's halves.
+            float* gu = b.up.data();
+            matmul(L.ffn_up, b.xn.data(), an, gu);
+            for (int64_t t = 0; t < an; ++t) ffn_act(gu + t * 2 * F, gu + t * 2 * F + F, F, gate + t * F);
         }
-        done += nt;
+        matmul(L.ffn_down, gate, an, proj);
+        if (L.post_ffn_norm) rms_norm(proj, L.post_ffn_norm, an, E, eps, proj);
+        add_inplace(b.x.data(), proj, an * E);
     }
 
-    cache.commit(n0 + n);
-    tokens_processed_ += static_cast<uint64_t>(n);
-    return {b.logits.data(), static_cast<size_t>(out_rows * n_vocab)};
+    if (an > 0) {
+        rms_norm(b.x.data(), m.output_norm, an, E, eps, b.xn.data());
+        matmul(m.output, b.xn.data(), an, b.logits.data());
+        if (hp.final_logit_softcap > 0.0f) {
+            // ggml: scale by 1/c, tanh, scale by c.
+            const float c = hp.final_logit_softcap;
+            float* l = b.logits.data();
+            const int64_t cnt = an * n_vocab;
+            scale_inplace(l, cnt, 1.0f / c);
+            for (int64_t i = 0; i < cnt; ++i) l[i] = std::tanh(l[i]);
+            scale_inplace(l, cnt, c);
+        }
+    }
 }
 
 } // namespace rwd

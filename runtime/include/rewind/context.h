@@ -1,6 +1,7 @@
 // A context runs a model: preallocated run buffers and a thread pool, and forward(), which
-// appends any number of new tokens to a KV cache in one pass and returns their logits.
-// The prefix already in the cache is never recomputed and never dropped.
+// appends any number of new tokens to a KV cache in one pass and returns their logits, and
+// forward_batch(), which does the same for several sequences (each its own cache) in one pass.
+// The prefix already in a cache is never recomputed and never dropped.
 // Threads: a Context (its buffers and thread pool) belongs to one thread at a time; give each
 // thread its own. Contexts of one shared Model run in parallel and give the same bits as alone.
 #pragma once
@@ -40,6 +41,15 @@ struct ContextOptions {
 // (pure prefill: the cache is filled, no output head is run and an empty span is returned).
 enum class Logits { All, Last, None };
 
+// One sequence of a batched pass (Context::forward_batch): new tokens to run on top of its own
+// cache, which rows get logits, and (filled by the call) those logits.
+struct BatchItem {
+    KvCache* cache = nullptr;
+    std::span<const TokenId> tokens;
+    Logits which = Logits::All;
+    std::span<const float> logits; // out: as forward() returns them for this sequence alone
+};
+
 class Context {
 public:
     // Sizes every run buffer once; forward() allocates nothing.
@@ -62,11 +72,32 @@ public:
     std::span<const float> forward(KvCache& cache, std::span<const TokenId> tokens,
                                    Logits which = Logits::All);
 
-    // Tokens run through forward() so far (tests use it to prove a prefix was reused).
+    // Runs every item's tokens in one pass: each at positions item.cache->size() .. onward, with
+    // causal attention over its own cache only, and each weight matrix applied once to the rows
+    // of all items. Items may have different cache lengths and token counts. Fills each
+    // item.logits as forward(*item.cache, item.tokens, item.which) would return them (the spans
+    // stay valid until the next call) and commits each cache's new length.
+    // Batch invariance: with Numerics::Exact an item's logits and cache contents are
+    // bit-identical to running it alone, whatever the other items, their order and the thread
+    // count (every kernel computes a row independently of the other rows in its call).
+    // Throws rwd::Error, before any cache or counter changes: argument (no items, a null cache,
+    // an item with no tokens, an id outside the vocabulary, an unknown Logits value), state (a
+    // cache of another model, the same cache in two items), capacity (an item overflowing its
+    // cache, more than max_batch tokens in all: the batch is one pass, never split).
+    // Allocates nothing.
+    void forward_batch(std::span<BatchItem> items);
+
+    // Tokens run through forward() and forward_batch() so far (tests use it to prove a prefix was reused).
     uint64_t tokens_processed() const { return tokens_processed_; }
 
 private:
     struct Buffers;
+    struct Segment;
+    // One internal pass over n_segs sequences holding nt rows in all (nt <= max_batch): writes
+    // their K/V beyond each cache's size (not committed) and their logits rows, compacted in
+    // segment order, at the start of the logits buffer.
+    void run_pass(Segment* segs, int64_t n_segs, int64_t nt);
+
     std::shared_ptr<const Model> model_;
     ContextOptions opts_;
     std::unique_ptr<ThreadPool> pool_;
