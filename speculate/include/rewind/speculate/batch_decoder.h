@@ -1,0 +1,106 @@
+// Continuous batching with per-request speculation: many requests decode together, each with its
+// own KV cache, sampler and (optional) guess source. Each step() is one batched forward pass
+// (Context::forward_batch) that verifies every active request's guesses at once; each request's
+// cache then rolls back to its own accepted prefix. Requests are admitted and retired between
+// passes. A request's tokens equal its own plain, unbatched generate_plain output (batch
+// invariance plus exact verification), whoever else is in the batch.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rewind/context.h"
+#include "rewind/error.h"
+#include "rewind/generate.h"
+#include "rewind/kv_cache.h"
+#include "rewind/sampler.h"
+#include "rewind/speculate/decoder.h"
+#include "rewind/speculate/guess_source.h"
+
+namespace rwd::speculate {
+
+struct BatchRequest {
+    std::vector<TokenId> prompt;           // >= 1 token (BOS included if the model wants one)
+    GenerateOptions generate;              // max tokens, sampler, stop strings: as generate_plain
+    std::unique_ptr<GuessSource> source;   // null: plain decoding, one token per pass
+    int k = 8;                             // guesses per pass, [1, SpeculativeOptions::kMaxK]
+    KPolicy k_policy = KPolicy::Fixed;
+};
+
+struct BatchOptions {
+    // Total bytes of KV cache all active requests may hold (0: no limit). A request's cache is
+    // allocated on admission for min(model context, prompt + max_tokens) positions.
+    uint64_t kv_budget_bytes = 0;
+    KvType kv_type = KvType::F32;
+};
+
+// A retired request.
+struct BatchResult {
+    uint64_t id = 0;
+    std::vector<TokenId> tokens;           // generated ids (prompt excluded), as generate_plain
+    StopReason stop = StopReason::MaxTokens;
+    bool cancelled = false;                // cancel() ended it (stop is then Callback)
+    bool failed = false;                   // it ended with its own error (below); tokens so far kept
+    ErrorCode error_code = ErrorCode::state;
+    std::string error;
+    SpecStats stats;                       // passes this request took part in, guesses, ...
+    double queue_to_first_token_seconds = 0; // admission to its first token
+    double latency_seconds = 0;            // admission to retirement
+};
+
+class BatchDecoder {
+public:
+    // Keeps a reference to ctx (it must outlive the decoder). Throws rwd::Error (state) if ctx
+    // does not use Numerics::Exact (batch invariance needs it).
+    BatchDecoder(Context& ctx, BatchOptions opts = {});
+    ~BatchDecoder();
+    BatchDecoder(const BatchDecoder&) = delete;
+    BatchDecoder& operator=(const BatchDecoder&) = delete;
+
+    // Admits a request: checks it, allocates its cache within the budget, runs its prompt but
+    // the last token (that one rides in its first pass) and resets its source. Returns its id
+    // (ids count up from 1). Throws rwd::Error, admitting nothing and changing no other request:
+    // argument (empty prompt, an id outside the vocabulary, k out of range, bad sampler options,
+    // negative max_tokens, an empty stop string), capacity (a prompt longer than the model's
+    // context; the KV budget would be exceeded; as many requests active as the context's
+    // max_batch, since each needs a row in every pass). A request with nothing to generate
+    // (max_tokens 0, or a prompt filling the context) retires at the next step().
+    uint64_t submit(BatchRequest req);
+
+    // Ends request `id` before the next pass (its tokens so far are kept, cancelled = true).
+    // Returns false if no active request has that id.
+    bool cancel(uint64_t id);
+
+    // One pass over every active request: propose, verify all together in one forward_batch,
+    // judge, roll each cache back. Returns the requests retired by this step (finished,
+    // cancelled or failed), in admission order. A request whose source throws, or whose pass
+    // is refused, retires failed with its own error; the others go on untouched. Each request
+    // gets at most max_batch / active - 1 guesses per pass, so the pass always fits.
+    std::vector<BatchResult> step();
+
+    size_t active() const { return active_.size(); }
+    bool idle() const { return active_.empty(); }
+    uint64_t kv_bytes_in_use() const { return kv_in_use_; }
+    // The bytes of cache a request of `positions` positions takes.
+    uint64_t kv_bytes_for(int64_t positions) const;
+    // Forward passes run by step() so far.
+    int64_t passes() const { return passes_; }
+
+private:
+    struct Request;
+    void judge(Request& r, std::span<const float> logits);
+    void fail(Request& r, ErrorCode code, const std::string& what);
+
+    Context& ctx_;
+    BatchOptions opts_;
+    std::vector<std::unique_ptr<Request>> active_; // admission order
+    std::vector<BatchItem> items_;
+    std::vector<Request*> in_pass_;
+    uint64_t next_id_ = 1;
+    uint64_t kv_in_use_ = 0;
+    int64_t passes_ = 0;
+};
+
+} // namespace rwd::speculate

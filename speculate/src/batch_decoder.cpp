@@ -1,0 +1,290 @@
+// BatchDecoder: per pass, every active request proposes -> one Context::forward_batch over all
+// their [pending token, guesses] -> each request's rows judged in order through its own
+// StopChecker -> each cache truncated to its own emitted prefix. Admission prefills a request
+// alone; retirement frees its cache (and its share of the KV budget).
+#include "rewind/speculate/batch_decoder.h"
+
+#include <algorithm>
+#include <exception>
+
+#include "k_controller.h"
+
+namespace rwd::speculate {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+} // namespace
+
+// One admitted request: its cache, sampler, stop rules and speculation state.
+struct BatchDecoder::Request {
+    uint64_t id = 0;
+    BatchRequest req;
+    KvCache cache;
+    Sampler sampler;
+    StopChecker checker;
+    KController kc;
+    std::vector<TokenId> tokens;  // prompt + everything emitted (the last one pending in the cache)
+    std::vector<TokenId> batch;   // this pass: [pending token, guesses]
+    Proposal proposal;
+    BatchResult res;
+    uint64_t kv_bytes = 0;
+    size_t m = 0;                 // guesses verified this pass
+    bool done = false, cancelled = false;
+    Clock::time_point admitted;
+
+    Request(const Model& model, BatchRequest r, KvCacheOptions kv, int k_max)
+        : req(std::move(r)), cache(model, kv), sampler(req.generate.sampler, model.n_vocab()),
+          checker(req.generate, model.tokenizer(), cache.capacity()), kc(req.k_policy, k_max) {}
+};
+
+BatchDecoder::BatchDecoder(Context& ctx, BatchOptions opts) : ctx_(ctx), opts_(opts) {
+    if (ctx_.options().numerics != Numerics::Exact)
+        throw Error(ErrorCode::state, "batch decoding: the context uses Numerics::LlamaCpp, whose results change with the "
+                                      "pass size; batching needs Numerics::Exact");
+    if (opts_.kv_type != KvType::F32 && opts_.kv_type != KvType::F16) throw Error("batch decoding: unknown KvType");
+    const auto B = static_cast<size_t>(ctx_.options().max_batch);
+    items_.reserve(B);
+    in_pass_.reserve(B);
+    active_.reserve(B);
+}
+
+BatchDecoder::~BatchDecoder() = default;
+
+uint64_t BatchDecoder::kv_bytes_for(int64_t positions) const {
+    const LlamaHparams& hp = ctx_.model().hparams();
+    const uint64_t elem = opts_.kv_type == KvType::F32 ? 4 : 2;
+    return 2 * static_cast<uint64_t>(hp.n_layer) * static_cast<uint64_t>(positions) *
+           static_cast<uint64_t>(hp.n_head_kv * hp.head_dim()) * elem;
+}
+
+uint64_t BatchDecoder::submit(BatchRequest req) {
+    const Model& model = ctx_.model();
+    const auto P = static_cast<int64_t>(req.prompt.size());
+    const int64_t n_ctx = model.hparams().n_ctx_train;
+    if (P == 0) throw Error("batch decoding: the prompt is empty");
+    for (int64_t i = 0; i < P; ++i) {
+        const TokenId id = req.prompt[static_cast<size_t>(i)];
+        if (!model.tokenizer().valid(id) || id >= model.n_vocab())
+            throw Error("batch decoding: prompt token " + std::to_string(i) + " has id " + std::to_string(id) +
+                        ", outside the vocabulary");
+    }
+    if (P > n_ctx)
+        throw Error(ErrorCode::capacity, "batch decoding: the prompt of " + std::to_string(P) +
+                                             " tokens exceeds the model's context length " + std::to_string(n_ctx));
+    if (req.generate.max_tokens < 0)
+        throw Error("batch decoding: max_tokens must be >= 0, got " + std::to_string(req.generate.max_tokens));
+    if (req.source && (req.k < 1 || req.k > SpeculativeOptions::kMaxK))
+        throw Error("batch decoding: k must be in [1, " + std::to_string(SpeculativeOptions::kMaxK) + "], got " +
+                    std::to_string(req.k));
+    // Sampler and stop options are checked by their constructors, before any cache is allocated.
+    (void)Sampler(req.generate.sampler, model.n_vocab());
+    (void)StopChecker(req.generate, model.tokenizer(), n_ctx);
+    if (static_cast<int64_t>(active_.size()) >= ctx_.options().max_batch)
+        throw Error(ErrorCode::capacity, "batch decoding: " + std::to_string(active_.size()) +
+                                             " requests are active, the most a pass of max_batch " +
+                                             std::to_string(ctx_.options().max_batch) + " tokens can carry");
+    // As many positions as plain decoding could fill: then stops (ContextFull included) fall
+    // exactly where generate_plain's do with a cache of the whole context.
+    const int64_t capacity = std::min(n_ctx, P + req.generate.max_tokens);
+    const uint64_t need = kv_bytes_for(capacity);
+    if (opts_.kv_budget_bytes > 0 && need > opts_.kv_budget_bytes - std::min(kv_in_use_, opts_.kv_budget_bytes))
+        throw Error(ErrorCode::capacity, "batch decoding: admitting a request of " + std::to_string(capacity) +
+                                             " positions needs " + std::to_string(need) + " bytes of KV cache; " +
+                                             std::to_string(kv_in_use_) + " of the budget of " +
+                                             std::to_string(opts_.kv_budget_bytes) + " bytes are in use by " +
+                                             std::to_string(active_.size()) + " active requests");
+
+    // Built aside; joins active_ only when everything has succeeded.
+    const int k_max = req.source ? static_cast<int>(std::min<int64_t>(req.k, ctx_.options().max_batch - 1)) : 0;
+    auto r = std::make_unique<Request>(model, std::move(req), KvCacheOptions{.capacity = capacity, .type = opts_.kv_type},
+                                       k_max);
+    r->admitted = Clock::now();
+    r->kv_bytes = need;
+    r->res.stats.proposed_at.assign(static_cast<size_t>(k_max), 0);
+    r->res.stats.accepted_at.assign(static_cast<size_t>(k_max), 0);
+    const std::vector<TokenId>& prompt = r->req.prompt;
+    if (P > 1) ctx_.forward(r->cache, std::span<const TokenId>(prompt).first(static_cast<size_t>(P - 1)), Logits::None);
+    r->res.stats.prompt_seconds = seconds_between(r->admitted, Clock::now());
+    r->tokens.assign(prompt.begin(), prompt.end());
+    r->tokens.reserve(static_cast<size_t>(capacity + k_max + 1));
+    r->batch.reserve(static_cast<size_t>(k_max + 1));
+    if (r->req.generate.max_tokens == 0 || P == capacity) {
+        // Nothing can be generated (as generate_plain): retires at the next step.
+        r->res.stop = r->req.generate.max_tokens == 0 ? StopReason::MaxTokens : StopReason::ContextFull;
+        r->done = true;
+    } else if (r->req.source) {
+        r->req.source->reset(GenerationStart{r->tokens, VerifyMode::Exact, r->req.generate.sampler});
+    }
+    r->id = next_id_++;
+    r->res.id = r->id;
+    kv_in_use_ += need;
+    active_.push_back(std::move(r));
+    return active_.back()->id;
+}
+
+bool BatchDecoder::cancel(uint64_t id) {
+    for (auto& r : active_) {
+        if (r->id == id && !r->done) {
+            r->cancelled = true;
+            return true;
+        }
+    }
+    return false;
+}
+
+void BatchDecoder::fail(Request& r, ErrorCode code, const std::string& what) {
+    r.res.failed = true;
+    r.res.error_code = code;
+    r.res.error = what;
+    r.done = true;
+}
+
+// Judges r's rows (logits [r.m + 1, n_vocab]) in order, as SpeculativeDecoder does in exact
+// mode: the target's own token at each position; a guess stands iff it is that token.
+void BatchDecoder::judge(Request& r, std::span<const float> logits) {
+    const auto n_vocab = static_cast<size_t>(ctx_.model().n_vocab());
+    SpecStats& st = r.res.stats;
+    const int64_t pc = r.cache.size() - static_cast<int64_t>(r.m) - 1; // where the pending token went
+    ++st.passes;
+    st.proposed += static_cast<int64_t>(r.m);
+    if (r.m == 0) ++st.empty_passes;
+    for (size_t i = 0; i < r.m; ++i) ++st.proposed_at[i];
+    int accepted = 0;
+    int64_t emitted = 0;
+    for (size_t i = 0; i <= r.m; ++i) {
+        const auto pos = static_cast<int64_t>(r.tokens.size());
+        const TokenId t = r.sampler.sample(logits.data() + i * n_vocab, pos, r.tokens);
+        const bool stands = i < r.m && t == r.proposal.tokens[i];
+        if (stands) {
+            ++accepted;
+            ++st.accepted_at[i];
+        }
+        r.tokens.push_back(t);
+        r.res.tokens.push_back(t);
+        if (r.res.tokens.size() == 1) r.res.queue_to_first_token_seconds = seconds_between(r.admitted, Clock::now());
+        ++emitted;
+        if (r.checker.push(t, pos)) {
+            r.res.stop = r.checker.reason();
+            r.done = true;
+            break;
+        }
+        if (!stands) break;
+    }
+    // Keep the emitted tokens but the last (the next pass's pending token).
+    r.cache.truncate(pc + emitted);
+    st.accepted += accepted;
+    st.emitted += emitted;
+    r.kc.observe(static_cast<int>(r.m), accepted);
+    if (!r.done && r.req.source) {
+        try {
+            r.req.source->accept(r.tokens);
+        } catch (const Error& e) {
+            fail(r, e.code(), std::string("guess source '") + std::string(r.req.source->name()) + "': " + e.what());
+        }
+    }
+}
+
+std::vector<BatchResult> BatchDecoder::step() {
+    const Model& model = ctx_.model();
+    const Tokenizer& tok = model.tokenizer();
+    items_.clear();
+    in_pass_.clear();
+    for (auto& rp : active_) {
+        if (rp->cancelled) {
+            rp->res.cancelled = true;
+            rp->res.stop = StopReason::Callback;
+            rp->done = true;
+        }
+    }
+    // Guesses per request so that one pass carries every active request.
+    size_t live = 0;
+    for (auto& rp : active_) live += rp->done ? 0 : 1;
+    const int64_t per = live ? std::max<int64_t>(0, ctx_.options().max_batch / static_cast<int64_t>(live) - 1) : 0;
+
+    const auto t_propose = Clock::now();
+    for (auto& rp : active_) {
+        Request& r = *rp;
+        if (r.done) continue;
+        const int64_t pc = r.cache.size();
+        const auto generated = static_cast<int64_t>(r.res.tokens.size());
+        // Every guess must land inside the cache, and a pass emits at most m + 1 tokens.
+        const int64_t room = r.req.source ? std::min<int64_t>({r.kc.next(), r.cache.capacity() - 1 - pc,
+                                                               r.req.generate.max_tokens - generated - 1, per})
+                                          : 0;
+        r.proposal.clear();
+        if (room >= 1) {
+            try {
+                r.req.source->propose(r.tokens, static_cast<int>(room), r.proposal);
+            } catch (const Error& e) {
+                fail(r, e.code(), std::string("guess source '") + std::string(r.req.source->name()) + "': " + e.what());
+                continue;
+            }
+        }
+        r.m = std::min(r.proposal.tokens.size(), static_cast<size_t>(std::max<int64_t>(room, 0)));
+        for (size_t i = 0; i < r.m; ++i) {
+            const TokenId g = r.proposal.tokens[i];
+            if (!tok.valid(g) || g >= model.n_vocab()) r.m = i; // a guess the model cannot run ends the run
+        }
+        r.batch.clear();
+        r.batch.push_back(r.tokens.back());
+        r.batch.insert(r.batch.end(), r.proposal.tokens.begin(),
+                       r.proposal.tokens.begin() + static_cast<std::ptrdiff_t>(r.m));
+        items_.push_back(BatchItem{&r.cache, r.batch, Logits::All, {}});
+        in_pass_.push_back(&r);
+    }
+    const double propose_seconds = seconds_between(t_propose, Clock::now());
+
+    if (!items_.empty()) {
+        const auto t_verify = Clock::now();
+        bool batched = true;
+        try {
+            ctx_.forward_batch(items_);
+            ++passes_;
+        } catch (const Error&) {
+            batched = false; // refused before anything changed: find out whose input it was
+        }
+        if (batched) {
+            for (size_t j = 0; j < items_.size(); ++j) judge(*in_pass_[j], items_[j].logits);
+        } else {
+            // Each request alone: the bits are the same, and a refusal is its own.
+            for (size_t j = 0; j < items_.size(); ++j) {
+                Request& r = *in_pass_[j];
+                try {
+                    const auto logits = ctx_.forward(r.cache, r.batch, Logits::All);
+                    ++passes_;
+                    judge(r, logits);
+                } catch (const Error& e) {
+                    fail(r, e.code(), e.what());
+                }
+            }
+        }
+        const double verify_seconds = seconds_between(t_verify, Clock::now());
+        for (Request* r : in_pass_) {
+            r->res.stats.verify_seconds += verify_seconds;
+            r->res.stats.propose_seconds += propose_seconds;
+        }
+    }
+
+    // Retire, in admission order; the rest keep their order.
+    std::vector<BatchResult> out;
+    const auto now = Clock::now();
+    size_t keep = 0;
+    for (size_t i = 0; i < active_.size(); ++i) {
+        Request& r = *active_[i];
+        if (r.done) {
+            r.res.latency_seconds = seconds_between(r.admitted, now);
+            r.res.stats.total_seconds = r.res.latency_seconds;
+            kv_in_use_ -= r.kv_bytes;
+            out.push_back(std::move(r.res));
+            active_[i].reset();
+        } else {
+            active_[keep++] = std::move(active_[i]);
+        }
+    }
+    active_.resize(keep);
+    return out;
+}
+
+} // namespace rwd::speculate

@@ -1,0 +1,295 @@
+// The batch decoder is lossless per request: every request's tokens and stop reason equal its own
+// plain, unbatched generate_plain output (greedy and seeded sampling, with and without guesses),
+// while requests join and leave between passes; a failing or cancelled request ends alone; the
+// KV budget and the pass size refuse admission with a clear error.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "rewind/context.h"
+#include "rewind/error.h"
+#include "rewind/generate.h"
+#include "rewind/model.h"
+#include "rewind/speculate/batch_decoder.h"
+#include "rewind/speculate/ngram_source.h"
+
+using namespace rwd;
+using namespace rwd::speculate;
+
+namespace {
+
+std::shared_ptr<const Model> load(const std::string& name) {
+    static std::map<std::string, std::shared_ptr<const Model>> cache;
+    auto& m = cache[name];
+    if (!m) m = Model::load(name == "bundled" ? std::string(REWIND_ASSETS_DIR) + "/pycode-4m-q8_0.gguf"
+                                               : std::string(REWIND_SHARED_DIR) + "/models/" + name + ".gguf");
+    return m;
+}
+
+const char* kTexts[] = {
+    "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(",
+    "import os\nimport sys\n\n",
+    "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, x):\n        self.items.append(x)\n\n    def pop(self):\n",
+    "for i in range(10):\n    print(i)\nfor j in range(",
+    "x",
+    "    if key in self._cache:\n        return self._cache[key]\n    value = self._compute(key)\n    self._cache[key] = value\n",
+};
+
+struct Spec {
+    int text;
+    int64_t max_tokens;
+    bool sampled;
+    int k; // 0: no guess source
+    KPolicy policy = KPolicy::Fixed;
+};
+
+GenerateOptions options_of(const Spec& s, uint64_t seed) {
+    GenerateOptions g;
+    g.max_tokens = s.max_tokens;
+    if (s.sampled) {
+        g.sampler.temperature = 0.8f;
+        g.sampler.top_k = 40;
+        g.sampler.seed = seed;
+    }
+    return g;
+}
+
+BatchRequest request_of(const Model& m, const Spec& s, uint64_t seed) {
+    BatchRequest r;
+    r.prompt = m.tokenizer().encode(kTexts[s.text]);
+    r.generate = options_of(s, seed);
+    if (s.k > 0) {
+        r.source = std::make_unique<NgramSource>();
+        r.k = s.k;
+        r.k_policy = s.policy;
+    }
+    return r;
+}
+
+GenerateResult plain(Context& ctx, const Model& m, const Spec& s, uint64_t seed) {
+    KvCache cache(m);
+    return generate_plain(ctx, cache, m.tokenizer().encode(kTexts[s.text]), options_of(s, seed));
+}
+
+// Runs specs with at most `concurrency` active at once (admitting as slots free up); results by id.
+std::map<uint64_t, BatchResult> run_all(BatchDecoder& dec, const Model& m, const std::vector<Spec>& specs,
+                                        size_t concurrency, std::vector<uint64_t>& ids) {
+    std::map<uint64_t, BatchResult> out;
+    size_t next = 0;
+    while (next < specs.size() || !dec.idle()) {
+        while (next < specs.size() && dec.active() < concurrency) {
+            ids.push_back(dec.submit(request_of(m, specs[next], 100 + next)));
+            ++next;
+        }
+        for (BatchResult& r : dec.step()) out[r.id] = std::move(r);
+    }
+    return out;
+}
+
+class BatchDecoding : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(BatchDecoding, EveryRequestEqualsItsOwnPlainDecoding) {
+    auto model = load(GetParam());
+    Context ctx(model, {.n_threads = 2, .max_batch = 64});
+    Context solo(model, {.n_threads = 1, .max_batch = 64});
+    const std::vector<Spec> specs = {
+        {0, 40, false, 4},
+        {1, 25, true, 0},
+        {2, 60, false, 8, KPolicy::Adaptive},
+        {3, 30, true, 5},
+        {4, 12, false, 0},
+        {5, 50, true, 3, KPolicy::Adaptive},
+        {0, 33, true, 6},
+        {2, 0, false, 4}, // nothing to generate
+    };
+    for (size_t concurrency : {size_t(1), size_t(3), size_t(8)}) {
+        SCOPED_TRACE("concurrency " + std::to_string(concurrency));
+        BatchDecoder dec(ctx);
+        std::vector<uint64_t> ids;
+        const auto results = run_all(dec, *model, specs, concurrency, ids);
+        ASSERT_EQ(results.size(), specs.size());
+        EXPECT_EQ(dec.kv_bytes_in_use(), 0u);
+        int64_t accepted = 0;
+        for (size_t i = 0; i < specs.size(); ++i) {
+            const BatchResult& r = results.at(ids[i]);
+            const GenerateResult want = plain(solo, *model, specs[i], 100 + i);
+            EXPECT_FALSE(r.failed) << r.error;
+            EXPECT_EQ(r.tokens, want.tokens) << "request " << i;
+            EXPECT_EQ(r.stop, want.stop) << "request " << i;
+            EXPECT_EQ(r.stats.emitted, static_cast<int64_t>(r.tokens.size()));
+            accepted += r.stats.accepted;
+        }
+        EXPECT_GT(accepted, 0) << "the n-gram source should land some guesses";
+        if (concurrency > 1) {
+            EXPECT_LT(dec.passes(), 200) << "requests should share passes";
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, BatchDecoding, ::testing::Values("pycode-4m", "bundled"),
+                         [](const auto& info) { return std::string(info.param) == "bundled" ? "q8_0" : "f32"; });
+
+TEST(BatchDecoder, CancelEndsOneRequestOthersGoOn) {
+    auto model = load("pycode-4m");
+    Context ctx(model, {.n_threads = 1, .max_batch = 64});
+    BatchDecoder dec(ctx);
+    const std::vector<Spec> specs = {{0, 30, false, 4}, {3, 30, true, 0}, {5, 30, false, 4}};
+    std::vector<uint64_t> ids;
+    for (size_t i = 0; i < specs.size(); ++i) ids.push_back(dec.submit(request_of(*model, specs[i], 100 + i)));
+    std::map<uint64_t, BatchResult> out;
+    for (int s = 0; s < 3; ++s)
+        for (BatchResult& r : dec.step()) out[r.id] = std::move(r);
+    EXPECT_TRUE(dec.cancel(ids[1]));
+    EXPECT_FALSE(dec.cancel(12345));
+    while (!dec.idle())
+        for (BatchResult& r : dec.step()) out[r.id] = std::move(r);
+    EXPECT_FALSE(dec.cancel(ids[1])) << "retired";
+    ASSERT_EQ(out.size(), 3u);
+    for (size_t i = 0; i < specs.size(); ++i) {
+        const BatchResult& r = out.at(ids[i]);
+        const GenerateResult want = plain(ctx, *model, specs[i], 100 + i);
+        if (i == 1) {
+            EXPECT_TRUE(r.cancelled);
+            EXPECT_EQ(r.stop, StopReason::Callback);
+            ASSERT_EQ(r.tokens.size(), 3u) << "one token per plain pass, three passes";
+            EXPECT_TRUE(std::equal(r.tokens.begin(), r.tokens.end(), want.tokens.begin()));
+        } else {
+            EXPECT_FALSE(r.cancelled);
+            EXPECT_EQ(r.tokens, want.tokens);
+            EXPECT_EQ(r.stop, want.stop);
+        }
+    }
+}
+
+// A source that throws on its n-th proposal.
+class FailingSource final : public GuessSource {
+public:
+    explicit FailingSource(int fail_at) : fail_at_(fail_at) {}
+    std::string_view name() const override { return "failing"; }
+    void reset(const GenerationStart&) override {}
+    void propose(std::span<const TokenId>, int, Proposal& out) override {
+        if (++calls_ == fail_at_) throw Error(ErrorCode::state, "proposal " + std::to_string(calls_) + " broke");
+        out.tokens.push_back(7);
+    }
+    void accept(std::span<const TokenId>) override {}
+
+private:
+    int fail_at_, calls_ = 0;
+};
+
+TEST(BatchDecoder, FailingRequestEndsAloneWithItsOwnError) {
+    auto model = load("pycode-4m");
+    Context ctx(model, {.n_threads = 1, .max_batch = 64});
+    BatchDecoder dec(ctx);
+    const std::vector<Spec> specs = {{0, 20, false, 4}, {2, 20, true, 0}, {5, 20, false, 3}};
+    std::vector<uint64_t> ids;
+    for (size_t i = 0; i < specs.size(); ++i) {
+        BatchRequest r = request_of(*model, specs[i], 100 + i);
+        if (i == 1) {
+            r.source = std::make_unique<FailingSource>(3);
+            r.k = 2;
+        }
+        ids.push_back(dec.submit(std::move(r)));
+    }
+    std::map<uint64_t, BatchResult> out;
+    while (!dec.idle())
+        for (BatchResult& r : dec.step()) out[r.id] = std::move(r);
+    ASSERT_EQ(out.size(), 3u);
+    const BatchResult& bad = out.at(ids[1]);
+    EXPECT_TRUE(bad.failed);
+    EXPECT_EQ(bad.error_code, ErrorCode::state);
+    EXPECT_NE(bad.error.find("failing"), std::string::npos) << bad.error;
+    EXPECT_NE(bad.error.find("proposal 3 broke"), std::string::npos) << bad.error;
+    const GenerateResult bad_plain = plain(ctx, *model, specs[1], 101);
+    ASSERT_LE(bad.tokens.size(), bad_plain.tokens.size());
+    EXPECT_TRUE(std::equal(bad.tokens.begin(), bad.tokens.end(), bad_plain.tokens.begin())) << "what it emitted stands";
+    for (size_t i : {size_t(0), size_t(2)}) {
+        const BatchResult& r = out.at(ids[i]);
+        EXPECT_FALSE(r.failed) << r.error;
+        EXPECT_EQ(r.tokens, plain(ctx, *model, specs[i], 100 + i).tokens);
+    }
+}
+
+ErrorCode refused_code(BatchDecoder& dec, BatchRequest r) {
+    const size_t active = dec.active();
+    const uint64_t bytes = dec.kv_bytes_in_use();
+    try {
+        dec.submit(std::move(r));
+    } catch (const Error& e) {
+        EXPECT_EQ(dec.active(), active);
+        EXPECT_EQ(dec.kv_bytes_in_use(), bytes);
+        EXPECT_FALSE(std::string(e.what()).empty());
+        return e.code();
+    }
+    ADD_FAILURE() << "admitted";
+    return ErrorCode::io;
+}
+
+TEST(BatchDecoder, AdmissionRefusalsAreClearAndChangeNothing) {
+    auto model = load("pycode-4m");
+    Context ctx(model, {.n_threads = 1, .max_batch = 3});
+    const Spec s{0, 20, false, 2};
+    BatchDecoder probe(ctx);
+    const int64_t positions = static_cast<int64_t>(model->tokenizer().encode(kTexts[0]).size()) + 20;
+    // Room for two such requests, not three.
+    BatchDecoder dec(ctx, {.kv_budget_bytes = 2 * probe.kv_bytes_for(positions) + 100});
+    const uint64_t a = dec.submit(request_of(*model, s, 1));
+    dec.submit(request_of(*model, s, 2));
+    EXPECT_EQ(dec.kv_bytes_in_use(), 2 * dec.kv_bytes_for(positions));
+    EXPECT_EQ(refused_code(dec, request_of(*model, s, 3)), ErrorCode::capacity);
+
+    BatchRequest empty = request_of(*model, s, 4);
+    empty.prompt.clear();
+    EXPECT_EQ(refused_code(dec, std::move(empty)), ErrorCode::argument);
+    BatchRequest bad_id = request_of(*model, s, 4);
+    bad_id.prompt.push_back(static_cast<TokenId>(model->n_vocab()));
+    EXPECT_EQ(refused_code(dec, std::move(bad_id)), ErrorCode::argument);
+    BatchRequest bad_k = request_of(*model, s, 4);
+    bad_k.k = 0;
+    EXPECT_EQ(refused_code(dec, std::move(bad_k)), ErrorCode::argument);
+    BatchRequest bad_sampler = request_of(*model, s, 4);
+    bad_sampler.generate.sampler.top_p = 2.0f;
+    EXPECT_EQ(refused_code(dec, std::move(bad_sampler)), ErrorCode::argument);
+    BatchRequest too_long = request_of(*model, s, 4);
+    too_long.prompt.assign(static_cast<size_t>(model->hparams().n_ctx_train + 1), too_long.prompt.back());
+    EXPECT_EQ(refused_code(dec, std::move(too_long)), ErrorCode::capacity);
+
+    // Cancelling one frees its budget at the next step; a third then fits.
+    EXPECT_TRUE(dec.cancel(a));
+    const auto retired = dec.step();
+    ASSERT_EQ(retired.size(), 1u);
+    EXPECT_TRUE(retired[0].cancelled);
+    EXPECT_TRUE(retired[0].tokens.empty());
+    EXPECT_NO_THROW(dec.submit(request_of(*model, s, 3)));
+
+    // max_batch 3: at most three active requests (each needs a row of every pass).
+    BatchDecoder unlimited(ctx);
+    for (int i = 0; i < 3; ++i) unlimited.submit(request_of(*model, s, 10 + i));
+    EXPECT_EQ(refused_code(unlimited, request_of(*model, s, 20)), ErrorCode::capacity);
+    // Three at once in a pass of 3 rows: no room for guesses, still lossless.
+    std::map<uint64_t, BatchResult> out;
+    while (!unlimited.idle())
+        for (BatchResult& r : unlimited.step()) out[r.id] = std::move(r);
+    Context solo(model, {.n_threads = 1, .max_batch = 64});
+    for (auto& [id, r] : out) {
+        EXPECT_EQ(r.tokens, plain(solo, *model, s, 10 + (id - 1)).tokens);
+        EXPECT_EQ(r.stats.proposed, 0);
+    }
+}
+
+TEST(BatchDecoder, RefusesLlamaCppNumerics) {
+    auto model = load("pycode-600k");
+    Context ctx(model, {.n_threads = 1, .max_batch = 8, .numerics = Numerics::LlamaCpp});
+    try {
+        BatchDecoder dec(ctx);
+        ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::state);
+    }
+}
+
+} // namespace
