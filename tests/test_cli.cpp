@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -181,4 +183,61 @@ TEST_F(Cli, NegativeTemperatureIsGreedy) {
     const CliRun help = run("generate --help");
     EXPECT_NE(help.out.find("0 or below = greedy"), std::string::npos) << help.out;
     std::filesystem::remove(prompt);
+}
+
+// `rewind batch` writes one JSON line per request, each equal to `rewind generate` of its prompt
+// alone; a request that cannot run ends with its own error line and the others go on.
+TEST_F(Cli, BatchWritesOneLinePerRequestEachEqualToGenerate) {
+    const std::vector<std::string> prompts = {"def add(a, b):\n    return a + b\n\ndef sub(a, b):\n",
+                                              "import os\nimport sys\n", "class Stack:\n    def push(self, x):\n"};
+    std::string wl;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        const std::string id = std::string("r").append(std::to_string(i)); // (GCC 12's -Wrestrict misfires on "r" + s)
+        nlohmann::json j{{"id", id}, {"prompt", prompts[i]}, {"max_tokens", 12}};
+        if (i != 1) j["references"] = {prompts[i] + "    return a - b\n"};
+        wl += j.dump() + "\n";
+    }
+    const std::string path = write_temp("batch.jsonl", wl);
+    std::map<std::string, nlohmann::json> lines;
+    auto collect = [&](const std::string& out) {
+        lines.clear();
+        std::istringstream in(out);
+        for (std::string line; std::getline(in, line);)
+            if (!line.empty() && line[0] == '{') {
+                auto j = nlohmann::json::parse(line);
+                lines[j.at("id").get<std::string>()] = j;
+            }
+    };
+    CliRun r = run("batch --workload " + path + " --concurrency 2 --spec ngram -k 4");
+    ASSERT_EQ(r.status, 0) << r.out;
+    collect(r.out);
+    ASSERT_EQ(lines.size(), prompts.size()) << r.out;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        const std::string prompt = write_temp("batch_prompt.txt", prompts[i]);
+        const CliRun g = run("generate -f " + prompt + " -n 12 --json");
+        ASSERT_EQ(g.status, 0) << g.out;
+        const auto gj = nlohmann::json::parse(g.out);
+        const auto& bj = lines.at(std::string("r").append(std::to_string(i)));
+        EXPECT_EQ(bj.at("generated_ids"), gj.at("generated_ids")) << i;
+        EXPECT_EQ(bj.at("stop_reason"), gj.at("stop_reason")) << i;
+        EXPECT_EQ(bj.at("text"), gj.at("generated_text")) << i;
+        EXPECT_TRUE(bj.contains("speculation"));
+        std::filesystem::remove(prompt);
+    }
+    // --spec ref: the item without references fails alone.
+    r = run("batch --workload " + path + " --concurrency 3 --spec ref");
+    ASSERT_EQ(r.status, 0) << r.out;
+    collect(r.out);
+    ASSERT_EQ(lines.size(), prompts.size()) << r.out;
+    EXPECT_TRUE(lines.at("r1").contains("error")) << r.out;
+    EXPECT_FALSE(lines.at("r0").contains("error")) << r.out;
+    EXPECT_FALSE(lines.at("r2").contains("error")) << r.out;
+    // bench --concurrency checks every request against its own plain decoding.
+    r = run("bench --workload " + path + " --concurrency 1,2 -n 8 --repeat 1 -k 4");
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("every request equals its own unbatched plain decoding"), std::string::npos) << r.out;
+    r = run("batch --workload " + path + " --concurrency 0");
+    ASSERT_TRUE(WIFEXITED(r.status));
+    EXPECT_EQ(WEXITSTATUS(r.status), 8) << r.out;
+    std::filesystem::remove(path);
 }

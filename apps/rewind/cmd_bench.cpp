@@ -20,11 +20,13 @@
 #include "rewind/error.h"
 #include "rewind/file_io.h"
 #include "rewind/model.h"
+#include "rewind/bench/bench_batch.h"
 #include "rewind/bench/bench_cost.h"
 #include "rewind/bench/bench_report.h"
 #include "rewind/bench/bench_runner.h"
 #include "rewind/bench/bench_workload.h"
 #include "rewind/bench/bench_memory.h"
+#include "rewind/generate.h"
 #include "rewind/speculate/reference_source.h"
 
 namespace rwd::cli {
@@ -60,6 +62,7 @@ struct BenchCliOptions {
     std::string project;         // a saved workload report whose tokens per pass to project
     std::string from_json; // redraw the reports of a saved --json file instead of measuring
     bool no_repack = false; // keep Q8_0 weights in the file's layout (ModelOptions::repack_q8_0)
+    std::vector<int> concurrency; // --concurrency: continuous-batching mode at these levels
 };
 
 std::string join(const std::vector<std::string>& v, const char* sep) {
@@ -241,8 +244,127 @@ int emit_reports(const rb::BenchResult& r, const BenchCliOptions& o) {
 }
 
 
+double median_of(std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// --concurrency: the workload through the batch decoder at each level, plain and speculative,
+// runs interleaved (--repeat rounds, medians); every request's output is checked against its own
+// plain, unbatched generate_plain output (also the single-request latency baseline).
+int run_concurrency(const BenchCliOptions& o, const std::string& model_path) {
+    if (o.workloads.empty()) throw Error("bench: --concurrency needs --workload FILE");
+    for (int c : o.concurrency)
+        if (c < 1) throw Error("bench: --concurrency wants positive integers, got " + std::to_string(c));
+    if (o.repeat < 1) throw Error("bench: --repeat must be >= 1");
+    if (o.spec.size() != 1) throw Error("bench: --concurrency measures one --spec source, got " + std::to_string(o.spec.size()));
+    if (o.ks.empty()) throw Error("bench: --k is empty");
+    std::vector<rb::WorkItem> items;
+    for (const auto& w : o.workloads) {
+        auto part = rb::take_first(rb::load_workload(w), o.items);
+        items.insert(items.end(), part.begin(), part.end());
+    }
+    const ModelOptions mo{.repack_q8_0 = !o.no_repack};
+    auto model = Model::load(model_path, mo);
+    Context ctx(model, ContextOptions{.n_threads = o.threads});
+    SamplerOptions so;
+    so.temperature = o.temp;
+    so.seed = o.seed;
+
+    // Baseline: each request alone, plain decoding.
+    std::vector<std::vector<TokenId>> want(items.size());
+    std::vector<double> solo_latency;
+    int64_t solo_tokens = 0;
+    double solo_seconds = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+        KvCache cache(*model);
+        GenerateOptions g;
+        g.max_tokens = o.n_predict > 0 ? o.n_predict : items[i].max_tokens;
+        g.sampler = so;
+        const auto r = generate_plain(ctx, cache, model->tokenizer().encode(items[i].prompt), g);
+        want[i] = r.tokens;
+        solo_latency.push_back(r.prompt_seconds + r.generate_seconds);
+        solo_tokens += static_cast<int64_t>(r.tokens.size());
+        solo_seconds += r.prompt_seconds + r.generate_seconds;
+    }
+    const double solo_tps = solo_seconds > 0 ? static_cast<double>(solo_tokens) / solo_seconds : 0.0;
+    const double solo_p50 = median_of(solo_latency);
+
+    rb::BatchRunOptions plain;
+    plain.sampler = so;
+    plain.max_tokens = o.n_predict;
+    if (!o.draft.empty()) plain.draft = Model::load(o.draft, mo);
+    rb::BatchRunOptions spec = plain;
+    spec.spec = o.spec.front();
+    spec.k = o.ks.back();
+    spec.adaptive = o.adaptive || o.adaptive_only;
+
+    int64_t mismatches = 0;
+    auto check = [&](const rb::BatchRun& run, const char* what, int c) {
+        for (const rb::BatchRunItem& it : run.items) {
+            if (!it.result.failed && it.result.tokens == want[it.index]) continue;
+            ++mismatches;
+            std::fprintf(stderr, "rewind bench: LOSSLESS CHECK FAILED: item %s, %s at concurrency %d%s%s\n",
+                         items[it.index].id.c_str(), what, c, it.result.failed ? ": " : "",
+                         it.result.error.c_str());
+        }
+    };
+    struct Row {
+        int c;
+        std::vector<double> plain_tps, spec_tps, plain_lat, spec_lat;
+        double spec_tokens_per_pass = 0;
+    };
+    std::vector<Row> rows;
+    double c1_plain = 0;
+    for (int c : o.concurrency) {
+        Row row{c, {}, {}, {}, {}};
+        plain.concurrency = spec.concurrency = c;
+        int64_t emitted = 0, passes_of = 0;
+        for (int rep = 0; rep < o.repeat; ++rep) {
+            const rb::BatchRun p = rb::run_batched(ctx, items, plain);
+            const rb::BatchRun s = rb::run_batched(ctx, items, spec);
+            check(p, "plain batching", c);
+            check(s, "speculative batching", c);
+            row.plain_tps.push_back(p.tokens_per_second());
+            row.spec_tps.push_back(s.tokens_per_second());
+            for (const auto& it : p.items) row.plain_lat.push_back(it.result.latency_seconds);
+            for (const auto& it : s.items) {
+                row.spec_lat.push_back(it.result.latency_seconds);
+                emitted += it.result.stats.emitted;
+                passes_of += it.result.stats.passes;
+            }
+        }
+        row.spec_tokens_per_pass = passes_of ? static_cast<double>(emitted) / static_cast<double>(passes_of) : 0.0;
+        if (c == 1) c1_plain = median_of(row.plain_tps);
+        rows.push_back(std::move(row));
+    }
+
+    std::printf("model: %s, %zu requests, %d threads, %s, repeat %d (medians)\n", model_path.c_str(), items.size(),
+                o.threads, o.temp > 0 ? "sampled" : "greedy", o.repeat);
+    std::printf("single requests, unbatched plain decoding: %.1f tokens/s, p50 latency %.3f s\n\n", solo_tps, solo_p50);
+    std::printf("| concurrency | plain tok/s | vs 1 request | %s k=%d tok/s | spec / plain | tokens per request-pass | "
+                "p50 latency plain (s) | p50 latency spec (s) | p50 plain / single |\n",
+                spec.spec.c_str(), spec.k);
+    std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (const Row& r : rows) {
+        const double pt = median_of(r.plain_tps), st = median_of(r.spec_tps);
+        const double base = c1_plain > 0 ? c1_plain : solo_tps;
+        std::printf("| %d | %.1f | %.2fx | %.1f | %.2fx | %.2f | %.3f | %.3f | %.2fx |\n", r.c, pt,
+                    base > 0 ? pt / base : 0.0, st, pt > 0 ? st / pt : 0.0, r.spec_tokens_per_pass,
+                    median_of(r.plain_lat), median_of(r.spec_lat),
+                    solo_p50 > 0 ? median_of(r.plain_lat) / solo_p50 : 0.0);
+    }
+    std::printf("\n\"vs 1 request\": against concurrency 1 of this run when measured, else unbatched plain decoding. "
+                "Lossless: %s.\n",
+                mismatches ? "FAILED" : "every request equals its own unbatched plain decoding");
+    return mismatches ? 2 : 0;
+}
+
 int run_bench(const BenchCliOptions& o) {
     const std::string model_path = o.model.empty() ? default_model_path() : o.model;
+    if (!o.concurrency.empty()) return run_concurrency(o, model_path);
     if (o.cost_only) return run_cost_curve(o, model_path);
     if (!o.from_json.empty()) {
         return emit_reports(rb::from_json(read_file_limited(o.from_json, kMaxWorkloadFileBytes, "bench JSON file"),
@@ -368,6 +490,11 @@ void register_bench(CLI::App& app, Runner& run) {
         ->capture_default_str();
     cmd->add_option("--project", o->project,
                     "--cost-curve: a saved --json workload report; projects its tokens per pass onto this model's cost curve");
+    cmd->add_option("--concurrency", o->concurrency,
+                    "Continuous batching at these numbers of concurrent requests (comma-separated): aggregate "
+                    "tokens/s and per-request latency, plain and speculative (first --spec, largest --k), each "
+                    "request checked against its own unbatched plain decoding")
+        ->delimiter(',');
     cmd->add_option("--from-json", o->from_json, "Redraw the reports (Markdown, --svg, --json) of a saved --json file; measures nothing");
     cmd->callback([o, rep, &run] {
         o->repeat_given = rep->count() > 0;

@@ -14,6 +14,7 @@ void register_inspect(CLI::App& app, Runner& run);
 void register_tokenize(CLI::App& app, Runner& run);
 void register_generate(CLI::App& app, Runner& run);
 void register_bench(CLI::App& app, Runner& run);
+void register_batch(CLI::App& app, Runner& run);
 void register_make_dummy(CLI::App& app, Runner& run);
 
 // The model bundled with the repository (used when -m is not given).

@@ -1,0 +1,145 @@
+// `rewind batch`: runs a workload with continuous batching (many requests in each forward pass,
+// each with its own guesses and rollback) and writes one JSON line per request as it retires;
+// a summary (aggregate tokens/s, passes) goes to stderr.
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "rewind/bench/bench_batch.h"
+#include "rewind/bench/bench_workload.h"
+#include "rewind/context.h"
+#include "rewind/error.h"
+#include "rewind/generate.h"
+#include "rewind/model.h"
+#include "rewind/tokenizer.h"
+
+namespace rwd::cli {
+namespace {
+
+namespace rb = rwd::bench;
+
+struct BatchFlags {
+    std::string model = default_model_path();
+    std::string workload, draft;
+    int64_t items = 0;
+    int64_t n_predict = 0;
+    int concurrency = 4;
+    std::string spec = "none";
+    int k = 8;
+    bool adaptive = false;
+    float temperature = 0.0f;
+    int32_t top_k = 0;
+    uint64_t seed = 0;
+    int threads = 1;
+    int64_t kv_budget_mib = 0;
+    bool no_repack = false;
+};
+
+nlohmann::ordered_json line_of(const rb::WorkItem& w, const rb::BatchRunItem& it, const Tokenizer& tok,
+                               const BatchFlags& f) {
+    const auto& r = it.result;
+    nlohmann::ordered_json j;
+    j["id"] = w.id;
+    j["index"] = it.index;
+    j["prompt_tokens"] = it.prompt.size();
+    j["generated_ids"] = r.tokens;
+    Utf8StreamDecoder dec(tok, /*at_text_start=*/false);
+    std::string text;
+    for (TokenId t : r.tokens) text += dec.push(t);
+    text += dec.flush();
+    j["text"] = text;
+    if (r.failed) {
+        j["error"] = r.error;
+        j["error_code"] = error_code_name(r.error_code);
+        j["admitted"] = !it.refused;
+    } else {
+        j["stop_reason"] = r.cancelled ? "cancelled" : stop_reason_name(r.stop);
+    }
+    j["latency_seconds"] = r.latency_seconds;
+    j["first_token_seconds"] = r.queue_to_first_token_seconds;
+    if (f.spec != "none") {
+        const auto& s = r.stats;
+        j["speculation"] = {{"source", f.spec},      {"k", f.k},
+                            {"passes", s.passes},    {"proposed", s.proposed},
+                            {"accepted", s.accepted}, {"emitted", s.emitted},
+                            {"acceptance_rate", s.acceptance_rate()}, {"tokens_per_pass", s.tokens_per_pass()}};
+    }
+    return j;
+}
+
+int run_batch(const BatchFlags& f) {
+    if (f.kv_budget_mib < 0) throw Error("batch: --kv-budget-mib must not be negative");
+    if (!f.draft.empty() && f.spec != "draft" && f.spec != "auto" && f.spec != "auto-first")
+        throw Error("batch: --draft is only used with --spec draft or auto");
+    if (f.spec == "draft" && f.draft.empty()) throw Error("batch: --spec draft needs --draft MODEL");
+    if (f.spec == "none" && f.adaptive) throw Error("batch: --adaptive needs --spec");
+    const auto items = rb::take_first(rb::load_workload(f.workload), f.items);
+    const ModelOptions mo{.repack_q8_0 = !f.no_repack};
+    auto model = Model::load(f.model, mo);
+    Context ctx(model, ContextOptions{.n_threads = f.threads});
+
+    rb::BatchRunOptions o;
+    o.concurrency = f.concurrency;
+    o.spec = f.spec;
+    o.k = f.k;
+    o.adaptive = f.adaptive;
+    o.sampler.temperature = f.temperature;
+    o.sampler.top_k = f.top_k;
+    o.sampler.seed = f.seed;
+    o.max_tokens = f.n_predict;
+    o.kv_budget_bytes = static_cast<uint64_t>(f.kv_budget_mib) << 20;
+    if (!f.draft.empty()) o.draft = Model::load(f.draft, mo);
+
+    int64_t failed = 0;
+    const rb::BatchRun run = rb::run_batched(ctx, items, o, [&](const rb::WorkItem& w, const rb::BatchRunItem& it) {
+        failed += it.result.failed ? 1 : 0;
+        const std::string s = line_of(w, it, model->tokenizer(), f)
+                                  .dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+        std::printf("%s\n", s.c_str());
+        std::fflush(stdout);
+    });
+    std::fprintf(stderr,
+                 "batch: %zu requests (%lld failed), concurrency %d, spec %s: %lld tokens in %.3f s "
+                 "(%.1f tokens/s aggregate), %lld passes\n",
+                 items.size(), static_cast<long long>(failed), f.concurrency, f.spec.c_str(),
+                 static_cast<long long>(run.generated), run.wall_seconds, run.tokens_per_second(),
+                 static_cast<long long>(run.passes));
+    return 0;
+}
+
+} // namespace
+
+void register_batch(CLI::App& app, Runner& run) {
+    auto f = std::make_shared<BatchFlags>();
+    CLI::App* cmd = app.add_subcommand(
+        "batch", "Run a workload with continuous batching (one JSON line per request; per-request speculation)");
+    cmd->add_option("-m,--model", f->model, "GGUF model file")->capture_default_str();
+    cmd->add_option("--workload", f->workload,
+                    "JSON-lines workload file {id, kind?, prompt, references?, max_tokens}, at most 64 MiB")
+        ->required();
+    cmd->add_option("--items,--limit", f->items, "Take only the first N items");
+    cmd->add_option("-n,--n-predict", f->n_predict, "Tokens to generate per request (default: the workload's max_tokens)");
+    cmd->add_option("--concurrency", f->concurrency, "Requests decoding at once (each pass carries all of them)")
+        ->capture_default_str();
+    cmd->add_option("--spec", f->spec,
+                    "Guess source of every request: none, ngram, ref (the item's references), draft, auto, auto-first")
+        ->check(CLI::IsMember({"none", "ngram", "ref", "draft", "auto", "auto-first"}))
+        ->capture_default_str();
+    cmd->add_option("--draft", f->draft, "Draft GGUF model (--spec draft/auto)")->check(CLI::ExistingFile);
+    cmd->add_option("-k", f->k, "Guesses per request and pass (the ceiling with --adaptive)")->capture_default_str();
+    cmd->add_flag("--adaptive", f->adaptive, "Adapt each request's guesses per pass to its recent acceptance");
+    cmd->add_option("--temp", f->temperature, "Temperature; 0 or below = greedy")->capture_default_str();
+    cmd->add_option("--top-k", f->top_k, "Keep the k most likely tokens; 0 = off")->capture_default_str();
+    cmd->add_option("-s,--seed", f->seed, "Sampling seed (randomness is keyed by seed and position)")->capture_default_str();
+    cmd->add_option("-t,--threads", f->threads, "Threads")->capture_default_str();
+    cmd->add_option("--kv-budget-mib", f->kv_budget_mib,
+                    "Total KV cache of the active requests in MiB (0: no limit); admission waits for room")
+        ->capture_default_str();
+    cmd->add_flag("--no-repack", f->no_repack, "Keep Q8_0 weights in the file's layout (no repacking at load)");
+    cmd->callback([f, &run] { run = [f] { return run_batch(*f); }; });
+}
+
+} // namespace rwd::cli
