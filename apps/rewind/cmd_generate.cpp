@@ -69,7 +69,7 @@ void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
         ->capture_default_str();
     cmd.add_option("-t,--threads", f.threads, "Threads")->capture_default_str();
     cmd.add_flag("--no-repack", f.no_repack, "Keep Q8_0 weights in the file's layout (no repacking at load)");
-    cmd.add_option("-c,--ctx-size", f.ctx_size, "KV cache capacity in tokens; 0 = the model's context")
+    cmd.add_option("-c,--ctx-size", f.ctx_size, "KV cache capacity in tokens; 0 = the model's context, at most 4096")
         ->capture_default_str();
     cmd.add_option("--kv-type", f.kv_type, "KV cache storage; auto = f32, or f16 with --numerics llamacpp")
         ->check(CLI::IsMember({"auto", "f32", "f16"}))
@@ -207,7 +207,10 @@ int run_generate(const GenerateFlags& f) {
     const std::string prompt = read_prompt(f);
     if (prompt.empty()) throw Error("generate: the prompt is empty (give -p TEXT or -f FILE)");
     auto model = Model::load(f.model, ModelOptions{.repack_q8_0 = !f.no_repack});
-    const ContextOptions copts = to_context_options(f);
+    ContextOptions copts = to_context_options(f);
+    // One pool for the target and a draft model's context: two spinning pools would fight over
+    // the cores.
+    copts.pool = std::make_shared<ThreadPool>(copts.n_threads);
     Context ctx(model, copts);
     KvCache cache(*model, to_cache_options(f));
     const Tokenizer& tok = model->tokenizer();

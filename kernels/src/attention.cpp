@@ -1,4 +1,4 @@
-// Causal GQA attention front end: validates the shape, splits (token, KV head) units over the
+// Causal GQA attention front end: validates the shape, splits (token tile, KV head) units over the
 // pool (one scratch slot per thread), and a double-precision reference. Each (token, head)
 // result depends only on its own query, its position and the cache, never on the split.
 #include "rewind/kernels/attention.h"
@@ -34,9 +34,19 @@ using detail::check_attention_shape;
 
 // Score-row length for one head, rounded so rows start on 64-byte boundaries.
 int64_t score_stride(const AttentionShape& s) { return ((s.pos0 + s.n_tokens + 15) / 16) * 16; }
-// Scratch of one slot: score rows, odd-position accumulators and 1/sum for one group of heads.
+// Tokens per work unit: as even as possible, at most kAttendTokens, so a verification pass of up
+// to 17 tokens reads each cached K/V row once per KV head.
+// A sliding window that cuts into the pass gives each token its own first position: one token
+// per unit then.
+int64_t unit_tokens(const AttentionShape& s) {
+    if (detail::first_visible(s, s.pos0 + s.n_tokens - 1) > 0) return 1;
+    const int64_t tiles = (s.n_tokens + detail::kAttendTokens - 1) / detail::kAttendTokens;
+    return (s.n_tokens + tiles - 1) / tiles;
+}
+// Scratch of one slot: score rows, odd-position accumulators and 1/sum for one unit's rows.
 int64_t slot_floats(const AttentionShape& s) {
-    const int64_t f = detail::attend_scratch_floats(s.n_head / s.n_head_kv, score_stride(s), s.head_dim);
+    const int64_t rows = unit_tokens(s) * (s.n_head / s.n_head_kv);
+    const int64_t f = detail::attend_scratch_floats(rows, score_stride(s), s.head_dim);
     return ((f + 15) / 16) * 16;
 }
 
@@ -60,9 +70,12 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
     require_simd(level);
     const auto body = level == SimdLevel::Scalar ? detail::attend_scalar : detail::attend_avx2;
 
-    // Work unit: one token against one KV head, i.e. the `group` query heads sharing it.
+    // Work unit: a tile of up to kAttendTokens tokens against one KV head, i.e. the `group` query
+    // heads sharing it for each token of the tile.
     const int64_t group = s.n_head / s.n_head_kv;
-    const int64_t units = s.n_tokens * s.n_head_kv;
+    const int64_t per = unit_tokens(s);
+    const int64_t tiles = (s.n_tokens + per - 1) / per;
+    const int64_t units = tiles * s.n_head_kv;
     const int64_t kv_stride = s.n_head_kv * s.head_dim;
     const size_t eb = detail::kv_elem_bytes(kv_type);
     const float scale = detail::attention_scale(s);
@@ -70,11 +83,14 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
     const int64_t slotf = slot_floats(s);
 
     auto run_unit = [&](int64_t i, float* slot) {
-        const int64_t t = i / s.n_head_kv, kvh = i % s.n_head_kv;
+        const int64_t t = (i / s.n_head_kv) * per, kvh = i % s.n_head_kv;
         detail::AttendGroup a;
         a.q = q + (t * s.n_head + kvh * group) * s.head_dim;
         a.group = group;
-        // The visible positions [lo, pos]: the body sees them as 0 .. n_pos-1.
+        a.n_tok = std::min(per, s.n_tokens - t);
+        a.tok_stride = s.n_head * s.head_dim;
+        // The visible positions [lo, pos]: the body sees them as 0 .. n_pos-1 (lo is 0 for a
+        // unit of several tokens, see unit_tokens).
         const int64_t lo = detail::first_visible(s, s.pos0 + t);
         a.k = static_cast<const std::byte*>(k) + size_t(lo * kv_stride + kvh * s.head_dim) * eb;
         a.v = static_cast<const std::byte*>(v) + size_t(lo * kv_stride + kvh * s.head_dim) * eb;
@@ -86,9 +102,9 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
         a.out = out + (t * s.n_head + kvh * group) * s.head_dim;
         a.scores = slot;
         a.score_stride = stride;
-        a.odd = slot + group * stride;
-        a.inv = a.odd + group * s.head_dim;
-        a.pad = a.inv + group;
+        a.odd = slot + a.rows() * stride;
+        a.inv = a.odd + a.rows() * s.head_dim;
+        a.pad = a.inv + a.rows();
         body(a);
     };
 

@@ -1,4 +1,4 @@
-// AVX2+FMA body of one (token, head) of attention. Fixed order, depending only on the row's own
+// AVX2+FMA body of attention for a unit of tokens x heads sharing one KV head. Fixed order, depending only on the row's own
 // inputs: dots as 8-lane FMA chains reduced 8 positions at a time, a vector exp, an 8-lane sum
 // of weights, and the weighted V sum in two accumulators (even / odd positions).
 #include <immintrin.h>
@@ -39,8 +39,8 @@ inline __m256 reduce8(const __m256 acc[8]) {
 template <DType T>
 inline void dots8(const AttendGroup& a, const std::byte* row0, size_t rs, int64_t hd8, float* out8) {
     const __m256 scale = _mm256_set1_ps(a.scale);
-    for (int64_t g = 0; g < a.group; ++g) {
-        const float* q = a.q + g * a.head_dim;
+    for (int64_t g = 0; g < a.rows(); ++g) {
+        const float* q = a.q_row(g);
         __m256 acc[8];
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
@@ -71,7 +71,7 @@ template <DType T>
 void all_scores(const AttendGroup& a, int64_t hd8, std::byte* pad) {
     const size_t eb = T == DType::F32 ? 4 : 2;
     const size_t rs = size_t(a.kv_stride) * eb;
-    const int64_t n = a.n_pos, n8 = n & ~int64_t(7);
+    const int64_t n = a.n_pos_row(a.rows() - 1), n8 = n & ~int64_t(7); // the last token sees the most
     const auto* k = static_cast<const std::byte*>(a.k);
     for (int64_t p = 0; p < n8; p += 8) dots8<T>(a, k + size_t(p) * rs, rs, hd8, a.scores + p);
     if (n8 < n) {
@@ -152,29 +152,36 @@ constexpr int64_t kVBlock = 64;
 
 template <DType T>
 void attend(const AttendGroup& a) {
-    const int64_t n = a.n_pos;
+    const int64_t rows = a.rows();
+    const int64_t n_max = a.n_pos_row(rows - 1);
     const int64_t hd8 = a.head_dim & ~int64_t(7);
+    // Scores of every row at every position the last token sees; a row ignores those past its own
+    // n_pos (each dot depends only on its q row and K row, so the extra ones change nothing).
     all_scores<T>(a, hd8, reinterpret_cast<std::byte*>(a.pad));
 
-    for (int64_t g = 0; g < a.group; ++g) a.inv[g] = softmax_numerators(a.scores + g * a.score_stride, n);
+    for (int64_t g = 0; g < rows; ++g) a.inv[g] = softmax_numerators(a.scores + g * a.score_stride, a.n_pos_row(g));
 
     // out = (sum_p w[p] * v[p]) * inv: `out` holds the even-position accumulators, `odd` the odd.
-    for (int64_t g = 0; g < a.group; ++g)
-        for (int64_t d = 0; d < hd8; ++d) a.out[g * a.head_dim + d] = a.odd[g * a.head_dim + d] = 0.0f;
-    for (int64_t pb = 0; pb < n; pb += kVBlock) {
-        const int64_t pe = n - pb < kVBlock ? n : pb + kVBlock;
-        for (int64_t g = 0; g < a.group; ++g) {
+    for (int64_t g = 0; g < rows; ++g)
+        for (int64_t d = 0; d < hd8; ++d) a.out_row(g)[d] = a.odd[g * a.head_dim + d] = 0.0f;
+    // Each 64-position block of V is read once for every row; a row's blocks end at its own n.
+    for (int64_t pb = 0; pb < n_max; pb += kVBlock) {
+        for (int64_t g = 0; g < rows; ++g) {
+            const int64_t n = a.n_pos_row(g);
+            if (pb >= n) continue;
+            const int64_t pe = n - pb < kVBlock ? n : pb + kVBlock;
             const float* w = a.scores + g * a.score_stride;
-            float* ev = a.out + g * a.head_dim;
+            float* ev = a.out_row(g);
             float* od = a.odd + g * a.head_dim;
             int64_t d0 = 0;
             for (; d0 + 32 <= hd8; d0 += 32) weighted_v<T, 4>(ev + d0, od + d0, w, a.v, a.kv_stride, d0, pb, pe);
             for (; d0 < hd8; d0 += 8) weighted_v<T, 1>(ev + d0, od + d0, w, a.v, a.kv_stride, d0, pb, pe);
         }
     }
-    for (int64_t g = 0; g < a.group; ++g) {
+    for (int64_t g = 0; g < rows; ++g) {
+        const int64_t n = a.n_pos_row(g);
         const float* w = a.scores + g * a.score_stride;
-        float* out = a.out + g * a.head_dim;
+        float* out = a.out_row(g);
         const float* od = a.odd + g * a.head_dim;
         const float r = a.inv[g];
         const __m256 rv = _mm256_set1_ps(r);

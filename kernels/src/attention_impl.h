@@ -58,32 +58,44 @@ void for_each_unit(ThreadPool* pool, int64_t units, int64_t macs, float* scratch
 
 } // namespace
 
-// One token against one KV head: the `group` query heads that share that KV head, over cache
-// positions 0 .. n_pos-1. Heads of a group are adjacent, so q and out are [group, head_dim].
+// Up to kAttendTokens consecutive tokens against one KV head: for each token, the `group` query
+// heads that share that KV head, over cache positions 0 .. n_pos + t - 1 (causal). Each cached K/V
+// row is read once for every query row of the unit. Row r = t * group + g; heads of a token are
+// adjacent, so a token's q and out are [group, head_dim], tokens tok_stride floats apart.
 struct AttendGroup {
-    const float* q;      // [group, head_dim]
+    const float* q;      // [n_tok][group, head_dim], tokens tok_stride apart
     int64_t group;       // query heads per KV head
+    int64_t n_tok;       // tokens in this unit (1 .. kAttendTokens)
+    int64_t tok_stride;  // floats between tokens in q and out (n_head * head_dim)
     const void* k;       // this KV head at position 0; positions kv_stride elements apart
     const void* v;
     int64_t kv_stride;   // elements between positions (n_head_kv * head_dim)
     DType kv_type;       // F32 or F16
     int64_t head_dim;
-    int64_t n_pos;       // pos0 + t + 1
+    int64_t n_pos;       // positions the unit's first token sees: pos0 + t0 + 1 - lo
     float scale;         // 1/sqrt(head_dim)
-    float* out;          // [group, head_dim]
-    float* scores;       // scratch: [group, score_stride], score_stride >= round_up(n_pos, 8)
+    float* out;          // [n_tok][group, head_dim], like q
+    float* scores;       // scratch: [n_tok * group, score_stride], score_stride >= round_up(n_pos + n_tok - 1, 8)
     int64_t score_stride;
-    float* odd;          // scratch: [group, head_dim] (odd-position accumulators)
-    float* inv;          // scratch: [group] (1 / softmax denominator)
+    float* odd;          // scratch: [n_tok * group, head_dim] (odd-position accumulators)
+    float* inv;          // scratch: [n_tok * group] (1 / softmax denominator)
     float* pad;          // scratch: 8 * head_dim floats (a zero-padded copy of the last K rows)
+
+    int64_t rows() const { return n_tok * group; }
+    const float* q_row(int64_t r) const { return q + (r / group) * tok_stride + (r % group) * head_dim; }
+    float* out_row(int64_t r) const { return out + (r / group) * tok_stride + (r % group) * head_dim; }
+    int64_t n_pos_row(int64_t r) const { return n_pos + r / group; }
 };
 
+// Most tokens one AttendGroup covers (a verification pass of k <= 16 guesses + 1 in one unit).
+constexpr int64_t kAttendTokens = 17;
+
 // Scratch floats one AttendGroup needs beyond `out`.
-inline int64_t attend_scratch_floats(int64_t group, int64_t score_stride, int64_t head_dim) {
-    return group * (score_stride + head_dim + 1) + 8 * head_dim;
+inline int64_t attend_scratch_floats(int64_t rows, int64_t score_stride, int64_t head_dim) {
+    return rows * (score_stride + head_dim + 1) + 8 * head_dim;
 }
 
-// Scalar order, per head: s[p] = (sequential dot) * scale; m = max; e[p] = expf(s[p]-m), summed
+// Every row (token, head) of a unit gets the same bits as it would alone. Scalar order, per head: s[p] = (sequential dot) * scale; m = max; e[p] = expf(s[p]-m), summed
 // in ascending p; out[d] = (sum_p e[p]*v[p][d], p ascending) * (1/sum).
 void attend_scalar(const AttendGroup& a);
 // AVX2 order, per head: dots as 8-lane FMA chains reduced 8 positions at a time; a vector exp; an

@@ -1,4 +1,4 @@
-// Portable body of one (token, head) of attention: every sum sequential in a fixed order
+// Portable body of attention, row by row (token, head): every sum sequential in a fixed order
 // (see attention_impl.h), expf from libm.
 #include <cmath>
 
@@ -7,12 +7,13 @@
 namespace rwd::detail {
 
 void attend_scalar(const AttendGroup& a) {
-    for (int64_t g = 0; g < a.group; ++g) {
-        const float* q = a.q + g * a.head_dim;
-        float* out = a.out + g * a.head_dim;
+    for (int64_t g = 0; g < a.rows(); ++g) {
+        const float* q = a.q_row(g);
+        float* out = a.out_row(g);
         float* scores = a.scores + g * a.score_stride;
+        const int64_t n_pos = a.n_pos_row(g);
         float m = -INFINITY;
-        for (int64_t p = 0; p < a.n_pos; ++p) {
+        for (int64_t p = 0; p < n_pos; ++p) {
             float s = 0.0f;
             for (int64_t i = 0; i < a.head_dim; ++i) s += q[i] * kv_at(a.k, a.kv_type, p * a.kv_stride + i);
             s *= a.scale;
@@ -20,13 +21,13 @@ void attend_scalar(const AttendGroup& a) {
             m = s > m ? s : m;
         }
         float sum = 0.0f;
-        for (int64_t p = 0; p < a.n_pos; ++p) {
+        for (int64_t p = 0; p < n_pos; ++p) {
             const float e = std::exp(scores[p] - m);
             scores[p] = e;
             sum += e;
         }
         for (int64_t i = 0; i < a.head_dim; ++i) out[i] = 0.0f;
-        for (int64_t p = 0; p < a.n_pos; ++p)
+        for (int64_t p = 0; p < n_pos; ++p)
             for (int64_t i = 0; i < a.head_dim; ++i) out[i] += scores[p] * kv_at(a.v, a.kv_type, p * a.kv_stride + i);
         const float inv = 1.0f / sum;
         for (int64_t i = 0; i < a.head_dim; ++i) out[i] *= inv;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "rewind/error.h"
@@ -16,6 +17,7 @@
 #include "rewind/kernels/ggml_compat.h"
 #include "rewind/kernels/matmul.h"
 #include "rewind/kernels/ops.h"
+#include "rewind/kernels/q8_packed.h"
 
 namespace rwd {
 
@@ -66,7 +68,12 @@ Context::Context(std::shared_ptr<const Model> model, ContextOptions opts) : mode
         throw Error("Context: unknown Numerics value " + std::to_string(static_cast<int>(opts_.numerics)));
     const LlamaHparams& hp = model_->hparams();
     opts_.max_batch = std::min(opts_.max_batch, hp.n_ctx_train);
-    pool_ = std::make_unique<ThreadPool>(opts_.n_threads);
+    if (opts_.pool) {
+        pool_ = opts_.pool;
+        opts_.n_threads = pool_->size();
+    } else {
+        pool_ = std::make_shared<ThreadPool>(opts_.n_threads);
+    }
 
     const auto B = static_cast<size_t>(opts_.max_batch);
     const auto E = static_cast<size_t>(hp.n_embd);
@@ -252,6 +259,22 @@ void Context::run_pass(Segment* segs, int64_t n_segs, int64_t nt) {
             else geglu_ggml(gate, up, count, out);
         }
     };
+    // Products of several matrices over one input (Q, K, V; gate, up): packed Q8_0 matrices share
+    // a single quantization of x (the same one each would make alone, so the same bits).
+    struct Out {
+        const MatrixView* w;
+        float* y;
+    };
+    auto matmul_shared = [&](std::initializer_list<Out> outs, const float* x, int64_t rows) {
+        bool shared = exact;
+        for (const Out& o : outs) shared = shared && o.w->packed && o.w->cols == outs.begin()->w->cols;
+        if (!shared) {
+            for (const Out& o : outs) matmul(*o.w, x, rows, o.y);
+            return;
+        }
+        const Q8Input xq = quantize_input(x, rows, outs.begin()->w->cols, mm);
+        for (const Out& o : outs) matmul_q8_packed(*o.w, xq, o.y, pool);
+    };
     const size_t tok_row_bytes = dtype_row_bytes(m.tok_embd.type, E);
     const auto n_layer = static_cast<int64_t>(m.layers.size());
     // ggml_scale(inpL, sqrtf(n_embd)) (gemma3): the input embeddings only, never the tied head.
@@ -293,9 +316,7 @@ void Context::run_pass(Segment* segs, int64_t n_segs, int64_t nt) {
                 std::memcpy(b.v.data() + t * KV, r + Q + KV, static_cast<size_t>(KV) * 4);
             }
         } else {
-            matmul(L.wq, b.xn.data(), nt, b.q.data());
-            matmul(L.wk, b.xn.data(), nt, b.k.data());
-            matmul(L.wv, b.xn.data(), nt, b.v.data());
+            matmul_shared({{&L.wq, b.q.data()}, {&L.wk, b.k.data()}, {&L.wv, b.v.data()}}, b.xn.data(), nt);
         }
         if (L.bq) add_bias(b.q.data(), L.bq, nt, Q);
         if (L.bk) add_bias(b.k.data(), L.bk, nt, KV);
@@ -383,8 +404,7 @@ void Context::run_pass(Segment* segs, int64_t n_segs, int64_t nt) {
         float* gate = b.gate.data();
         if (L.ffn_gate.data) {
             float* up = b.up.data();
-            matmul(L.ffn_gate, b.xn.data(), an, gate);
-            matmul(L.ffn_up, b.xn.data(), an, up);
+            matmul_shared({{&L.ffn_gate, gate}, {&L.ffn_up, up}}, b.xn.data(), an);
             for (int64_t t = 0; t < an; ++t) ffn_act(gate + t * F, up + t * F, F, gate + t * F);
         } else {
             // Fused [gate; up] rows of 2F (phi3): each token's halves.

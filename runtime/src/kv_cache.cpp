@@ -64,7 +64,7 @@ std::string describe(const KvIdentity& id) {
 int64_t resolve_capacity(const Model& model, int64_t capacity) {
     const int64_t n_ctx = model.hparams().n_ctx_train;
     if (capacity < 0) throw Error("KV cache: capacity " + std::to_string(capacity) + " is negative");
-    if (capacity == 0) capacity = n_ctx;
+    if (capacity == 0) capacity = std::min<int64_t>(n_ctx, kDefaultKvCapacity); // as llama.cpp's default
     if (capacity > n_ctx)
         throw Error(ErrorCode::capacity, "KV cache: capacity " + std::to_string(capacity) + " exceeds the model's context length " +
                     std::to_string(n_ctx));
@@ -102,8 +102,12 @@ KvCache::KvCache(const Model& model, KvCacheOptions opts) {
     id_ = identity_of(model);
     type_ = opts.type;
     const size_t layer_bytes = static_cast<size_t>(capacity_) * bytes_per_position();
-    k_.assign(static_cast<size_t>(id_.n_layer), std::vector<std::byte>(layer_bytes));
-    v_.assign(static_cast<size_t>(id_.n_layer), std::vector<std::byte>(layer_bytes));
+    k_.resize(static_cast<size_t>(id_.n_layer));
+    v_.resize(static_cast<size_t>(id_.n_layer));
+    for (size_t il = 0; il < k_.size(); ++il) {
+        k_[il].resize(layer_bytes);
+        v_[il].resize(layer_bytes);
+    }
 }
 
 size_t KvCache::bytes_per_position() const {

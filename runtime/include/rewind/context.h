@@ -35,6 +35,11 @@ struct ContextOptions {
     int64_t max_batch = 256; // tokens per internal pass (>= 1); longer inputs run in chunks.
                              // Clamped to the model's context length (no pass can be longer).
     Numerics numerics = Numerics::Exact;
+    // Optional: a pool to share with other contexts of this process (target and draft), so two
+    // spinning pools never fight over the cores. n_threads is then taken from pool->size().
+    // Contexts sharing a pool must not run forward() at the same time from different threads
+    // (a second concurrent caller would run its work serially on its own thread).
+    std::shared_ptr<ThreadPool> pool{};
 };
 
 // Which rows get logits: every new token (verification), the last one (prompt, decode), or none
@@ -100,7 +105,7 @@ private:
 
     std::shared_ptr<const Model> model_;
     ContextOptions opts_;
-    std::unique_ptr<ThreadPool> pool_;
+    std::shared_ptr<ThreadPool> pool_;
     std::unique_ptr<Buffers> buf_;
     uint64_t tokens_processed_ = 0;
 };

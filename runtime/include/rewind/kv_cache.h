@@ -18,8 +18,11 @@ class Model;
 
 enum class KvType { F32, F16 };
 
+// Capacity of a cache whose options leave it at 0 (when the model's context is longer).
+constexpr int64_t kDefaultKvCapacity = 4096;
+
 struct KvCacheOptions {
-    int64_t capacity = 0;     // positions; 0 means the model's training context length
+    int64_t capacity = 0;     // positions; 0 means min(the model's training context, kDefaultKvCapacity)
     KvType type = KvType::F32;
 };
 
@@ -70,7 +73,7 @@ public:
     // than opts.capacity. Codes: io (cannot read), capacity (too large, more positions than the
     // capacity), format (magic, header, truncated, data), unsupported (version), state (another
     // model). Nothing else is changed by a refusal. The loaded cache has
-    // opts.capacity (0: the model's context) and opts.type: an F16 file loads into an F32 cache
+    // opts.capacity (0: the default capacity) and opts.type: an F16 file loads into an F32 cache
     // exactly; an F32 file into an F16 cache is rounded to half precision.
     static KvCache load(const std::string& path, const Model& model, KvCacheOptions opts = {});
     // The same parser over bytes in memory; `name` stands for the path in errors.
@@ -107,7 +110,15 @@ private:
     KvType type_ = KvType::F32;
     int64_t capacity_ = 0;
     int64_t size_ = 0;
-    std::vector<std::vector<std::byte>> k_, v_; // per layer, [capacity, n_head_kv, head_dim]
+    // Storage whose pages are reserved, not written, until used: a large capacity costs memory
+    // only for the positions actually filled (no zeroing of the whole cache at start).
+    struct Buffer {
+        std::unique_ptr<std::byte[]> p;
+        std::byte* data() { return p.get(); }
+        const std::byte* data() const { return p.get(); }
+        void resize(size_t n) { p = std::make_unique_for_overwrite<std::byte[]>(n); }
+    };
+    std::vector<Buffer> k_, v_; // per layer, [capacity, n_head_kv, head_dim]
 };
 
 } // namespace rwd
