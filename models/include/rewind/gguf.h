@@ -63,7 +63,9 @@ class GgufFile {
 public:
     // Maps and validates `path`. Throws rwd::Error naming the file, the field or tensor and
     // what is wrong (truncation, bad magic/version, counts or lengths past the end, offsets
-    // outside the file, misalignment, unknown type ids, dimension overflow).
+    // outside the file, misalignment, unknown type ids, dimension overflow): io if it cannot be
+    // opened or mapped, unsupported for a big-endian file or a GGUF version other than 2 and 3,
+    // format for everything else.
     static GgufFile open(const std::string& path);
     // The same parser over a copy of `bytes` (a file held in memory; the fuzz targets use it).
     // `name` stands for the path in errors and path().
@@ -81,7 +83,7 @@ public:
     const std::vector<GgufKeyValue>& metadata() const;
     const GgufKeyValue* find(std::string_view key) const; // nullptr if absent
 
-    // Typed getters. Throw rwd::Error (naming the key) if the key is present with another type;
+    // Typed getters. Throw rwd::Error (format, naming the key) if the key is present with another type;
     // return std::nullopt if absent. Integer getters accept any integer type whose value fits.
     std::optional<std::string> get_string(std::string_view key) const;
     std::optional<uint64_t> get_uint(std::string_view key) const;

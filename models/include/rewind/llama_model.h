@@ -96,7 +96,13 @@ bool llama_weight_type_supported(TensorType t);
 class LlamaModelFile {
 public:
     // Opens `path`, reads hyperparameters and checks every tensor's shape and type. Throws
-    // rwd::Error naming the file and the key or tensor on any mismatch or missing piece.
+    // rwd::Error naming the file and the key or tensor on any mismatch or missing piece: the
+    // codes of GgufFile::open and Tokenizer::from_gguf; format for a missing, mistyped or
+    // out-of-range key or tensor, inconsistent head counts, misaligned data, a vocabulary-only
+    // file or a vocabulary whose size is not the model's; shape for a tensor whose shape disagrees
+    // with the hyperparameters (and rope.scale_linear disagreeing with rope.scaling.factor);
+    // unsupported for another architecture, tensor type or tensor, or a
+    // feature rewind lacks (a rope scaling kind, soft-capping, experts, a sliding-window layout).
     static std::unique_ptr<LlamaModelFile> open(const std::string& path);
     // The same from a file held in memory (copied); `name` stands for the path in errors.
     static std::unique_ptr<LlamaModelFile> from_memory(const std::string& name, std::span<const uint8_t> bytes);

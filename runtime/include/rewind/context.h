@@ -57,7 +57,8 @@ struct BatchItem {
 
 class Context {
 public:
-    // Sizes every run buffer once; forward() allocates nothing.
+    // Sizes every run buffer once; forward() allocates nothing. Throws rwd::Error (argument) on a
+    // null model, n_threads or max_batch < 1, or an unknown Numerics value.
     Context(std::shared_ptr<const Model> model, ContextOptions opts = {});
     ~Context();
 
@@ -69,8 +70,9 @@ public:
     // cached prefix and themselves, appends their K/V, and returns logits: [n, n_vocab] for
     // Logits::All, [1, n_vocab] (the last token) for Logits::Last, empty for Logits::None. The
     // span stays valid until the next call. Throws rwd::Error, the cache unchanged, if tokens
-    // is empty, an id is outside the vocabulary, the cache would overflow its capacity, the
-    // cache belongs to another model, or Logits::All is asked for more than max_batch tokens.
+    // is empty or an id is outside the vocabulary (argument), the cache would overflow its
+    // capacity or Logits::All is asked for more than max_batch tokens (capacity), or the cache
+    // belongs to another model (state).
     // Row i's logits are bit-identical however the tokens were split across calls and whatever
     // the thread count (the kernels' fixed reduction order); with Numerics::LlamaCpp only the
     // thread count leaves them unchanged.

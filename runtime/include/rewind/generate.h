@@ -69,9 +69,10 @@ private:
 // tokens) except its last token, which is held back: its logits are where a later call would
 // start (Session relies on this). When nothing can be generated (max_tokens == 0, or a prompt
 // that fills the cache: StopReason::ContextFull) the prompt but its last token is run, without
-// logits. Throws rwd::Error, the cache unchanged, on an empty prompt, cache.size() >=
-// prompt.size(), a prompt that does not fit in the cache, an id outside the vocabulary, bad
-// sampler options or negative max_tokens.
+// logits. Throws rwd::Error, the cache unchanged, on an empty prompt, an id outside the
+// vocabulary, bad sampler options, negative max_tokens or an empty stop string (argument),
+// cache.size() >= prompt.size() or a cache of another model (state), or a prompt that does not
+// fit in the cache (capacity).
 GenerateResult generate_plain(Context& ctx, KvCache& cache, const std::vector<TokenId>& prompt,
                               const GenerateOptions& opts, const TokenCallback& on_token = {});
 

@@ -36,8 +36,8 @@ struct KvIdentity {
 
 class KvCache {
 public:
-    // Allocates capacity positions for every layer. Throws if capacity exceeds the model's
-    // context length or is negative.
+    // Allocates capacity positions for every layer. Throws rwd::Error if capacity exceeds the
+    // model's context length (capacity), is negative or opts.type is no KvType (argument).
     explicit KvCache(const Model& model, KvCacheOptions opts = {});
 
     KvCache(KvCache&&) noexcept = default;
@@ -54,7 +54,7 @@ public:
     static KvIdentity identity_of(const Model& model);
     bool belongs_to(const Model& model) const;
 
-    // Keeps the first n positions. Throws if n < 0 or n > size().
+    // Keeps the first n positions. Throws rwd::Error (argument) if n < 0 or n > size().
     void truncate(int64_t n);
     // An independent cache with the same contents (positions < size()) and capacity.
     KvCache fork() const;
@@ -63,7 +63,7 @@ public:
     // version, type, the model's identity and fingerprint, token count and payload size under a
     // header checksum, then per layer K and V of positions < size(), then a payload checksum.
     // save() replaces `path` atomically and durably (rwd::write_file_atomic): a failure or a
-    // crash mid-write leaves any previous file intact. Throws rwd::Error naming the path.
+    // crash mid-write leaves any previous file intact. Throws rwd::Error (io) naming the path.
     void save(const std::string& path) const;
     // load() refuses, with an rwd::Error naming the path and the reason: a file it cannot read or
     // larger than max_file_bytes(model) (bounded memory, whatever the input); "not a rewind KV
@@ -83,8 +83,9 @@ public:
     static uint64_t max_file_bytes(const Model& model);
 
     // The past_key_values case: k and v are [n_layer, n_tokens, n_head_kv, head_dim] floats
-    // (K already rotated, as the model stores it). Throws on any size mismatch, n_tokens < 0 or
-    // above the capacity, or a non-finite value. An F16 cache stores the values rounded to half.
+    // (K already rotated, as the model stores it). Throws rwd::Error on any size mismatch
+    // (shape), n_tokens < 0 or above the capacity (capacity), a non-finite value (argument), or
+    // options the constructor refuses. An F16 cache stores the values rounded to half.
     static KvCache import(const Model& model, int64_t n_tokens, std::span<const float> k,
                           std::span<const float> v, KvCacheOptions opts = {});
     // The inverse of import: positions < size() as floats in the same layout.
@@ -100,8 +101,8 @@ public:
     // Bit-for-bit equality of identity, type, size and every stored byte below size().
     bool contents_equal(const KvCache& other) const;
 
-    // For the forward pass only: marks positions [size, n) as written. Throws if n > capacity
-    // or n < size.
+    // For the forward pass only: marks positions [size, n) as written. Throws rwd::Error
+    // (argument) if n > capacity or n < size.
     void commit(int64_t n);
 
 private:

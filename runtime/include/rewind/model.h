@@ -46,9 +46,11 @@ public:
         const float* post_ffn_norm = nullptr; // [n_embd] or null
     };
 
-    // Loads a GGUF file of a supported architecture (llama, qwen2, qwen3, phi3, gemma3). Throws rwd::Error naming the file and tensor when a
-    // weight has a type the kernels cannot compute with (F32, F16, BF16, Q8_0 are supported),
-    // or when a shape or hyperparameter makes the model impossible to run.
+    // Loads a GGUF file of a supported architecture (llama, qwen2, qwen3, phi3, gemma3). Throws
+    // rwd::Error naming the file and tensor when a weight has a type the kernels cannot compute
+    // with (llama_weight_type_supported), or when a shape or hyperparameter makes the model
+    // impossible to run. Codes: those of LlamaModelFile::open (io, format, shape, unsupported);
+    // capacity when memory for the repacked weights cannot be allocated.
     static std::shared_ptr<const Model> load(const std::string& path, const ModelOptions& opts = {});
     // The same checks over a GGUF file held in memory (copied); `name` stands for the path.
     static std::shared_ptr<const Model> load_from_memory(const std::string& name, std::span<const uint8_t> bytes,

@@ -42,7 +42,7 @@ double counter_uniform(uint64_t seed, uint64_t position, uint64_t stream);
 
 class Sampler {
 public:
-    // Throws rwd::Error on out-of-range options (negative top_k, top_p outside (0,1], ...).
+    // Throws rwd::Error (argument) on out-of-range options (negative top_k, top_p outside (0,1], ...).
     Sampler(SamplerOptions opts, int64_t n_vocab);
 
     const SamplerOptions& options() const { return opts_; }
@@ -53,7 +53,8 @@ public:
     // The token for absolute position `pos` (the position the token will occupy), given the
     // logits [n_vocab] computed there and the tokens before it (for the repetition penalty).
     // Deterministic in (options, pos, logits, history). Reuses internal buffers. Throws
-    // rwd::Error on a history id outside the vocabulary.
+    // rwd::Error (argument) on a history id outside the vocabulary, a NaN / +inf logit, or logits
+    // that leave no candidate (all -inf).
     TokenId sample(const float* logits, int64_t pos, std::span<const TokenId> history);
 
     // The distribution sample() draws from, over the whole vocabulary (zeros outside the
@@ -62,8 +63,8 @@ public:
 
     // Draws from an explicit distribution [n_vocab] (non-negative, any positive total: it is
     // normalised) with the randomness of (seed, pos, stream): the first id, in id order, at which
-    // the cumulative mass exceeds u * total. Throws rwd::Error on a wrong size, a negative or
-    // non-finite entry, or a zero total.
+    // the cumulative mass exceeds u * total. Throws rwd::Error on a wrong size (shape), a
+    // negative or non-finite entry, or a zero total (argument).
     TokenId sample_from(std::span<const float> probs, int64_t pos, uint64_t stream) const;
 
 private:

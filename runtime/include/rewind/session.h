@@ -36,17 +36,20 @@ struct SessionOptions {
 
 class Session {
 public:
+    // Throws rwd::Error as Context and KvCache do for opts.context and opts.cache.
     Session(std::shared_ptr<const Model> model, SessionOptions opts = {});
 
     // Tokenizes `text` (BOS only if the session is empty and the model adds one) and runs it.
     // The text is tokenized on its own: a token boundary always falls where it joins the
-    // earlier text. Throws rwd::Error, nothing changed, if it would not fit in the cache.
+    // earlier text. Throws rwd::Error (capacity), nothing changed, if it would not fit in the cache.
     void append_text(std::string_view text);
     // Runs the held-back token and all of `tokens` but the last (held back in its turn).
-    // Throws rwd::Error, nothing changed, on an id outside the vocabulary or overflow.
+    // Throws rwd::Error, nothing changed, on an id outside the vocabulary (argument) or overflow
+    // (capacity).
     void append_tokens(const std::vector<TokenId>& tokens);
     // Generates from the current state (generate_plain over tokens()); generated tokens become
-    // part of the session. Throws rwd::Error if the session is empty.
+    // part of the session. Throws rwd::Error if the session is empty (state), or as
+    // generate_plain.
     GenerateResult generate(const GenerateOptions& opts, const TokenCallback& on_token = {});
     // The same, continued by `how` (e.g. speculative decoding) instead of generate_plain.
     GenerateResult generate(Continuation& how, const TokenCallback& on_token = {});

@@ -29,12 +29,13 @@ int64_t attention_scratch_floats(const AttentionShape& s, int n_threads);
 // k,v: [>= pos0 + n_tokens, n_head_kv, head_dim] of kv_type (F32 or F16)
 // out: [n_tokens, n_head, head_dim] float
 // softmax(q·kᵀ · scale) · v over the visible positions with a fixed order over them. Throws rwd::Error on
-// bad shapes or an unsupported kv_type.
+// bad shapes (shape; also n_head not a multiple of n_head_kv), a negative window, a bad scale or
+// null pointers (argument), or an unsupported kv_type (unsupported).
 void attention(const AttentionShape& s, const float* q, const void* k, const void* v, DType kv_type,
                float* out, float* scratch, ThreadPool* pool);
 // The same at a forced SIMD level (the overload above uses detect_simd()); the result may differ
 // between levels but never between token counts or thread counts at one level. Avx512 runs the
-// AVX2 body. Throws rwd::Error for a level this CPU lacks.
+// AVX2 body. Throws rwd::Error (unsupported) for a level this CPU lacks.
 void attention(const AttentionShape& s, const float* q, const void* k, const void* v, DType kv_type,
                float* out, float* scratch, ThreadPool* pool, SimdLevel level);
 

@@ -71,10 +71,10 @@ static_assert(sizeof(BlockQ6_K) == 210);
 
 const char* dtype_name(DType t);
 // Elements per block: 1 for F32/F16/BF16, 32 for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1, 256 for the K-quants.
-// Throws rwd::Error for an unknown type.
+// Throws rwd::Error (unsupported) for an unknown type.
 int64_t dtype_block_size(DType t);
 // Bytes of one row of `cols` elements; throws rwd::Error if cols is negative or not a multiple of
-// the block size, or the type is unknown.
+// the block size (shape), or the type is unknown (unsupported).
 size_t dtype_row_bytes(DType t, int64_t cols);
 
 float fp16_to_fp32(uint16_t h);
@@ -83,7 +83,8 @@ float bf16_to_fp32(uint16_t h);
 uint16_t fp32_to_bf16(float f); // round to nearest even; NaN stays NaN (quiet)
 
 // out[0..cols) = the `row` of a row-major matrix of type `t` converted to float. Throws
-// rwd::Error on null pointers or a cols that dtype_row_bytes refuses.
+// rwd::Error on null pointers (argument), a cols that dtype_row_bytes refuses (shape) or an unknown
+// type (unsupported).
 void dequantize_row(DType t, const void* row_data, int64_t cols, float* out);
 
 // Writes x[0..cols) as one row of type `t` (dtype_row_bytes(t, cols) bytes at `out`), in blocks
@@ -95,13 +96,15 @@ void dequantize_row(DType t, const void* row_data, int64_t cols, float* out);
 // 6 (Q4_K/Q5_K) or 8 (Q6_K) bits and requantize with them. Quality, not equality with
 // llama-quantize, is the aim. Range: x must be finite, and for F16 and every block type (whose
 // scales and mins are fp16) within fp16's finite range, |x| <= 65504; F32 and BF16 take any finite
-// value. A value out of range, null pointers and a cols that dtype_row_bytes refuses throw
-// rwd::Error naming the type and column; `out` is written only when no error is thrown.
+// value. A value out of range and null pointers throw rwd::Error (argument) naming the type and
+// column, and so does a cols that dtype_row_bytes refuses (shape; unsupported for an unknown type);
+// `out` is written only when no error is thrown.
 void quantize_row(DType t, const float* x, int64_t cols, void* out);
 
 // Quantizes x[0..cols) to cols/32 Q8_0 blocks the way ggml's reference does: per block
 // amax = max|x|, d = amax/127, q = roundf(x * (1/d)) (half away from zero; 0 when amax is 0), the
-// scale stored as fp16. Throws rwd::Error if cols is not a multiple of 32.
+// scale stored as fp16. Throws rwd::Error (shape) if cols is not a multiple of 32, (argument) on
+// null pointers.
 void quantize_row_q8_0(const float* x, int64_t cols, BlockQ8_0* out);
 
 } // namespace rwd

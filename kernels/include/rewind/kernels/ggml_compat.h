@@ -34,7 +34,8 @@ int64_t attention_ggml_scratch_floats(const AttentionShape& s, int n_threads);
 // [>= pos0 + n_tokens, n_head_kv, head_dim] of kv_type F32 or F16, out like q), computed with
 // ggml's numerics for `path`. Each (token, head) is computed alone, so the result does not depend
 // on the thread count, and for a fixed path not on n_tokens either. Throws rwd::Error on bad
-// shapes, null pointers, an unknown path or an unsupported kv_type.
+// shapes (shape), a negative window, a bad scale, null pointers or an unknown path (argument), or an
+// unsupported kv_type (unsupported).
 void attention_ggml(const AttentionShape& s, GgmlFaPath path, const float* q, const void* k, const void* v,
                     DType kv_type, float* out, float* scratch, ThreadPool* pool);
 
@@ -62,8 +63,9 @@ bool matmul_ggml_supports(DType type);
 // fused multiply-adds over the first cols & ~63 columns, reduced as (0+2, 1+3), then 0+1, then
 // the 16 lanes by halving; the remaining columns' products added in double). So a row's value
 // depends on whether it ran alone, as in llama.cpp. x: [n_tokens, cols], y: [n_tokens, rows].
-// Throws rwd::Error on null pointers, non-positive sizes or !matmul_ggml_supports(w.type). Uses
-// AVX2+FMA when present (the same bits as its scalar path).
+// Throws rwd::Error on null pointers (argument), non-positive sizes (shape) or
+// !matmul_ggml_supports(w.type) (unsupported). Uses AVX2+FMA when present (the same bits as its
+// scalar path).
 void matmul_ggml(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
 // The same on a forced path: SimdLevel::Scalar or any level with AVX2 (for tests).
 void matmul_ggml(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,

@@ -21,7 +21,8 @@ enum class SimdLevel { Scalar, Avx2, Avx512 };
 // Detected once and cached.
 SimdLevel detect_simd();
 const char* simd_name(SimdLevel l);
-// Throws rwd::Error if `l` is above what detect_simd() reports (it would fault).
+// Throws rwd::Error (unsupported) if `l` is above what detect_simd() reports (it would fault);
+// (argument) for a value that is no SimdLevel.
 void require_simd(SimdLevel l);
 // Every level this CPU can run, lowest first (Scalar always): what tests compare across.
 std::vector<SimdLevel> supported_simd_levels();

@@ -22,7 +22,7 @@ private:
 
 class ThreadPool {
 public:
-    // n_threads >= 1 (the calling thread counts as one); throws rwd::Error otherwise.
+    // n_threads >= 1 (the calling thread counts as one); throws rwd::Error (argument) otherwise.
     explicit ThreadPool(int n_threads);
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;

@@ -23,7 +23,7 @@ const char* compose_policy_name(ComposePolicy p); // "longest", "first"
 
 class CompositeSource final : public GuessSource {
 public:
-    // Throws rwd::Error if `members` is empty or holds a null source.
+    // Throws rwd::Error (argument) if `members` is empty or holds a null source.
     explicit CompositeSource(std::vector<std::unique_ptr<GuessSource>> members,
                              ComposePolicy policy = ComposePolicy::Longest);
 

@@ -79,8 +79,10 @@ using PassObserver = std::function<void(const PassReport&)>;
 class SpeculativeDecoder {
 public:
     // Keeps references to target, cache and source; all must outlive the decoder. Throws
-    // rwd::Error if k is outside [1, kMaxK], the cache belongs to another model, the target
-    // context does not use Numerics::Exact, or the sampler options are invalid.
+    // rwd::Error if k is outside [1, kMaxK] or the sampler options are invalid (argument), or
+    // the cache belongs to another model or the target context does not use Numerics::Exact
+    // (state). generate() throws as generate_plain does, and (shape) if the source returns
+    // probabilities that do not match its guesses.
     SpeculativeDecoder(Context& target, KvCache& cache, GuessSource& source, SpeculativeOptions opts);
 
     // Same contract as generate_plain: the cache holds exactly prompt[0, cache.size()) with

@@ -25,11 +25,12 @@ class DraftSource final : public GuessSource {
 public:
     // `target_capacity` is the target cache's capacity: the draft must reach every position the
     // target can. Throws rwd::Error, naming both files, unless the draft's vocabulary is the
-    // target's (size, every token string and kind, BOS/EOS ids) and its training context holds
-    // target_capacity positions. Vocabularies may differ in size by at most 128 entries of
-    // unused padding at the end of the larger one (as Qwen2.5's 0.5B and 7B files do, and as
-    // llama.cpp allows): every id both have must agree. The draft then only ever proposes ids
-    // both have; its logits over padding are ignored.
+    // target's (size, every token string and kind, BOS/EOS ids: state) and its training context
+    // holds target_capacity positions (capacity). Vocabularies may differ in size by at most 128
+    // entries of unused padding at the end of the larger one (as Qwen2.5's 0.5B and 7B files do,
+    // and as llama.cpp allows): every id both have must agree. The draft then only ever proposes
+    // ids both have; its logits over padding are ignored. A null draft or min_confidence outside
+    // [0, 1] throws (argument); options the draft's Context or KvCache refuse throw their codes.
     DraftSource(std::shared_ptr<const Model> draft, const Model& target, int64_t target_capacity,
                 DraftSourceOptions opts = {});
 

@@ -51,8 +51,8 @@ public:
     virtual void reset(const GenerationStart& start) = 0;
 
     // Puts into `out` (which arrives empty) up to k guesses, possibly none, for the tokens that
-    // follow `context` (the prompt and every token generated so far). Throws rwd::Error if
-    // k < 1.
+    // follow `context` (the prompt and every token generated so far). Throws rwd::Error
+    // (argument) if k < 1.
     virtual void propose(std::span<const TokenId> context, int k, Proposal& out) = 0;
 
     // The context now is `context` (what it was at the last proposal plus the accepted guesses
@@ -60,7 +60,7 @@ public:
     virtual void accept(std::span<const TokenId> context) = 0;
 };
 
-// Throws rwd::Error naming the source unless k >= 1.
+// Throws rwd::Error (argument) naming the source unless k >= 1.
 void check_k(std::string_view source, int k);
 
 } // namespace rwd::speculate

@@ -19,8 +19,8 @@ struct ReferenceSourceOptions {
 
 class ReferenceSource final : public GuessSource {
 public:
-    // Throws rwd::Error if there is no reference, a reference is empty, contains an invalid
-    // (negative) id, or all together exceed opts.max_tokens.
+    // Throws rwd::Error if there is no reference, a reference is empty or contains an invalid
+    // (negative) id (argument), or all together exceed opts.max_tokens (capacity).
     explicit ReferenceSource(const std::vector<std::vector<TokenId>>& references,
                              ReferenceSourceOptions opts = {});
     // Tokenizes each text without BOS, then as above.
@@ -42,8 +42,8 @@ private:
     int64_t n_refs_ = 0;
 };
 
-// The whole file as text; throws rwd::Error naming the path if it cannot be read or holds more
-// than kMaxReferenceFileBytes (16 MiB; rewind/file_io.h).
+// The whole file as text; throws rwd::Error naming the path if it cannot be read (io) or holds
+// more than kMaxReferenceFileBytes (capacity; 16 MiB, rewind/file_io.h).
 std::string read_text_file(const std::string& path);
 
 } // namespace rwd::speculate

@@ -15,7 +15,7 @@ struct NgramRange {
     int n_max = 8;
     static constexpr int kLimit = 32; // the largest n_max accepted
 };
-// Throws rwd::Error unless 1 <= n_min <= n_max <= NgramRange::kLimit.
+// Throws rwd::Error (argument) unless 1 <= n_min <= n_max <= NgramRange::kLimit.
 void validate(const NgramRange& range);
 
 // Where a context's suffix was found: tokens()[pos - n, pos) equal the context's last n tokens,
@@ -48,7 +48,8 @@ public:
     void clear();
     void reserve(int64_t n_tokens);
 
-    // Appends to the current document. Throws rwd::Error past 2^31 - 2 stored tokens.
+    // Appends to the current document. Throws rwd::Error past 2^31 - 2 stored tokens (capacity)
+    // or for a negative id (argument).
     void push(TokenId token);
     void push(std::span<const TokenId> tokens);
     // Closes the current document: later tokens start a new one.
