@@ -221,8 +221,9 @@ void panel_q8(const MatmulJob& job, int64_t r0, int64_t r1) {
     }
 }
 
-// Rows per panel: few enough that a panel of weights stays in L1 while every token block passes
-// over it, so a multi-token call reads each weight from memory once.
+// Rows per panel: about 16 KiB of weights (at least 24 rows, so wide rows give panels larger than
+// L1 that stay in L2) while every token block passes over it, so a multi-token call reads each
+// weight from memory once.
 inline int64_t panel_rows(size_t row_bytes) {
     const int64_t fit = int64_t(16 * 1024) / imax(int64_t(row_bytes), 1);
     return imax(24, (fit / 24) * 24);

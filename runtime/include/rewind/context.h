@@ -24,7 +24,7 @@ enum class Numerics {
     // llama.cpp's CPU numerics (kernels/ggml_compat.h), to compare with llama.cpp's outputs: its
     // flash attention (with an F16 cache, passes under 64 tokens round Q and the V accumulator to
     // F16; longer passes work in F32 over 64-position tiles) and its dot-product order for F32
-    // and F16 weights (other weight types keep rewind's order). A token's logits then depend on
+    // weights (other weight types keep rewind's order). A token's logits then depend on
     // its pass size, as in llama.cpp; set max_batch >= 512 to pass prompts whole as its default
     // ubatch does.
     LlamaCpp,

@@ -17,17 +17,12 @@
 namespace rwd::speculate {
 
 // How many guesses each pass asks for. Only the pass structure depends on it, never the output.
-// (A cost-aware policy that fitted measured pass times was tried and lost to Adaptive: wall-clock
-// timings on a shared machine are too noisy to steer by.)
 enum class KPolicy {
     Fixed,     // always k
     Adaptive,  // starts at 1; a pass that accepts all k_cur guesses grows k_cur by 1; a miss
                // after a accepted guesses sets k_cur to a + 1 (what would have sufficed);
                // always within [1, k]. Passes where the source ran out of guesses (fewer than
                // k_cur) leave k_cur alone: they say nothing about acceptance. Deterministic.
-               // Measured on workloads/ against (start 4, +2, halve toward a + 1): equal within
-               // noise when greedy, a few percent better when sampled, where acceptance is low
-               // and every unneeded guess costs a verified position.
 };
 const char* k_policy_name(KPolicy p);
 
