@@ -163,26 +163,6 @@ TEST(Rope, LongHeadsUseTheSameRecurrence) {
     EXPECT_TRUE(same_bits(x, y));
 }
 
-TEST(Rope, AnglesThenApplyEqualsRopeNorm) {
-    const int64_t n = 5, heads = 3, hd = 40;
-    const int32_t pos[n] = {0, 3, 64, 200, 511};
-    for (int64_t n_rot : {40, 24, 2}) {
-        const auto x0 = randn(size_t(n * heads * hd), 17);
-        auto a = x0, b = x0;
-        rope_norm(a.data(), pos, n, heads, hd, n_rot, 10000.0f);
-        std::vector<float> cs(static_cast<size_t>(n * n_rot));
-        rope_norm_angles(pos, n, n_rot, 10000.0f, cs.data());
-        rope_norm_apply(b.data(), cs.data(), n, heads, hd, n_rot);
-        EXPECT_TRUE(same_bits(a, b)) << n_rot;
-    }
-    float x[64] = {}, cs[64] = {};
-    const int32_t p0[1] = {0};
-    EXPECT_THROW(rope_norm_angles(p0, 1, 3, 10000.0f, cs), Error);
-    EXPECT_THROW(rope_norm_angles(nullptr, 1, 4, 10000.0f, cs), Error);
-    EXPECT_THROW(rope_norm_apply(x, cs, 1, 1, 8, 10), Error);
-    EXPECT_THROW(rope_norm_apply(x, nullptr, 1, 1, 8, 8), Error);
-}
-
 TEST(Rope, RejectsBadArguments) {
     float x[64] = {};
     const int32_t pos[1] = {0};

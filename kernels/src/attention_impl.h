@@ -19,7 +19,7 @@ void check_attention_shape(const AttentionShape& s, DType kv_type, const char* w
 // with AVX2 flags (attention_avx2.cpp), and the linker must never hand that copy to scalar code.
 namespace {
 
-inline size_t kv_elem_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+inline size_t kv_elem_bytes(DType t) { return dtype_row_bytes(t, 1); } // the one rule (dtype.h)
 
 // The first cache position a query at absolute position `pos` sees: 0, or with a sliding window
 // w, max(0, pos - w + 1) (llama.cpp masks p0 when pos - p0 >= w).

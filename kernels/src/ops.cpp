@@ -85,36 +85,6 @@ void rope_norm(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_h
     }
 }
 
-void rope_norm_angles(const int32_t* positions, int64_t n_tokens, int64_t n_rot, float freq_base, float* cos_sin) {
-    if (!positions || !cos_sin) throw Error("rope_norm_angles: null pointer");
-    check_rope(n_tokens, n_rot, freq_base, "rope_norm_angles");
-    const float theta_scale = std::pow(freq_base, -2.0f / float(n_rot));
-    for (int64_t t = 0; t < n_tokens; ++t) {
-        float theta = float(positions[t]);
-        float* cst = cos_sin + t * n_rot;
-        for (int64_t i = 0; i < n_rot / 2; ++i) {
-            cst[2 * i] = std::cos(theta);
-            cst[2 * i + 1] = std::sin(theta);
-            theta *= theta_scale;
-        }
-    }
-}
-
-void rope_norm_apply(float* x, const float* cos_sin, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
-                     int64_t n_rot) {
-    if (!x || !cos_sin) throw Error("rope_norm_apply: null pointer");
-    if (n_tokens <= 0) throw Error(ErrorCode::shape, "rope_norm_apply: non-positive token count");
-    if (n_rot <= 0 || n_rot % 2 != 0) throw Error(ErrorCode::shape, "rope_norm_apply: n_rot must be even and positive");
-    check_rope_heads(n_heads, head_dim, n_rot, "rope_norm_apply");
-    for (int64_t t = 0; t < n_tokens; ++t) {
-        const float* cst = cos_sin + t * n_rot;
-        for (int64_t h = 0; h < n_heads; ++h) {
-            float* p = x + (t * n_heads + h) * head_dim;
-            for (int64_t i = 0; i < n_rot / 2; ++i) rotate(p + 2 * i, cst[2 * i], cst[2 * i + 1]);
-        }
-    }
-}
-
 void rope(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
           const RopeParams& p) {
     if (!x || !positions) throw Error("rope: null pointer");

@@ -2,65 +2,18 @@
 // weight tensor (shape and type checked), builds the tokenizer and fingerprints the whole model.
 #include "rewind/llama_model.h"
 
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <set>
+
+#include "rewind/hash.h"
 
 namespace rwd {
 
 namespace {
 
 constexpr int64_t kMaxHparam = std::numeric_limits<int32_t>::max();
-
-// FNV-1a, 64-bit. Tensor bytes go through four interleaved lanes of 8-byte words so that the
-// multiply chains overlap (one lane is latency bound); lanes fold back into the main state.
-class Fnv1a {
-public:
-    static constexpr uint64_t kBasis = 0xcbf29ce484222325ull;
-    static constexpr uint64_t kPrime = 0x100000001b3ull;
-
-    void bytes(const void* data, size_t n) {
-        const auto* p = static_cast<const uint8_t*>(data);
-        for (size_t i = 0; i < n; ++i) h_ = (h_ ^ p[i]) * kPrime;
-    }
-    void u64(uint64_t v) {
-        uint8_t b[8];
-        for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(v >> (8 * i)); // fixed byte order
-        bytes(b, 8);
-    }
-    void str(const std::string& s) {
-        u64(s.size());
-        bytes(s.data(), s.size());
-    }
-    void f32(float f) { u64(std::bit_cast<uint32_t>(f)); }
-
-    void blob(const uint8_t* p, uint64_t n) {
-        u64(n);
-        uint64_t lane[4] = {h_, h_ ^ 1, h_ ^ 2, h_ ^ 3};
-        uint64_t i = 0;
-        for (; i + 32 <= n; i += 32)
-            for (int l = 0; l < 4; ++l) lane[l] = (lane[l] ^ word(p + i + 8 * l)) * kPrime;
-        for (int l = 0; l < 4; ++l) u64(lane[l]);
-        bytes(p + i, static_cast<size_t>(n - i));
-    }
-
-    uint64_t value() const { return h_; }
-
-private:
-    static uint64_t word(const uint8_t* p) {
-        uint64_t v;
-        std::memcpy(&v, p, 8);
-        if constexpr (std::endian::native == std::endian::big) {
-            uint64_t r = 0;
-            for (int i = 0; i < 8; ++i) r = (r << 8) | ((v >> (8 * i)) & 0xff);
-            v = r;
-        }
-        return v;
-    }
-    uint64_t h_ = kBasis;
-};
 
 std::string shape_to_string(const std::vector<uint64_t>& dims) {
     std::string s = "[";

@@ -345,7 +345,7 @@ void Context::run_pass(Segment* segs, int64_t n_segs, int64_t nt) {
             Segment& sg = segs[is];
             KvCache& cache = *sg.cache;
             // Write this segment's K/V at positions pos0.. (beyond cache.size(): not yet committed).
-            const size_t kv_elem = cache.dtype() == DType::F32 ? 4 : 2;
+            const size_t kv_elem = dtype_row_bytes(cache.dtype(), 1);
             auto* kc = static_cast<std::byte*>(cache.k_layer(il)) + static_cast<size_t>(sg.pos0 * KV) * kv_elem;
             auto* vc = static_cast<std::byte*>(cache.v_layer(il)) + static_cast<size_t>(sg.pos0 * KV) * kv_elem;
             const float* ks = b.k.data() + sg.off * KV;

@@ -11,6 +11,7 @@
 
 #include "rewind/error.h"
 #include "rewind/file_io.h"
+#include "rewind/hash.h"
 #include "rewind/model.h"
 
 namespace rwd {
@@ -22,14 +23,12 @@ constexpr uint32_t kVersion = 2;
 // fields, token count, payload size, name length.
 constexpr uint64_t kHeaderFixedBytes = 8 + 4 + 4 + 8 + 4 * 8 + 8 + 8 + 4;
 
-size_t elem_bytes(KvType t) { return t == KvType::F32 ? 4 : 2; }
+size_t elem_bytes(KvType t) { return dtype_row_bytes(kv_dtype(t), 1); }
 
-uint64_t fnv1a(const std::byte* p, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
-    for (size_t i = 0; i < n; ++i) {
-        h ^= static_cast<uint64_t>(p[i]);
-        h *= 0x100000001b3ull;
-    }
-    return h;
+uint64_t fnv1a(const std::byte* p, size_t n) {
+    Fnv1a h;
+    h.bytes(p, n);
+    return h.value();
 }
 
 // Converts n values stored as `from` into `to` (same type: a copy).

@@ -10,15 +10,9 @@
 #include <string>
 
 #include "rewind/error.h"
+#include "rewind/hash.h"
 
 namespace rwd {
-uint64_t mix64(uint64_t z) {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 double counter_uniform(uint64_t seed, uint64_t position, uint64_t stream) {
     uint64_t h = mix64(seed);
     h = mix64(h ^ position);

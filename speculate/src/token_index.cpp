@@ -7,7 +7,7 @@
 #include <string>
 
 #include "rewind/error.h"
-#include "rewind/sampler.h"
+#include "rewind/hash.h"
 
 namespace rwd::speculate {
 namespace {

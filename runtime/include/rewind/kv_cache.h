@@ -17,6 +17,8 @@ namespace rwd {
 class Model;
 
 enum class KvType { F32, F16 };
+// The element type a KvType stores (its size: dtype_row_bytes(kv_dtype(t), 1)).
+inline DType kv_dtype(KvType t) { return t == KvType::F32 ? DType::F32 : DType::F16; }
 
 // Capacity of a cache whose options leave it at 0 (when the model's context is longer).
 constexpr int64_t kDefaultKvCapacity = 4096;
@@ -48,7 +50,7 @@ public:
     int64_t size() const { return size_; }
     int64_t capacity() const { return capacity_; }
     KvType type() const { return type_; }
-    DType dtype() const { return type_ == KvType::F32 ? DType::F32 : DType::F16; }
+    DType dtype() const { return kv_dtype(type_); }
     const KvIdentity& identity() const { return id_; }
     // The identity a cache built for `model` carries.
     static KvIdentity identity_of(const Model& model);

@@ -33,10 +33,6 @@ struct SamplerOptions {
     bool greedy() const { return temperature <= 0.0f; }
 };
 
-// SplitMix64's finaliser: a bijective 64-bit mix with full avalanche (the randomness below is
-// built on it; the speculative engine hashes n-grams with it).
-uint64_t mix64(uint64_t z);
-
 // Counter-based randomness: a uniform double in [0, 1) that depends only on its arguments.
 double counter_uniform(uint64_t seed, uint64_t position, uint64_t stream);
 

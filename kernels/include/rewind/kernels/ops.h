@@ -14,15 +14,9 @@ void rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim
 
 // Rotates pairs (x[2i], x[2i+1]) for i < n_rot/2 of each head by angle pos * base^(-2i/n_rot).
 // x: [n_tokens, n_heads, head_dim], positions: [n_tokens]. Requires n_rot even, n_rot <= head_dim.
+// The plain form of rope() below (which the forward pass calls), kept as its reference.
 void rope_norm(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                int64_t n_rot, float freq_base);
-
-// rope_norm in two steps, so a forward pass computes the angles once per pass and applies them
-// to q and k of every layer. cos_sin: [n_tokens, n_rot] holding (cos, sin) for each rotated pair.
-// rope_norm_apply after rope_norm_angles gives exactly rope_norm's result.
-void rope_norm_angles(const int32_t* positions, int64_t n_tokens, int64_t n_rot, float freq_base, float* cos_sin);
-void rope_norm_apply(float* x, const float* cos_sin, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
-                     int64_t n_rot);
 
 // Which elements a rotary embedding pairs up: (2i, 2i+1) ("norm", llama) or (i, i + n_rot/2)
 // ("neox": qwen2, qwen3, phi3, gemma3).
