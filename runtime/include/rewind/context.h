@@ -70,9 +70,9 @@ public:
     // cached prefix and themselves, appends their K/V, and returns logits: [n, n_vocab] for
     // Logits::All, [1, n_vocab] (the last token) for Logits::Last, empty for Logits::None. The
     // span stays valid until the next call. Throws rwd::Error, the cache unchanged, if tokens
-    // is empty or an id is outside the vocabulary (argument), the cache would overflow its
-    // capacity or Logits::All is asked for more than max_batch tokens (capacity), or the cache
-    // belongs to another model (state).
+    // is empty, an id is outside the vocabulary or `which` is no Logits value (argument), the
+    // cache would overflow its capacity or Logits::All is asked for more than max_batch tokens
+    // (capacity), or the cache belongs to another model (state).
     // Row i's logits are bit-identical however the tokens were split across calls and whatever
     // the thread count (the kernels' fixed reduction order); with Numerics::LlamaCpp only the
     // thread count leaves them unchanged.
