@@ -458,6 +458,27 @@ TEST(BenchScale, WeightBytesPerToken) {
     EXPECT_EQ(rb::weight_bytes_per_token(*tied), all_tied + tied->file().weights().tok_embd.cols * 4);
 }
 
+// A seeded prefix (no prefill pass) gives a curve of every n, on a cache of exactly that many
+// cached tokens; the context's own state is untouched by the fill.
+TEST(BenchScale, CostCurveOnASeededPrefix) {
+    auto model = rwd::Model::load(std::string(REWIND_ASSETS_DIR) + "/pycode-4m-q8_0.gguf");
+    rwd::Context ctx(model, rwd::ContextOptions{1, 32});
+    rb::CostCurveOptions c;
+    c.max_n = 3;
+    c.prefix = 200;
+    c.repeat = 2;
+    c.warmup = 0;
+    c.rounds = 1;
+    c.seeded_prefix = true;
+    const auto curve = rb::measure_cost_curve(ctx, c);
+    ASSERT_EQ(curve.size(), 3u);
+    for (const auto& p : curve) {
+        EXPECT_EQ(p.samples.size(), 2u);
+        EXPECT_GT(p.seconds, 0.0);
+    }
+    EXPECT_EQ(ctx.tokens_processed(), 3u * 2u + 2u * 2u + 1u * 2u);
+}
+
 TEST(BenchScale, MemoryBandwidthRunsAndValidates) {
     const auto b = rb::measure_memory_bandwidth(2, int64_t{4} << 20, 1);
     EXPECT_EQ(b.threads, 2);
@@ -476,6 +497,7 @@ TEST(BenchScale, ReportAndJsonKeepTheScaleFigures) {
     r.throughput = {128, 64, 0.5, 3.2}; // 20 tokens/s
     r.scale.long_prefix_asked = 4096;
     r.scale.long_prefix = 495;
+    r.scale.long_prefix_seeded = true;
     r.scale.long_curve = {{1, 0.002, {0.002}}, {2, 0.004, {0.004}}};
     r.scale.weight_bytes_per_token = 1000000000;
     r.scale.bandwidth_1 = {1, 1 << 20, 20.0, 30.0};
@@ -488,6 +510,7 @@ TEST(BenchScale, ReportAndJsonKeepTheScaleFigures) {
     EXPECT_NE(s.find("(100 and 495 tokens cached)"), std::string::npos) << s;
     EXPECT_NE(s.find("| 2 | 1.500 | 1.50x | 0.750 | 4.000 | 2.00x |"), std::string::npos) << s;
     EXPECT_NE(s.find("4096 cached tokens asked; clamped to 495"), std::string::npos) << s;
+    EXPECT_NE(s.find("The 495 cached tokens are seeded K/V values"), std::string::npos) << s;
     EXPECT_NE(s.find("reads 1.000 GB of weights"), std::string::npos) << s;
     EXPECT_NE(s.find("= 80% of the 2-thread read bandwidth"), std::string::npos) << s;
     EXPECT_NE(s.find("| ngram k=1 | 1.80 | 1.50x | 1.20x | 2.00x | 0.90x |"), std::string::npos) << s;
@@ -495,5 +518,6 @@ TEST(BenchScale, ReportAndJsonKeepTheScaleFigures) {
     const json j = json::parse(text);
     EXPECT_DOUBLE_EQ(j["scale"]["decode_bandwidth_fraction"].get<double>(), 0.8);
     EXPECT_EQ(j["scale"]["long_prefix_tokens"], 495);
+    EXPECT_EQ(j["scale"]["long_prefix_seeded"], true);
     EXPECT_EQ(rb::to_json(rb::from_json(text, "r.json")), text);
 }

@@ -57,6 +57,7 @@ struct BenchCliOptions {
     int cost_repeat = 25;
     int64_t prompt_tokens = 128, decode_tokens = 64; // --cost-curve's throughput measurement
     int64_t long_prefix = 4096;  // --cost-curve's second curve (0: none)
+    bool long_prefill = false;   // fill the long prefix by a prefill pass (else seeded K/V values)
     int64_t bandwidth_mib = 512; // --cost-curve's memory bandwidth buffer (0: not measured)
     int cost_warmup = 6;
     std::string project;         // a saved workload report whose tokens per pass to project
@@ -164,7 +165,7 @@ int run_cost_curve(const BenchCliOptions& o, const std::string& model_path) {
                            " --n " + join(ns, ",") + " --prefix " + std::to_string(o.cost_prefix) + " --repeat " +
                            std::to_string(repeat) + " --prompt-tokens " + std::to_string(o.prompt_tokens) +
                            " --decode-tokens " + std::to_string(o.decode_tokens) + " --long-prefix " +
-                           std::to_string(o.long_prefix) + " --bandwidth-mib " + std::to_string(o.bandwidth_mib) +
+                           std::to_string(o.long_prefix) + (o.long_prefill ? " --long-prefill" : "") + " --bandwidth-mib " + std::to_string(o.bandwidth_mib) +
                            " --cost-warmup " + std::to_string(o.cost_warmup) +
                            (o.project.empty() ? std::string() : " --project " + arg(o.project));
     r.machine = rb::detect_machine();
@@ -195,6 +196,8 @@ int run_cost_curve(const BenchCliOptions& o, const std::string& model_path) {
         r.scale.long_prefix = std::min(o.long_prefix, hp_ctx - max_n);
         if (r.scale.long_prefix > c.prefix) {
             c.prefix = r.scale.long_prefix;
+            c.seeded_prefix = !o.long_prefill;
+            r.scale.long_prefix_seeded = c.seeded_prefix;
             r.scale.long_curve = rb::measure_cost_curve(ctx, c);
         }
     }
@@ -483,6 +486,9 @@ void register_bench(CLI::App& app, Runner& run) {
     cmd->add_option("--long-prefix", o->long_prefix,
                     "--cost-curve: cached tokens of a second cost curve (clamped to the model's context; 0: none)")
         ->capture_default_str();
+    cmd->add_flag("--long-prefill", o->long_prefill,
+                  "--cost-curve: fill the long prefix by a prefill pass (minutes at 1B scale) instead of seeded K/V "
+                  "values (a pass costs the same whatever the cached values)");
     cmd->add_option("--bandwidth-mib", o->bandwidth_mib,
                     "--cost-curve: buffer of the memory bandwidth measurement in MiB (0: do not measure)")
         ->capture_default_str();

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <random>
 #include <string>
 
 #include "rewind/error.h"
@@ -45,8 +46,20 @@ std::vector<CostPoint> measure_cost_curve(Context& ctx, const CostCurveOptions& 
     for (int64_t i = 0; i < opts.prefix; ++i) prefix[static_cast<size_t>(i)] = token_at(i);
     for (int64_t i = 0; i < opts.max_n; ++i) batch[static_cast<size_t>(i)] = token_at(opts.prefix + i);
 
-    KvCache cache(model, KvCacheOptions{opts.prefix + opts.max_n, KvType::F32});
-    if (!prefix.empty()) ctx.forward(cache, prefix, Logits::None);
+    const KvCacheOptions copts{opts.prefix + opts.max_n, KvType::F32};
+    KvCache cache(model, copts);
+    if (opts.seeded_prefix && opts.prefix > 0) {
+        const auto& hp = model.hparams();
+        const size_t count = static_cast<size_t>(hp.n_layer * opts.prefix * hp.n_embd_kv());
+        std::vector<float> k(count), v(count);
+        std::mt19937 rng(1234);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        for (float& x : k) x = nd(rng);
+        for (float& x : v) x = nd(rng);
+        cache = KvCache::import(model, opts.prefix, k, v, copts);
+    } else if (!prefix.empty()) {
+        ctx.forward(cache, prefix, Logits::None);
+    }
 
     std::vector<CostPoint> points(static_cast<size_t>(opts.max_n));
     for (int64_t n = 1; n <= opts.max_n; ++n) points[static_cast<size_t>(n - 1)].n = n;

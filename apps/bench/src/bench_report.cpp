@@ -333,6 +333,9 @@ void write_cost_markdown(std::ostream& out, const BenchResult& r, std::span<cons
     if (sc.long_prefix_asked > 0 && sc.long_prefix != sc.long_prefix_asked)
         out << "\n" << sc.long_prefix_asked << " cached tokens asked; clamped to " << sc.long_prefix
             << " so that the longest pass fits the model's context.\n";
+    if (two && sc.long_prefix_seeded)
+        out << "\nThe " << sc.long_prefix << " cached tokens are seeded K/V values, not a prefill (a pass costs the same "
+            << "whatever the cached values; --long-prefill runs the prefill).\n";
 
     if (sc.weight_bytes_per_token > 0) {
         out << "\nMemory: a decode pass reads " << fmt("%.3f", static_cast<double>(sc.weight_bytes_per_token) / 1e9)
@@ -463,6 +466,7 @@ std::string to_json(const BenchResult& r, int indent) {
     const MemoryBandwidth& bn = sc.bandwidth_n.threads > 0 ? sc.bandwidth_n : sc.bandwidth_1;
     j["scale"] = {{"long_prefix_asked", sc.long_prefix_asked},
                   {"long_prefix_tokens", sc.long_prefix},
+                  {"long_prefix_seeded", sc.long_prefix_seeded},
                   {"long_cost_curve", curve_json(sc.long_curve)},
                   {"weight_bytes_per_token", sc.weight_bytes_per_token},
                   {"bandwidth_1_thread", bw_json(sc.bandwidth_1)},
@@ -549,6 +553,7 @@ BenchResult from_json(const std::string& text, const std::string& source) {
             ScaleInfo& sc = r.scale;
             sc.long_prefix_asked = it->at("long_prefix_asked").get<int64_t>();
             sc.long_prefix = it->at("long_prefix_tokens").get<int64_t>();
+            sc.long_prefix_seeded = it->value("long_prefix_seeded", false);
             for (const auto& c : it->at("long_cost_curve"))
                 sc.long_curve.push_back({c.at("n").get<int64_t>(), c.at("seconds").get<double>(),
                                          c.at("samples").get<std::vector<double>>()});

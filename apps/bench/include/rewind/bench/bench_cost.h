@@ -15,6 +15,10 @@ struct CostCurveOptions {
     int repeat = 25;      // timed passes per n (the median is kept)
     int warmup = 6;       // untimed passes of each n before its timed ones, every round
     int rounds = 5;       // the timed passes of each n are split over this many rounds
+    // Fill the prefix with seeded K/V values (KvCache::import) instead of a prefill pass: what a
+    // pass costs does not depend on the cached values, and a 4,096-token prefill of a 1B model
+    // takes many minutes on a small machine.
+    bool seeded_prefix = false;
 };
 
 // Times ctx.forward over n new tokens (all logits, as verification needs them) after `prefix`

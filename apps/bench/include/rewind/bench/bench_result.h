@@ -119,6 +119,7 @@ struct Projection {
 struct ScaleInfo {
     int64_t long_prefix_asked = 0;     // --long-prefix (0: no second curve)
     int64_t long_prefix = 0;           // what ran: asked, clamped to the model's context minus max n
+    bool long_prefix_seeded = false;   // the long prefix held seeded K/V values (no prefill pass)
     std::vector<CostPoint> long_curve;
     int64_t weight_bytes_per_token = 0;
     MemoryBandwidth bandwidth_1;       // one thread
