@@ -345,6 +345,17 @@ TEST(SpecialTokens, ByteLevelBpe) {
     EXPECT_EQ(tok->decode(plain), "Hello<|endoftext|>world");
 }
 
+// StarCoder's byte-level vocabulary has no token for the byte 0xF1 (the lead byte of U+40000..
+// U+7FFFF): llama.cpp drops such a byte; it must not become the unknown token, which in that
+// vocabulary is "<|endoftext|>" (found by fuzz_tokenizer).
+TEST(Tokenizer, ByteMissingFromByteLevelVocabularyIsDropped) {
+    const auto tok = load_vocab("starcoder");
+    const std::string text = "9\xF1\xA7\xA7\xA7 #20";
+    const auto ids = tok->encode(text, AddBos::No, SpecialTokens::Parse);
+    for (TokenId id : ids) EXPECT_FALSE(tok->is_control(id)) << "id " << id;
+    EXPECT_EQ(tok->decode(ids), "9\xA7\xA7\xA7 #20");
+}
+
 TEST(SpecialTokens, LongestPieceWinsAndPhi3StripsWhitespaceAfter) {
     const auto tok = load_vocab("phi-3");
     // "<|endoftext|>" must not be read as "<|end|>" plus text.

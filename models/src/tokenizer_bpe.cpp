@@ -493,17 +493,17 @@ private:
                 out.push_back(id);
                 continue;
             }
-            // A merge whose result is not in the vocabulary (an inconsistent file): fall back to
-            // the single symbols, then to the unknown token.
+            // A symbol the vocabulary lacks: either a merge whose result is not in it (an
+            // inconsistent file), or a byte some byte-level vocabularies have no token for
+            // (StarCoder's has none for 0xF1, for instance). Fall back to the single symbols and
+            // drop those that are missing too, as llama.cpp does (StarCoder's unknown token is
+            // "<|endoftext|>", which would end the prompt).
             for (size_t off = 0; off < piece.size();) {
                 const size_t n = std::min(unicode::utf8_seq_len(static_cast<unsigned char>(piece[off])), piece.size() - off);
-                TokenId id = find(piece.substr(off, n));
-                if (id < 0) id = unk_;
-                if (id < 0)
-                    throw Error(ErrorCode::format, "tokenizer: the vocabulary has no token for byte symbol '" +
-                                std::string(piece.substr(off, n)) + "' and no unknown token");
-                out.push_back(id);
+                const TokenId id = find(piece.substr(off, n));
                 off += n;
+                if (id < 0) continue;
+                out.push_back(id);
             }
         }
     }

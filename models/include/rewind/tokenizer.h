@@ -55,6 +55,8 @@ public:
 
     virtual TokenizerModel model() const = 0;
     // AddBos::Default and Yes also append EOS when the file's add_eos_token says so; No adds neither.
+    // A byte that a byte-level BPE vocabulary has no token for is dropped, as llama.cpp does
+    // (StarCoder's lacks 0xF1, for instance); SPM falls back to byte tokens, then the unknown one.
     virtual std::vector<TokenId> encode(std::string_view text, AddBos add_bos = AddBos::Default,
                                         SpecialTokens special = SpecialTokens::AsText) const = 0;
     // The bytes of one token's piece as it appears in text (byte pieces give their byte;
