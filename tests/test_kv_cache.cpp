@@ -127,6 +127,26 @@ TEST_F(KvCacheTest, CommitBounds) {
     EXPECT_EQ(c.size(), 5);
 }
 
+// version() is what a device copy of the cache (the CUDA backend's mirror) is checked against:
+// it changes with every write, never with a rollback, and no two caches share one.
+TEST_F(KvCacheTest, VersionChangesOnWritesNotOnTruncate) {
+    const uint64_t v0 = cache->version();
+    cache->truncate(30);
+    EXPECT_EQ(cache->version(), v0);
+    ctx->forward(*cache, tokens(2, 5, model->n_vocab()), Logits::None);
+    const uint64_t v1 = cache->version();
+    EXPECT_NE(v1, v0);
+    KvCache f = cache->fork();
+    EXPECT_NE(f.version(), v1);
+    KvCache moved = std::move(f);
+    EXPECT_NE(moved.version(), v1);
+    KvCache c(*model, {.capacity = 8});
+    const uint64_t vc = c.version();
+    c.commit(3);
+    EXPECT_NE(c.version(), vc);
+    EXPECT_NE(KvCache(*model, {.capacity = 8}).version(), KvCache(*model, {.capacity = 8}).version());
+}
+
 TEST_F(KvCacheTest, ForkIsIndependent) {
     KvCache f = cache->fork();
     EXPECT_TRUE(f.contents_equal(*cache));

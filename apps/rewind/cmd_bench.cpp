@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "rewind/device.h"
 #include "rewind/error.h"
 #include "rewind/file_io.h"
 #include "rewind/model.h"
@@ -46,6 +47,7 @@ struct BenchCliOptions {
     std::vector<int> ks{2, 4, 8};
     bool adaptive = false, adaptive_only = false;
     int repeat = 3, warmup = 1, threads = 1;
+    std::string device = "cpu";
     float temp = 0.0f;
     uint64_t seed = 0;
     std::string json_path, svg_path, markdown_path;
@@ -100,6 +102,7 @@ std::string canonical_command(const BenchCliOptions& o, const std::string& model
     if (o.adaptive) c << " --adaptive";
     if (o.adaptive_only) c << " --adaptive-only";
     c << " --repeat " << o.repeat << " --warmup " << o.warmup << " -t " << o.threads;
+    if (o.device != "cpu") c << " --device " << o.device;
     c << " --temp " << o.temp << " --seed " << o.seed;
     if (o.no_cost) c << " --no-cost-curve";
     else c << " --prefix " << o.cost_prefix << " --cost-repeat " << o.cost_repeat;
@@ -153,15 +156,18 @@ int run_cost_curve(const BenchCliOptions& o, const std::string& model_path) {
     if (o.cost_warmup < 0) throw Error(ErrorCode::argument, "bench: --cost-warmup must not be negative");
     auto model = Model::load(model_path, ModelOptions{.repack_q8_0 = !o.no_repack});
     const int64_t hp_ctx = model->hparams().n_ctx_train;
-    Context ctx(model, ContextOptions{o.threads, std::max<int64_t>(max_n, 256)});
+    const Device device = parse_device(o.device);
+    Context ctx(model, ContextOptions{.n_threads = o.threads, .max_batch = std::max<int64_t>(max_n, 256), .device = device});
 
     rb::BenchResult r;
     r.setup.model_path = model_path;
     r.setup.threads = o.threads;
+    r.setup.device = device_name(device);
     r.setup.repeat = repeat;
     std::vector<std::string> ns;
     for (int64_t n : o.cost_n) ns.push_back(std::to_string(n));
     r.setup.command_line = "rewind bench --cost-curve -m " + arg(model_path) + " -t " + std::to_string(o.threads) +
+                           (device.kind == DeviceKind::Cpu ? std::string() : " --device " + device_name(device)) +
                            " --n " + join(ns, ",") + " --prefix " + std::to_string(o.cost_prefix) + " --repeat " +
                            std::to_string(repeat) + " --prompt-tokens " + std::to_string(o.prompt_tokens) +
                            " --decode-tokens " + std::to_string(o.decode_tokens) + " --long-prefix " +
@@ -215,6 +221,16 @@ int run_cost_curve(const BenchCliOptions& o, const std::string& model_path) {
     std::printf("model: %s (%s, %lld layers, n_embd %lld, weights %s)\n\n", model_path.c_str(),
                 hp.architecture.c_str(), static_cast<long long>(hp.n_layer), static_cast<long long>(hp.n_embd),
                 dtype_name(model->layers.at(0).wq.type));
+    if (device.kind == DeviceKind::Cuda) {
+        // Decode is bound by reading the weights: bytes per token x tokens/s against the peak.
+        const DeviceDescription dd = describe_device(device);
+        const double gbs = double(r.scale.weight_bytes_per_token) * r.throughput.decode_tokens_per_s() / 1e9;
+        std::printf("device: %s (%s), peak memory bandwidth %.0f GB/s; decode reads %.2f GB/token at %.1f tokens/s "
+                    "= %.0f GB/s (%.0f%% of peak)\n\n",
+                    r.setup.device.c_str(), dd.name.c_str(), dd.peak_bandwidth_gbs,
+                    double(r.scale.weight_bytes_per_token) / 1e9, r.throughput.decode_tokens_per_s(), gbs,
+                    dd.peak_bandwidth_gbs > 0 ? 100.0 * gbs / dd.peak_bandwidth_gbs : 0.0);
+    }
     std::ostringstream md;
     rb::write_cost_markdown(md, r, o.cost_n);
     md << "\n`" << r.setup.command_line << "`\n";
@@ -401,6 +417,7 @@ int run_bench(const BenchCliOptions& o) {
     ro.repeat = o.repeat;
     ro.warmup = o.warmup;
     ro.n_threads = o.threads;
+    ro.device = parse_device(o.device);
     ro.sampler.temperature = o.temp;
     ro.sampler.seed = o.seed;
     ro.max_tokens = o.n_predict;
@@ -462,6 +479,7 @@ void register_bench(CLI::App& app, Runner& run) {
                                 "passes per n)")->capture_default_str();
     cmd->add_option("--warmup", o->warmup, "Untimed warm-up rounds")->capture_default_str();
     cmd->add_option("-t,--threads", o->threads, "Threads of the target and draft contexts")->capture_default_str();
+    cmd->add_option("--device", o->device, "Where target and draft run: cpu, cuda or cuda:N")->capture_default_str();
     cmd->add_option("--temp", o->temp, "Sampling temperature (0 or below: greedy, as in llama.cpp)")->capture_default_str();
     cmd->add_option("--seed", o->seed, "Sampling seed")->capture_default_str();
     cmd->add_option("--json", o->json_path, "Write every raw figure, the machine and settings as JSON");

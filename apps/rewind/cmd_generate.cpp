@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "rewind/context.h"
+#include "rewind/device.h"
 #include "rewind/error.h"
 #include "rewind/file_io.h"
 #include "rewind/generate.h"
@@ -37,6 +38,7 @@ struct GenerateFlags {
     int32_t repeat_last_n = 64;
     uint64_t seed = 0;
     int threads = 1;
+    std::string device = "cpu";
     int64_t ctx_size = 0; // 0: the model's context length
     std::string kv_type = "auto";   // f32, or f16 with --numerics llamacpp (llama.cpp's default)
     std::string numerics = "exact";
@@ -68,6 +70,7 @@ void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
     cmd.add_option("-s,--seed", f.seed, "Sampling seed (randomness is keyed by seed and position)")
         ->capture_default_str();
     cmd.add_option("-t,--threads", f.threads, "Threads")->capture_default_str();
+    cmd.add_option("--device", f.device, "Where the forward pass runs: cpu, cuda or cuda:N")->capture_default_str();
     cmd.add_flag("--no-repack", f.no_repack, "Keep Q8_0 weights in the file's layout (no repacking at load)");
     cmd.add_option("-c,--ctx-size", f.ctx_size, "KV cache capacity in tokens; 0 = the model's context, at most 4096")
         ->capture_default_str();
@@ -144,8 +147,9 @@ ContextOptions to_context_options(const GenerateFlags& f) {
     if (f.numerics == "llamacpp")
         // llama.cpp's default ubatch passes prompts of up to 512 tokens whole; its roundings
         // depend on that pass size.
-        return ContextOptions{.n_threads = f.threads, .max_batch = 512, .numerics = Numerics::LlamaCpp};
-    return ContextOptions{.n_threads = f.threads};
+        return ContextOptions{.n_threads = f.threads, .max_batch = 512, .numerics = Numerics::LlamaCpp,
+                              .device = parse_device(f.device)};
+    return ContextOptions{.n_threads = f.threads, .device = parse_device(f.device)};
 }
 
 std::string read_prompt(const GenerateFlags& f) {

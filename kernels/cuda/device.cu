@@ -45,6 +45,17 @@ DeviceInfo device_info(int device) {
     return info;
 }
 
+DeviceScope::DeviceScope(int device) {
+    check(cudaGetDevice(&prev_), "cudaGetDevice");
+    if (prev_ != device) check(cudaSetDevice(device), "cudaSetDevice");
+}
+
+DeviceScope::~DeviceScope() {
+    int cur = prev_;
+    if (cudaGetDevice(&cur) == cudaSuccess && cur != prev_) cudaSetDevice(prev_);
+    cudaGetLastError();
+}
+
 Stream::Stream(int device) : device_(device) {
     check_device(device);
     DeviceGuard g(device);

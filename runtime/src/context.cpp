@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "cuda_backend.h"
 #include "rewind/error.h"
 #include "rewind/kernels/attention.h"
 #include "rewind/kernels/dtype.h"
@@ -68,6 +69,14 @@ Context::Context(std::shared_ptr<const Model> model, ContextOptions opts) : mode
         throw Error("Context: unknown Numerics value " + std::to_string(static_cast<int>(opts_.numerics)));
     const LlamaHparams& hp = model_->hparams();
     opts_.max_batch = std::min(opts_.max_batch, hp.n_ctx_train);
+    require_device(opts_.device);
+    if (opts_.device.kind == DeviceKind::Cuda) {
+        if (opts_.numerics != Numerics::Exact)
+            throw Error(ErrorCode::unsupported, "Context: Numerics::LlamaCpp is CPU-only (device " +
+                                                    device_name(opts_.device) + ")");
+        cuda_ = std::make_unique<CudaBackend>(*model_, opts_);
+        return; // no CPU pool or buffers: opts.pool and n_threads do not apply
+    }
     if (opts_.pool) {
         pool_ = opts_.pool;
         opts_.n_threads = pool_->size();
@@ -166,6 +175,12 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
                     std::to_string(opts_.max_batch) + " (ask for Logits::Last or split the call)");
     check_fits(cache, n, "forward", -1);
 
+    if (cuda_) {
+        const std::span<const float> out = cuda_->forward(cache, tokens, which, 0);
+        tokens_processed_ += static_cast<uint64_t>(n);
+        return out;
+    }
+
     // Chunks of at most max_batch tokens, each one internal pass; logits from the final one.
     const int64_t n0 = cache.size();
     Segment seg;
@@ -202,6 +217,20 @@ void Context::forward_batch(std::span<BatchItem> items) {
     if (total > opts_.max_batch)
         throw Error(ErrorCode::capacity, "forward_batch: " + std::to_string(total) + " tokens in all exceed max_batch " +
                                              std::to_string(opts_.max_batch) + " (a batch is one pass; run fewer sequences or tokens)");
+
+    if (cuda_) {
+        // One device pass per sequence (validated above; only a device fault can fail now, and
+        // then the sequences before it stay committed). Each token's logits are the bits a
+        // batched pass would give (query-count invariance); each sequence's rows go to their
+        // own place in the output, as the CPU's batched pass lays them out.
+        int64_t row = 0;
+        for (BatchItem& it : items) {
+            it.logits = cuda_->forward(*it.cache, it.tokens, it.which, row);
+            row += static_cast<int64_t>(it.tokens.size());
+        }
+        tokens_processed_ += static_cast<uint64_t>(total);
+        return;
+    }
 
     // Every item has >= 1 token and total <= max_batch, so the preallocated segments suffice.
     Segment* segs = buf_->segs.data();

@@ -4,6 +4,7 @@
 #include "rewind/kv_cache.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -133,6 +134,14 @@ void KvCache::commit(int64_t n) {
         throw Error("KV cache: cannot commit length " + std::to_string(n) + " (size " + std::to_string(size_) +
                     ", capacity " + std::to_string(capacity_) + ")");
     size_ = n;
+    version_ = next_version();
+}
+
+// A counter, not an address or a clock: values are never reused within the process, so a stale
+// device copy can never look current.
+uint64_t KvCache::next_version() noexcept {
+    static std::atomic<uint64_t> counter{0};
+    return counter.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 KvCache KvCache::fork() const {

@@ -258,7 +258,8 @@ void write_markdown(std::ostream& out, const BenchResult& r) {
         return;
     }
     out << "## rewind bench: " << model_text(s) << " on " << workloads_text(s) << "\n\n";
-    out << sampling_text(s) << " · " << s.threads << (s.threads == 1 ? " thread" : " threads") << " · "
+    out << sampling_text(s) << " · " << s.threads << (s.threads == 1 ? " thread" : " threads")
+        << (s.device == "cpu" ? std::string() : " · " + s.device) << " · "
         << count_text(static_cast<int64_t>(r.items.size()), "item") << " × " << count_text(s.repeat, "repeat")
         << " (median), " << s.warmup << " warm-up · " << machine_text(r.machine) << "\n\n";
     if (!s.command_line.empty()) out << "`" << s.command_line << "`\n\n";
@@ -304,7 +305,8 @@ void write_cost_markdown(std::ostream& out, const BenchResult& r, std::span<cons
     out << " tokens cached)\n\n";
     if (r.items.empty()) // the cost curve alone: say what it ran on here
         out << basename(r.setup.model_path) << " · " << r.setup.threads
-            << (r.setup.threads == 1 ? " thread" : " threads") << " · " << machine_text(r.machine) << "\n\n";
+            << (r.setup.threads == 1 ? " thread" : " threads")
+            << (r.setup.device == "cpu" ? std::string() : " · " + r.setup.device) << " · " << machine_text(r.machine) << "\n\n";
     const Throughput& t = r.throughput;
     if (t.prompt_tokens > 0 && t.prefill_seconds > 0 && t.decode_seconds > 0)
         out << "prefill: " << t.prompt_tokens << " tokens in " << fmt("%.2f", 1e3 * t.prefill_seconds) << " ms = "
@@ -389,6 +391,7 @@ std::string to_json(const BenchResult& r, int indent) {
                   {"draft_file", s.draft_path.empty() ? json(nullptr) : json(basename(s.draft_path))},
                   {"workloads", s.workloads},
                   {"threads", s.threads},
+                  {"device", s.device},
                   {"temperature", s.temperature},
                   {"greedy", s.temperature <= 0},
                   {"seed", s.seed},
@@ -502,6 +505,7 @@ BenchResult from_json(const std::string& text, const std::string& source) {
         r.setup.draft_path = s.at("draft").is_null() ? "" : s.at("draft").get<std::string>();
         r.setup.workloads = s.at("workloads").get<std::vector<std::string>>();
         r.setup.threads = s.at("threads").get<int>();
+        r.setup.device = s.value("device", std::string("cpu")); // absent before the CUDA backend
         r.setup.temperature = s.at("temperature").get<double>();
         r.setup.seed = s.at("seed").get<uint64_t>();
         r.setup.repeat = s.at("repeat").get<int>();

@@ -32,10 +32,12 @@ struct Outcome {
 class Engine {
 public:
     Engine(const BenchModels& models, const RunnerOptions& opts)
-        : opts_(opts), target_(models.target, ContextOptions{opts.n_threads}), cache_(*models.target) {
+        : opts_(opts), target_(models.target, ContextOptions{.n_threads = opts.n_threads, .device = opts.device}),
+          cache_(*models.target) {
         if (models.draft) {
             sp::DraftSourceOptions d;
             d.context.n_threads = opts.n_threads;
+            d.context.device = opts.device;
             draft_ = std::make_unique<sp::DraftSource>(models.draft, *models.target, cache_.capacity(), d);
         }
     }
@@ -145,6 +147,7 @@ BenchResult run_bench(const BenchModels& models, const std::vector<WorkItem>& it
     BenchResult result;
     result.machine = detect_machine();
     result.setup.threads = opts.n_threads;
+    result.setup.device = device_name(opts.device);
     result.setup.temperature = opts.sampler.temperature;
     result.setup.seed = opts.sampler.seed;
     result.setup.repeat = opts.repeat;

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "rewind/device.h"
 #include "rewind/kernels/thread_pool.h"
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
@@ -40,6 +41,13 @@ struct ContextOptions {
     // Contexts sharing a pool must not run forward() at the same time from different threads
     // (a second concurrent caller would run its work serially on its own thread).
     std::shared_ptr<ThreadPool> pool{};
+    // Where forward() runs. Cuda: weights are uploaded once (F32, F16, BF16, Q8_0), the KV cache
+    // is mirrored in device memory (the KvCache stays the authority: every pass copies its new
+    // rows back, so truncate/fork/save/load/import/export behave as on the CPU), and the kernels
+    // keep Exact's promise among themselves: a token's logits are the same bits whatever the
+    // number of tokens in its pass (they differ from the CPU's within rounding). Numerics::LlamaCpp
+    // and n_threads do not apply there.
+    Device device{};
 };
 
 // Which rows get logits: every new token (verification), the last one (prompt, decode), or none
@@ -54,11 +62,14 @@ struct BatchItem {
     Logits which = Logits::All;
     std::span<const float> logits; // out: as forward() returns them for this sequence alone
 };
+class CudaBackend; // runtime/src/cuda_backend.h
 
 class Context {
 public:
     // Sizes every run buffer once; forward() allocates nothing. Throws rwd::Error (argument) on a
-    // null model, n_threads or max_batch < 1, or an unknown Numerics value.
+    // null model, n_threads or max_batch < 1, or an unknown Numerics value; (unsupported) when
+    // opts.device cannot run here (rewind/device.h: require_device), or for the CUDA device with
+    // Numerics::LlamaCpp or a weight type it lacks; (capacity) when device memory runs out.
     Context(std::shared_ptr<const Model> model, ContextOptions opts = {});
     ~Context();
 
@@ -109,6 +120,7 @@ private:
     ContextOptions opts_;
     std::shared_ptr<ThreadPool> pool_;
     std::unique_ptr<Buffers> buf_;
+    std::unique_ptr<CudaBackend> cuda_; // set when opts_.device is a CUDA device (then buf_ is unused)
     uint64_t tokens_processed_ = 0;
 };
 

@@ -107,6 +107,12 @@ public:
     // (argument) if n > capacity or n < size.
     void commit(int64_t n);
 
+    // Changes whenever positions are written (commit(); every cache that a constructor, load(),
+    // import() or fork() makes starts with a value no other cache of this process has had), never
+    // on truncate(). A copy of the stored positions < size() taken at one version (the CUDA
+    // backend's device copy) is still right while the version is the same.
+    uint64_t version() const { return version_; }
+
 private:
     KvCache() = default;
     KvIdentity id_;
@@ -121,6 +127,8 @@ private:
         const std::byte* data() const { return p.get(); }
         void resize(size_t n) { p = std::make_unique_for_overwrite<std::byte[]>(n); }
     };
+    uint64_t version_ = next_version();
+    static uint64_t next_version() noexcept;
     std::vector<Buffer> k_, v_; // per layer, [capacity, n_head_kv, head_dim]
 };
 

@@ -27,6 +27,20 @@ struct DeviceInfo {
 };
 DeviceInfo device_info(int device);
 
+// Makes `device` the calling thread's current device while in scope, then restores the previous
+// one, so objects on different devices can be driven from one thread (kernels launch on the
+// current device's streams).
+class DeviceScope {
+public:
+    explicit DeviceScope(int device);
+    ~DeviceScope();
+    DeviceScope(const DeviceScope&) = delete;
+    DeviceScope& operator=(const DeviceScope&) = delete;
+
+private:
+    int prev_ = -1;
+};
+
 // A stream on `device`, non-blocking with respect to the legacy default stream. Move-only.
 class Stream {
 public:

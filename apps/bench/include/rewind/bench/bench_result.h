@@ -71,6 +71,7 @@ struct SetupInfo {
     std::string model_path, draft_path;  // draft_path empty when no draft model
     std::vector<std::string> workloads;  // workload files, or "prompt" for -p
     int threads = 1;
+    std::string device = "cpu";          // where the target (and draft) ran: "cpu" or "cuda:N"
     double temperature = 0;              // 0: greedy
     uint64_t seed = 0;
     int repeat = 1, warmup = 1;

@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "rewind/device.h"
 #include "rewind/model.h"
 #include "rewind/sampler.h"
 #include "rewind/bench/bench_cost.h"
@@ -29,6 +30,7 @@ struct RunnerOptions {
     int repeat = 3;               // timed requests per item and configuration (median kept)
     int warmup = 1;               // untimed rounds of the first item under every configuration
     int n_threads = 1;            // target's and draft's contexts
+    Device device{};              // where target and draft run (rewind/device.h)
     SamplerOptions sampler;       // greedy by default
     int64_t max_tokens = 0;       // > 0: overrides every item's max_tokens
     bool cost_curve = true;       // measure the verification cost curve after the items
