@@ -287,7 +287,7 @@ int run_concurrency(const BenchCliOptions& o, const std::string& model_path) {
     }
     const ModelOptions mo{.repack_q8_0 = !o.no_repack};
     auto model = Model::load(model_path, mo);
-    Context ctx(model, ContextOptions{.n_threads = o.threads});
+    Context ctx(model, ContextOptions{.n_threads = o.threads, .device = parse_device(o.device)});
     SamplerOptions so;
     so.temperature = o.temp;
     so.seed = o.seed;
