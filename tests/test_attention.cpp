@@ -114,6 +114,22 @@ TEST(Attention, TokenCountNeverChangesAResult) {
     }
 }
 
+// Past a few thousand cached positions a pass of 17 tokens runs in smaller tiles (bounded
+// scratch); a token's bits stay those it gets alone.
+TEST(Attention, LongPrefixTilesKeepEveryResult) {
+    for (SimdLevel level : levels()) {
+        const AttentionShape s{17, 9000, 2, 1, 16};
+        const Case c = make_case(s, DType::F16, 31, 2.0f);
+        const auto all = run(c, s, c.q.data(), nullptr, level);
+        const int64_t row = s.n_head * s.head_dim;
+        for (int64_t t = 0; t < s.n_tokens; ++t) {
+            const AttentionShape s1{1, s.pos0 + t, s.n_head, s.n_head_kv, s.head_dim};
+            const auto one = run(c, s1, c.q.data() + t * row, nullptr, level);
+            ASSERT_EQ(std::memcmp(one.data(), all.data() + t * row, size_t(row) * 4), 0) << simd_name(level) << " t " << t;
+        }
+    }
+}
+
 TEST(Attention, ThreadCountNeverChangesAResult) {
     ThreadPool p2(2), p3(3);
     for (SimdLevel level : levels()) {

@@ -34,13 +34,18 @@ using detail::check_attention_shape;
 
 // Score-row length for one head, rounded so rows start on 64-byte boundaries.
 int64_t score_stride(const AttentionShape& s) { return ((s.pos0 + s.n_tokens + 15) / 16) * 16; }
+// Score floats per query head for all tokens of a unit: a 17-token unit up to about 7,700
+// positions, one token per unit from 131,072 (a slot then holds what it did before tiling).
+constexpr int64_t kAttendScoreFloats = int64_t{1} << 17;
 // Tokens per work unit: as even as possible, at most kAttendTokens, so a verification pass of up
-// to 17 tokens reads each cached K/V row once per KV head.
-// A sliding window that cuts into the pass gives each token its own first position: one token
-// per unit then.
+// to 17 tokens reads each cached K/V row once per KV head; fewer where the unit's score rows
+// would pass kAttendScoreFloats per query head (a context's scratch stays small at long context
+// lengths). A sliding window that cuts into the pass gives each token its own first position:
+// one token per unit then.
 int64_t unit_tokens(const AttentionShape& s) {
     if (detail::first_visible(s, s.pos0 + s.n_tokens - 1) > 0) return 1;
-    const int64_t tiles = (s.n_tokens + detail::kAttendTokens - 1) / detail::kAttendTokens;
+    const int64_t most = std::clamp<int64_t>(kAttendScoreFloats / score_stride(s), 1, detail::kAttendTokens);
+    const int64_t tiles = (s.n_tokens + most - 1) / most;
     return (s.n_tokens + tiles - 1) / tiles;
 }
 // Scratch of one slot: score rows, odd-position accumulators and 1/sum for one unit's rows.
@@ -100,11 +105,13 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
         a.n_pos = s.pos0 + t + 1 - lo;
         a.scale = scale;
         a.out = out + (t * s.n_head + kvh * group) * s.head_dim;
-        a.scores = slot;
+        // The block copy first: kAttendBlock * head_dim is a multiple of 16 floats, so it and the
+        // score rows start on 64-byte boundaries.
+        a.pad = slot;
+        a.scores = slot + detail::kAttendBlock * s.head_dim;
         a.score_stride = stride;
-        a.odd = slot + a.rows() * stride;
+        a.odd = a.scores + a.rows() * stride;
         a.inv = a.odd + a.rows() * s.head_dim;
-        a.pad = a.inv + a.rows();
         body(a);
     };
 

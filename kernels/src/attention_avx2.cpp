@@ -3,6 +3,7 @@
 // of weights, and the weighted V sum in two accumulators (even / odd positions).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -64,21 +65,30 @@ inline void dots8(const AttendGroup& a, const std::byte* row0, size_t rs, int64_
     }
 }
 
-// All scores: full groups of 8 positions straight from the cache; a short last group goes
-// through a padded copy of its K rows (zeros beyond n_pos) into the spare score slots, which the
-// stride leaves room for, so every position uses the same code.
+// Copies K or V rows [p0, p1) of this KV head side by side into blk (head_dim elements each),
+// then zero rows up to the next multiple of 8 (their scores land in spare slots of the stride).
 template <DType T>
-void all_scores(const AttendGroup& a, int64_t hd8, std::byte* pad) {
+void copy_block(const AttendGroup& a, const void* src, int64_t p0, int64_t p1, std::byte* blk) {
     const size_t eb = T == DType::F32 ? 4 : 2;
-    const size_t rs = size_t(a.kv_stride) * eb;
-    const int64_t n = a.n_pos_row(a.rows() - 1), n8 = n & ~int64_t(7); // the last token sees the most
-    const auto* k = static_cast<const std::byte*>(a.k);
-    for (int64_t p = 0; p < n8; p += 8) dots8<T>(a, k + size_t(p) * rs, rs, hd8, a.scores + p);
-    if (n8 < n) {
-        const size_t row = size_t(a.head_dim) * eb;
-        std::memset(pad, 0, 8 * row);
-        for (int64_t j = 0; j < n - n8; ++j) std::memcpy(pad + size_t(j) * row, k + size_t(n8 + j) * rs, row);
-        dots8<T>(a, pad, row, hd8, a.scores + n8);
+    const size_t row = size_t(a.head_dim) * eb, rs = size_t(a.kv_stride) * eb;
+    const auto* base = static_cast<const std::byte*>(src) + size_t(p0) * rs;
+    const int64_t n = p1 - p0;
+    for (int64_t j = 0; j < n; ++j) std::memcpy(blk + size_t(j) * row, base + size_t(j) * rs, row);
+    const int64_t n8 = (n + 7) & ~int64_t(7);
+    if (n8 > n) std::memset(blk + size_t(n) * row, 0, size_t(n8 - n) * row);
+}
+
+// All scores, a block of kAttendBlock positions at a time: the block's K rows copied side by
+// side, then groups of 8 positions (the last one zero-padded into the spare score slots, which
+// the stride leaves room for), so every position uses the same code.
+template <DType T>
+void all_scores(const AttendGroup& a, int64_t hd8, std::byte* blk) {
+    const size_t row = size_t(a.head_dim) * (T == DType::F32 ? 4 : 2);
+    const int64_t n = a.n_pos_row(a.rows() - 1); // the last token sees the most
+    for (int64_t pb = 0; pb < n; pb += kAttendBlock) {
+        const int64_t pe = std::min(n, pb + kAttendBlock);
+        copy_block<T>(a, a.k, pb, pe, blk);
+        for (int64_t p = pb; p < pe; p += 8) dots8<T>(a, blk + size_t(p - pb) * row, row, hd8, a.scores + p);
     }
 }
 
@@ -146,10 +156,6 @@ inline void weighted_v(float* ev_mem, float* od_mem, const float* w, const void*
     }
 }
 
-// Positions per block of the V pass: 64 rows of V stay in L1 while every head of the group
-// uses them. Even, so the even/odd pairing never straddles blocks.
-constexpr int64_t kVBlock = 64;
-
 template <DType T>
 void attend(const AttendGroup& a) {
     const int64_t rows = a.rows();
@@ -164,18 +170,22 @@ void attend(const AttendGroup& a) {
     // out = (sum_p w[p] * v[p]) * inv: `out` holds the even-position accumulators, `odd` the odd.
     for (int64_t g = 0; g < rows; ++g)
         for (int64_t d = 0; d < hd8; ++d) a.out_row(g)[d] = a.odd[g * a.head_dim + d] = 0.0f;
-    // Each 64-position block of V is read once for every row; a row's blocks end at its own n.
-    for (int64_t pb = 0; pb < n_max; pb += kVBlock) {
+    // Each block of V rows is copied side by side once and used by every row while in L1; a
+    // row's blocks end at its own n. Blocks start at even positions, so the pairing holds.
+    auto* blk = reinterpret_cast<std::byte*>(a.pad);
+    for (int64_t pb = 0; pb < n_max; pb += kAttendBlock) {
+        const int64_t pe_max = std::min(n_max, pb + kAttendBlock);
+        copy_block<T>(a, a.v, pb, pe_max, blk);
         for (int64_t g = 0; g < rows; ++g) {
             const int64_t n = a.n_pos_row(g);
             if (pb >= n) continue;
-            const int64_t pe = n - pb < kVBlock ? n : pb + kVBlock;
-            const float* w = a.scores + g * a.score_stride;
+            const int64_t cnt = std::min(n, pe_max) - pb;
+            const float* w = a.scores + g * a.score_stride + pb;
             float* ev = a.out_row(g);
             float* od = a.odd + g * a.head_dim;
             int64_t d0 = 0;
-            for (; d0 + 32 <= hd8; d0 += 32) weighted_v<T, 4>(ev + d0, od + d0, w, a.v, a.kv_stride, d0, pb, pe);
-            for (; d0 < hd8; d0 += 8) weighted_v<T, 1>(ev + d0, od + d0, w, a.v, a.kv_stride, d0, pb, pe);
+            for (; d0 + 32 <= hd8; d0 += 32) weighted_v<T, 4>(ev + d0, od + d0, w, blk, a.head_dim, d0, 0, cnt);
+            for (; d0 < hd8; d0 += 8) weighted_v<T, 1>(ev + d0, od + d0, w, blk, a.head_dim, d0, 0, cnt);
         }
     }
     for (int64_t g = 0; g < rows; ++g) {

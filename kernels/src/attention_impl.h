@@ -79,7 +79,7 @@ struct AttendGroup {
     int64_t score_stride;
     float* odd;          // scratch: [n_tok * group, head_dim] (odd-position accumulators)
     float* inv;          // scratch: [n_tok * group] (1 / softmax denominator)
-    float* pad;          // scratch: 8 * head_dim floats (a zero-padded copy of the last K rows)
+    float* pad;          // scratch: kAttendBlock * head_dim floats (a contiguous copy of a block of K or V rows)
 
     int64_t rows() const { return n_tok * group; }
     const float* q_row(int64_t r) const { return q + (r / group) * tok_stride + (r % group) * head_dim; }
@@ -89,10 +89,14 @@ struct AttendGroup {
 
 // Most tokens one AttendGroup covers (a verification pass of k <= 16 guesses + 1 in one unit).
 constexpr int64_t kAttendTokens = 17;
+// Positions per block of K or V rows copied side by side (a multiple of 8): the rows of one KV
+// head lie n_head_kv * head_dim elements apart in the cache, a stride that maps them onto a few
+// L1 sets, so a block read in place by every query row of a unit would thrash L1.
+constexpr int64_t kAttendBlock = 64;
 
 // Scratch floats one AttendGroup needs beyond `out`.
 inline int64_t attend_scratch_floats(int64_t rows, int64_t score_stride, int64_t head_dim) {
-    return rows * (score_stride + head_dim + 1) + 8 * head_dim;
+    return rows * (score_stride + head_dim + 1) + kAttendBlock * head_dim;
 }
 
 // Every row (token, head) of a unit gets the same bits as it would alone. Scalar order, per head: s[p] = (sequential dot) * scale; m = max; e[p] = expf(s[p]-m), summed
