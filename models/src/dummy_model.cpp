@@ -13,6 +13,7 @@
 #include "rewind/gguf_writer.h"
 #include "rewind/kernels/dtype.h"
 #include "rewind/kernels/thread_pool.h"
+#include "rewind/llama_model.h"
 
 namespace rwd {
 
@@ -32,24 +33,6 @@ bool ends_with(const std::string& s, std::string_view tail) {
 
 // llama-quantize's "more bits" layers: the first and last eighth and every third in between.
 bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
-
-// The kernels' name for a tensor type make-dummy writes; false for the others.
-bool to_dtype(TensorType t, DType& out) {
-    switch (t) {
-    case TensorType::F32: out = DType::F32; return true;
-    case TensorType::F16: out = DType::F16; return true;
-    case TensorType::BF16: out = DType::BF16; return true;
-    case TensorType::Q8_0: out = DType::Q8_0; return true;
-    case TensorType::Q4_0: out = DType::Q4_0; return true;
-    case TensorType::Q4_1: out = DType::Q4_1; return true;
-    case TensorType::Q5_0: out = DType::Q5_0; return true;
-    case TensorType::Q5_1: out = DType::Q5_1; return true;
-    case TensorType::Q4_K: out = DType::Q4_K; return true;
-    case TensorType::Q5_K: out = DType::Q5_K; return true;
-    case TensorType::Q6_K: out = DType::Q6_K; return true;
-    default: return false;
-    }
-}
 
 // One row's generator: mt19937_64 (fully specified by the standard, so the same numbers on every
 // platform) seeded from (seed, tensor, row).
@@ -193,10 +176,7 @@ TensorType dummy_tensor_type(DummyFileType ft, const std::string& name, int64_t 
     return t;
 }
 
-bool dummy_can_write(TensorType t) {
-    DType d;
-    return to_dtype(t, d);
-}
+bool dummy_can_write(TensorType t) { return tensor_dtype(t).has_value(); }
 
 DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void(uint64_t, uint64_t)>& progress) {
     const DummyShape& shape = find_dummy_shape(opts.shape);
@@ -265,8 +245,7 @@ DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void
         const float half = t.vector ? 0.1f : std::sqrt(3.0f / static_cast<float>(t.cols));
         for (int64_t r0 = 0; r0 < t.rows; r0 += block_rows) {
             const int64_t nr = std::min(block_rows, t.rows - r0);
-            DType dt = DType::F32;
-            to_dtype(t.type, dt); // checked above
+            const DType dt = *tensor_dtype(t.type); // checked above
             auto rows_fn = [&](int64_t b, int64_t e) {
                 std::vector<float> x(static_cast<size_t>(t.cols));
                 for (int64_t r = b; r < e; ++r) {

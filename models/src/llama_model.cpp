@@ -118,14 +118,24 @@ private:
 
 } // namespace
 
-bool llama_weight_type_supported(TensorType t) {
+std::optional<DType> tensor_dtype(TensorType t) {
     switch (t) {
-    case TensorType::F32: case TensorType::F16: case TensorType::BF16: case TensorType::Q8_0:
-    case TensorType::Q4_0: case TensorType::Q4_1: case TensorType::Q5_0: case TensorType::Q5_1:
-    case TensorType::Q4_K: case TensorType::Q5_K: case TensorType::Q6_K: return true;
-    default: return false;
+    case TensorType::F32: return DType::F32;
+    case TensorType::F16: return DType::F16;
+    case TensorType::BF16: return DType::BF16;
+    case TensorType::Q8_0: return DType::Q8_0;
+    case TensorType::Q4_0: return DType::Q4_0;
+    case TensorType::Q4_1: return DType::Q4_1;
+    case TensorType::Q5_0: return DType::Q5_0;
+    case TensorType::Q5_1: return DType::Q5_1;
+    case TensorType::Q4_K: return DType::Q4_K;
+    case TensorType::Q5_K: return DType::Q5_K;
+    case TensorType::Q6_K: return DType::Q6_K;
+    default: return std::nullopt;
     }
 }
+
+bool llama_weight_type_supported(TensorType t) { return tensor_dtype(t).has_value(); }
 
 std::unique_ptr<LlamaModelFile> LlamaModelFile::open(const std::string& path) {
     return from_gguf(GgufFile::open(path));

@@ -4,11 +4,13 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "rewind/arch.h"
 #include "rewind/gguf.h"
+#include "rewind/kernels/dtype.h"
 #include "rewind/tokenizer.h"
 
 namespace rwd {
@@ -91,6 +93,9 @@ struct LlamaWeights {
 // Whether a matrix weight of this type loads (and the kernels compute with it): F32, F16, BF16,
 // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
 bool llama_weight_type_supported(TensorType t);
+// The kernels' name for a tensor type they compute with (exactly those llama_weight_type_supported
+// accepts); std::nullopt for every other type.
+std::optional<DType> tensor_dtype(TensorType t);
 
 // A loaded model file: the mapping, hyperparameters, weights and tokenizer together.
 class LlamaModelFile {

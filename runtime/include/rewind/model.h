@@ -76,7 +76,6 @@ public:
 private:
     static std::shared_ptr<const Model> from_file(std::unique_ptr<LlamaModelFile> file, const ModelOptions& opts);
     std::unique_ptr<LlamaModelFile> file_;
-    std::vector<std::vector<float>> owned_; // norms converted to F32 when stored otherwise
     struct FreeDeleter {
         void operator()(std::byte* p) const;
     };
