@@ -22,6 +22,21 @@ constexpr int64_t kMinMacsPerThread = 48 * 1024;
 // bodies' row tiles, fine enough to balance small matrices (64 rows over 2 threads: 32 + 32).
 constexpr int64_t kRowGrain = 8;
 
+// Runs body(r0, r1) over the output rows [0, rows): on the calling thread for a small product
+// (macs multiply-adds), else split into one range per thread, each a multiple of kRowGrain rows
+// (but the last). Only who computes a row changes, never its value.
+template <class Body>
+void for_row_ranges(ThreadPool* pool, int64_t rows, int64_t macs, const Body& body) {
+    const int64_t threads = pool ? std::min<int64_t>(pool->size(), std::max<int64_t>(1, macs / kMinMacsPerThread)) : 1;
+    if (threads <= 1) {
+        body(int64_t{0}, rows);
+        return;
+    }
+    const int64_t per = (rows + threads - 1) / threads;
+    const int64_t grain = ((per + kRowGrain - 1) / kRowGrain) * kRowGrain;
+    pool->run(rows, [&](int64_t r0, int64_t r1) { body(r0, r1); }, grain);
+}
+
 } // namespace
 
 size_t matmul_scratch_bytes(DType type, int64_t n_tokens, int64_t cols) {
@@ -64,15 +79,7 @@ void matmul_quant(const MatrixView& w, const float* x, int64_t n_tokens, float* 
     if (level == SimdLevel::Avx512 && cpu_features().avx512vnni) body = detail::quant_rows_avx512vnni;
     else if (level != SimdLevel::Scalar) body = detail::quant_rows_avx2;
 
-    const int64_t macs = w.rows * w.cols * n_tokens;
-    const int64_t threads = pool ? std::min<int64_t>(pool->size(), std::max<int64_t>(1, macs / kMinMacsPerThread)) : 1;
-    if (threads <= 1) {
-        body(job, 0, w.rows);
-        return;
-    }
-    const int64_t per = (w.rows + threads - 1) / threads;
-    const int64_t grain = ((per + kRowGrain - 1) / kRowGrain) * kRowGrain;
-    pool->run(w.rows, [&](int64_t r0, int64_t r1) { body(job, r0, r1); }, grain);
+    for_row_ranges(pool, w.rows, w.rows * w.cols * n_tokens, [&](int64_t r0, int64_t r1) { body(job, r0, r1); });
 }
 
 } // namespace
@@ -125,16 +132,7 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std
     if (level == SimdLevel::Avx2) body = detail::matmul_rows_avx2;
     else if (level == SimdLevel::Avx512) body = detail::matmul_rows_avx512;
 
-    const int64_t macs = w.rows * w.cols * n_tokens;
-    const int64_t threads = pool ? std::min<int64_t>(pool->size(), std::max<int64_t>(1, macs / kMinMacsPerThread)) : 1;
-    if (threads <= 1) {
-        body(job, 0, w.rows);
-        return;
-    }
-    // Split rows into `threads` ranges, each a multiple of kRowGrain (but the last).
-    const int64_t per = (w.rows + threads - 1) / threads;
-    const int64_t grain = ((per + kRowGrain - 1) / kRowGrain) * kRowGrain;
-    pool->run(w.rows, [&](int64_t r0, int64_t r1) { body(job, r0, r1); }, grain);
+    for_row_ranges(pool, w.rows, w.rows * w.cols * n_tokens, [&](int64_t r0, int64_t r1) { body(job, r0, r1); });
 }
 
 void matmul_reference(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {

@@ -5,15 +5,11 @@
 namespace rwd::detail {
 namespace {
 
-struct Avx2 {
-    using F = __m256;
-    using I = __m256i;
+struct Avx2 : Ymm8 {
     struct P {
         __m256i a; // |w| as unsigned bytes (-128 -> 128)
         __m256i w;
     };
-    static constexpr int kLanes = 8;
-    static I load(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
     static P prep(I w) { return P{_mm256_sign_epi8(w, w), w}; }
     static I init(int32_t) { return _mm256_setzero_si256(); }
     // |x| <= 127: negation is exact and pair sums (<= 2 * 128 * 127) cannot saturate.
@@ -21,13 +17,6 @@ struct Avx2 {
         const __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(x4), w.w);
         return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w.a, sx), _mm256_set1_epi16(1)));
     }
-    static F scales(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-    static F zero() { return _mm256_setzero_ps(); }
-    static F set1(float f) { return _mm256_set1_ps(f); }
-    static F cvt(I i) { return _mm256_cvtepi32_ps(i); }
-    static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
-    static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
-    static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
 };
 
 } // namespace

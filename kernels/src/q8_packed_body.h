@@ -16,6 +16,25 @@
 namespace rwd::detail {
 namespace {
 
+#if defined(__AVX2__)
+// The 8-lane (ymm) half of a traits type: loads, fp16 scales and the float arithmetic, the same in
+// every body that keeps 8 rows per vector (AVX2, AVX-VNNI). Those bodies differ only in P, prep,
+// init and dot: how a block's exact int32 dot is taken.
+struct Ymm8 {
+    using F = __m256;
+    using I = __m256i;
+    static constexpr int kLanes = 8;
+    static I load(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+    static F scales(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+    static F zero() { return _mm256_setzero_ps(); }
+    static F set1(float f) { return _mm256_set1_ps(f); }
+    static F cvt(I i) { return _mm256_cvtepi32_ps(i); }
+    static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+    static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+    static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
+};
+#endif
+
 template <class V>
 inline void q8p_tile(const Q8PackedJob& job, int64_t g, int64_t t0, int64_t t1) {
     using F = typename V::F;
