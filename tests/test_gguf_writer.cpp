@@ -104,7 +104,8 @@ TEST(GgufWriter, TensorsOfEveryTypeStreamedInOddPieces) {
             for (TensorType t : types) {
                 std::vector<uint64_t> dims{256, static_cast<uint64_t>(1 + i % 3)};
                 if (i % 4 == 3) dims.push_back(2);
-                const std::string name = "t" + std::to_string(i);
+                std::string name = "t";
+                name += std::to_string(i); // (not "t" + ...: g++ 12 warns -Wrestrict on that falsely)
                 w.add_tensor(name, t, dims);
                 std::string bytes(GgufWriter::tensor_bytes(t, dims), '\0');
                 for (size_t k = 0; k < bytes.size(); ++k) bytes[k] = static_cast<char>(k * 31 + i);
@@ -207,7 +208,7 @@ TEST(GgufWriter, AbandonedWriterLeavesNoFile) {
 
 TEST(GgufWriter, BadPathIsAnError) {
     const std::string err = error_of([] { GgufWriter w("/nonexistent-dir-rewind/x.gguf"); });
-    EXPECT_NE(err.find("/nonexistent-dir-rewind/x.gguf: cannot create a file in '/nonexistent-dir-rewind'"),
+    EXPECT_NE(err.find("/nonexistent-dir-rewind/x.gguf: cannot create a temporary file beside it"),
               std::string::npos)
         << err;
     // The final name is a directory: the rename fails, and the temporary file goes.
@@ -215,7 +216,7 @@ TEST(GgufWriter, BadPathIsAnError) {
     std::filesystem::create_directory(dir.file("sub"));
     GgufWriter w(dir.file("sub"));
     w.add("a", 1.0f);
-    EXPECT_NE(error_of([&] { w.finish(); }).find("cannot rename into place"), std::string::npos);
+    EXPECT_NE(error_of([&] { w.finish(); }).find("rename into place failed"), std::string::npos);
     EXPECT_EQ(listing(dir.file("")), std::vector<std::string>{"sub"});
 }
 
@@ -242,8 +243,52 @@ TEST(GgufWriter, DiskFullIsAnErrorAndLeavesNoFile) {
     }
     setrlimit(RLIMIT_FSIZE, &old);
     signal(SIGXFSZ, old_handler);
-    EXPECT_NE(err.find(path + ": cannot write: "), std::string::npos) << err;
+    EXPECT_NE(err.find(path + ": write failed: "), std::string::npos) << err;
     EXPECT_NE(err.find("File too large"), std::string::npos) << err; // EFBIG, named
     EXPECT_FALSE(std::filesystem::exists(path));
     EXPECT_TRUE(listing(dir.file("")).empty());
+}
+
+// A write that fails over an existing file (disk full, simulated as above) leaves that file
+// byte for byte as it was, and no temporary file beside it: the new file only ever replaces the
+// old one whole, in finish().
+TEST(GgufWriter, FailedRewriteKeepsThePreviousFile) {
+    TempDir dir;
+    const std::string path = dir.file("model.gguf");
+    {
+        GgufWriter w(path);
+        w.add("general.architecture", std::string("old"));
+        w.add_tensor("x", TensorType::F32, {4});
+        const float v[4] = {1, 2, 3, 4};
+        w.write(v, sizeof v);
+        w.finish();
+    }
+    const std::string old = read_file(path);
+    ASSERT_FALSE(old.empty());
+    struct rlimit saved {};
+    ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+    auto old_handler = signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim = saved;
+    lim.rlim_cur = 1 << 20;
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    std::string err;
+    {
+        GgufWriter w(path);
+        w.add("general.architecture", std::string("new"));
+        w.add_tensor("x", TensorType::F32, {1024, 1024}); // 4 MiB, past the 1 MiB limit
+        std::vector<float> row(1024, 1.0f);
+        err = error_of([&] {
+            for (int i = 0; i < 1024; ++i) w.write(row.data(), row.size() * sizeof(float));
+            w.finish();
+        });
+        EXPECT_EQ(listing(dir.file("")), std::vector<std::string>{"model.gguf"}) << "temporary file removed at once";
+        EXPECT_NE(error_of([&] { w.finish(); }).find("after a failure"), std::string::npos);
+    }
+    setrlimit(RLIMIT_FSIZE, &saved);
+    signal(SIGXFSZ, old_handler);
+    EXPECT_NE(err.find(path + ": write failed: "), std::string::npos) << err;
+    EXPECT_NE(err.find("the previous file, if any, is unchanged"), std::string::npos) << err;
+    EXPECT_EQ(read_file(path), old);
+    EXPECT_EQ(GgufFile::open(path).get_string("general.architecture"), "old");
+    EXPECT_EQ(listing(dir.file("")), std::vector<std::string>{"model.gguf"});
 }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <system_error>
 #include <unistd.h>
+#include <utility>
 
 #include "rewind/error.h"
 
@@ -61,45 +62,74 @@ std::string read_file_limited(const std::string& path, size_t max_bytes, const s
     return out;
 }
 
-void write_file_atomic(const std::string& path, std::span<const std::byte> bytes) {
-    std::string tmp = path + ".tmp-XXXXXX";
-    Fd f{::mkstemp(tmp.data())};
-    if (f.fd < 0) throw Error(ErrorCode::io, path + ": cannot create a temporary file beside it: " + errno_text(errno));
-    auto fail = [&](const std::string& step) {
+AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
+    tmp_ = path_ + ".tmp-XXXXXX";
+    fd_ = ::mkstemp(tmp_.data());
+    if (fd_ < 0) {
         const int e = errno;
-        if (f.fd >= 0) ::close(f.fd);
-        f.fd = -1;
-        ::unlink(tmp.c_str());
-        return Error(ErrorCode::io, path + ": " + step + " failed: " + errno_text(e) + " (the previous file, if any, is unchanged)");
-    };
+        done_ = true;
+        throw Error(ErrorCode::io, path_ + ": cannot create a temporary file beside it: " + errno_text(e));
+    }
     // mkstemp creates 0600: keep the mode of the file being replaced, else an ordinary 0644.
     struct stat old {};
-    const mode_t mode = ::stat(path.c_str(), &old) == 0 ? (old.st_mode & 07777) : 0644;
-    if (::fchmod(f.fd, mode) != 0) throw fail("chmod");
-    size_t done = 0;
-    while (done < bytes.size()) {
-        const ssize_t n = ::write(f.fd, bytes.data() + done, bytes.size() - done);
-        if (n < 0) {
+    const mode_t mode = ::stat(path_.c_str(), &old) == 0 ? (old.st_mode & 07777) : 0644;
+    if (::fchmod(fd_, mode) != 0) fail("chmod");
+}
+
+AtomicFileWriter::~AtomicFileWriter() { abort(); }
+
+void AtomicFileWriter::abort() noexcept {
+    if (done_) return;
+    done_ = true;
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    ::unlink(tmp_.c_str());
+}
+
+void AtomicFileWriter::fail(const std::string& step) {
+    const int e = errno;
+    abort();
+    throw Error(ErrorCode::io, path_ + ": " + step + " failed: " + errno_text(e) + " (the previous file, if any, is unchanged)");
+}
+
+void AtomicFileWriter::write(const void* data, size_t n) {
+    if (done_) throw Error(ErrorCode::io, path_ + ": write after the file was committed or abandoned");
+    const auto* p = static_cast<const std::byte*>(data);
+    while (n > 0) {
+        const ssize_t k = ::write(fd_, p, n);
+        if (k < 0) {
             if (errno == EINTR) continue;
-            throw fail("write");
+            fail("write");
         }
-        if (n == 0) {
+        if (k == 0) {
             errno = EIO;
-            throw fail("write");
+            fail("write");
         }
-        done += static_cast<size_t>(n);
+        p += k;
+        n -= static_cast<size_t>(k);
     }
-    if (::fsync(f.fd) != 0) throw fail("fsync");
-    const int fd = f.fd;
-    f.fd = -1;
-    if (::close(fd) != 0) throw fail("close");
-    if (::rename(tmp.c_str(), path.c_str()) != 0) throw fail("rename into place");
+}
+
+void AtomicFileWriter::commit() {
+    if (done_) throw Error(ErrorCode::io, path_ + ": commit after the file was committed or abandoned");
+    if (::fsync(fd_) != 0) fail("fsync");
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail("close");
+    if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("rename into place");
+    done_ = true;
     // The rename is durable once the directory entry is on disk.
-    const size_t slash = path.find_last_of('/');
-    const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+    const size_t slash = path_.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path_.substr(0, slash));
     Fd d{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
     if (d.fd < 0 || ::fsync(d.fd) != 0)
-        throw Error(ErrorCode::io, path + ": written, but syncing its directory failed: " + errno_text(errno));
+        throw Error(ErrorCode::io, path_ + ": written, but syncing its directory failed: " + errno_text(errno));
+}
+
+void write_file_atomic(const std::string& path, std::span<const std::byte> bytes) {
+    AtomicFileWriter f(path);
+    f.write(bytes.data(), bytes.size());
+    f.commit();
 }
 
 } // namespace rwd

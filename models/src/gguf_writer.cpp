@@ -1,18 +1,16 @@
 // GGUF v3 writer: buffers the header in memory (metadata and tensor table are small), then
-// streams tensor data through a fixed buffer into a temporary file that is renamed into place.
+// streams tensor data through a fixed buffer into an AtomicFileWriter (rewind/file_io.h: temporary
+// file, fsync, rename into place, fsync of the directory).
 #include "rewind/gguf_writer.h"
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <set>
-#include <system_error>
+
+#include "rewind/file_io.h"
 
 namespace rwd {
 
@@ -20,8 +18,6 @@ namespace {
 
 constexpr uint64_t kDefaultAlignment = 32;
 constexpr size_t kBufferBytes = size_t{4} << 20;
-
-std::string errno_text(int e) { return std::generic_category().message(e); }
 
 // Little-endian encoding into a byte string.
 class Enc {
@@ -101,10 +97,11 @@ struct Tensor {
 } // namespace
 
 struct GgufWriter::Impl {
-    std::string path, tmp_path;
+    std::string path;
     uint64_t alignment = kDefaultAlignment;
-    int fd = -1;
+    std::unique_ptr<AtomicFileWriter> file; // null until created
     bool finished = false;
+    bool usable() const { return file && file->open(); }
 
     Enc kv_bytes;
     uint64_t n_kv = 0;
@@ -120,18 +117,9 @@ struct GgufWriter::Impl {
     size_t buf_used = 0;
 
     [[noreturn]] void fail(const std::string& what) const { throw Error(path + ": " + what); }
-    [[noreturn]] void fail_io(const std::string& what) const { throw Error(ErrorCode::io, path + ": " + what); }
 
     void flush_buffer() {
-        size_t off = 0;
-        while (off < buf_used) {
-            const ssize_t w = ::write(fd, buf.data() + off, buf_used - off);
-            if (w < 0) {
-                if (errno == EINTR) continue;
-                fail_io("cannot write: " + errno_text(errno));
-            }
-            off += static_cast<size_t>(w);
-        }
+        file->write(buf.data(), buf_used); // on failure the temporary file is gone
         buf_used = 0;
     }
     void put(const void* p, size_t n) {
@@ -198,10 +186,7 @@ struct GgufWriter::Impl {
     }
 
     void remove_tmp() {
-        if (fd >= 0) ::close(fd);
-        fd = -1;
-        if (!tmp_path.empty()) ::unlink(tmp_path.c_str());
-        tmp_path.clear();
+        if (file) file->abort();
     }
 };
 
@@ -211,17 +196,8 @@ GgufWriter::GgufWriter(const std::string& path, uint64_t alignment) : impl_(std:
     if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > (uint64_t{1} << 30))
         m.fail("alignment " + std::to_string(alignment) + " is not a power of two up to 2^30");
     m.alignment = alignment;
-    const std::filesystem::path p(path);
-    if (p.filename().empty()) m.fail("not a file name");
-    const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
-    std::string name = ".";
-    name += p.filename().string();
-    name += ".tmp-XXXXXX";
-    std::string tmpl = (dir / name).string();
-    m.fd = ::mkstemp(tmpl.data());
-    if (m.fd < 0) m.fail_io("cannot create a file in '" + dir.string() + "': " + errno_text(errno));
-    m.tmp_path = tmpl;
-    ::fchmod(m.fd, 0644); // mkstemp makes it 0600; a model file is normally world-readable
+    if (std::filesystem::path(path).filename().empty()) m.fail("not a file name");
+    m.file = std::make_unique<AtomicFileWriter>(path);
     m.buf.resize(kBufferBytes);
 }
 
@@ -291,7 +267,7 @@ void GgufWriter::add_tensor(const std::string& name, TensorType type, const std:
 
 void GgufWriter::write(const void* data, size_t n) {
     Impl& m = *impl_;
-    if (m.finished || m.fd < 0) m.fail("write after finish or after a failure");
+    if (m.finished || !m.usable()) m.fail("write after finish or after a failure");
     try {
         if (!m.header_written) m.write_header();
         const char* p = static_cast<const char*>(data);
@@ -315,23 +291,18 @@ void GgufWriter::write(const void* data, size_t n) {
 
 void GgufWriter::finish() {
     Impl& m = *impl_;
-    if (m.finished || m.fd < 0) m.fail("finish after finish or after a failure");
+    if (m.finished || !m.usable()) m.fail("finish after finish or after a failure");
     try {
         if (!m.header_written) m.write_header();
         if (m.cur < m.tensors.size())
             m.fail("tensor '" + m.tensors[m.cur].name + "' has " + std::to_string(m.cur_done) + " of its " +
                    std::to_string(m.tensors[m.cur].n_bytes) + " bytes written");
         m.flush_buffer();
-        if (::fsync(m.fd) != 0) m.fail_io("cannot sync: " + errno_text(errno));
-        const int fd = m.fd;
-        m.fd = -1;
-        if (::close(fd) != 0) m.fail_io("cannot close: " + errno_text(errno));
-        if (::rename(m.tmp_path.c_str(), m.path.c_str()) != 0) m.fail_io("cannot rename into place: " + errno_text(errno));
+        m.file->commit();
     } catch (...) {
         m.remove_tmp();
         throw;
     }
-    m.tmp_path.clear();
     m.finished = true;
 }
 

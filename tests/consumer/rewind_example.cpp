@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
         // The model is shared, read-only; a context runs it; the KV cache holds one sequence.
         std::shared_ptr<const rwd::Model> model = rwd::Model::load(argv[1]);
         rwd::Context ctx(model, {.n_threads = 2});
-        rwd::KvCache cache(*model); // capacity: the model's context length
+        rwd::KvCache cache(*model); // capacity: the model's context length, at most 4096 positions
 
         // The guess source, by name, from the one factory the CLI and the harness use too.
         sp::SourceSpec spec;

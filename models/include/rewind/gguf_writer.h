@@ -1,7 +1,8 @@
 // GGUF v3 writer: metadata of every value type, the tensor table with aligned offsets, and the
 // tensor data appended as a stream (a file may be larger than memory). The file is written under
-// a temporary name in the target's directory and renamed into place only when complete, so a
-// failure never leaves a half-written file under the final name. Read back by rwd::GgufFile.
+// a temporary name in the target's directory, synced and renamed into place only when complete
+// (rwd::AtomicFileWriter), so a failure or a crash never leaves a half-written file under the final
+// name, and any previous file there stays intact until then. Read back by rwd::GgufFile.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -15,9 +16,10 @@ namespace rwd {
 
 class GgufWriter {
 public:
-    // Creates the temporary file beside `path` (same directory, hidden name). `alignment` must be
-    // a power of two (ggml's default is 32); when it is not 32, `general.alignment` is written
-    // too. Throws rwd::Error naming the path if the file cannot be created.
+    // Creates the temporary file "<path>.tmp-XXXXXX" beside `path`. `alignment` must be a power of
+    // two (ggml's default is 32); when it is not 32, `general.alignment` is written too. Throws
+    // rwd::Error naming the path if the file cannot be created (io) or the alignment is bad
+    // (argument).
     explicit GgufWriter(const std::string& path, uint64_t alignment = 32);
     // Removes the temporary file unless finish() succeeded.
     ~GgufWriter();
@@ -40,11 +42,13 @@ public:
     // Bytes of tensor data: the first call writes the header (metadata and tensor table); then
     // each call appends to the tensors in declaration order (calls may split or span tensors;
     // padding between tensors is written here). Throws rwd::Error on a write failure (disk full)
-    // or more bytes than the declared tensors hold.
+    // (io) or more bytes than the declared tensors hold (argument); after a failure the temporary
+    // file is gone and every later write() or finish() throws.
     void write(const void* data, size_t n);
 
-    // Checks that every declared tensor byte was written, flushes, syncs and renames the file
-    // into place. Throws rwd::Error (the temporary file removed, nothing under `path`) otherwise.
+    // Checks that every declared tensor byte was written, flushes and syncs the file, renames it
+    // over `path` and syncs the directory. Throws rwd::Error (argument for missing bytes, io for a
+    // system failure) with the temporary file removed and `path` as it was.
     void finish();
 
     // Size of one tensor's data and of the finished file; valid once all tensors are declared.
