@@ -47,7 +47,8 @@ struct TokenizerSpec {
 class Tokenizer {
 public:
     // Reads tokenizer.ggml.* from `gguf`. Throws rwd::Error naming the key when a required
-    // array is missing, lengths disagree, or the model kind is unsupported.
+    // array is missing, lengths disagree (format), or the model kind or pre-tokenizer is
+    // unsupported (unsupported).
     static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& gguf);
     // Same checks and errors as from_gguf.
     static std::unique_ptr<Tokenizer> from_spec(const TokenizerSpec& spec);
