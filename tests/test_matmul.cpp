@@ -48,6 +48,7 @@ Weights make_weights(DType type, int64_t rows, int64_t cols, uint32_t seed) {
             }
             break;
         case DType::Q8_0: quantize_row_q8_0(row.data(), cols, reinterpret_cast<BlockQ8_0*>(dst)); break;
+        default: ADD_FAILURE() << "make_weights: no quantizer for " << dtype_name(type); break;
         }
     }
     return w;

@@ -4,8 +4,10 @@
 // other bodies' exactly; the float steps are the shared ones of matmul_quant_tiles.h.
 // GCC 12's avx512fintrin.h seeds its "undefined" pass-through operands by self-initialisation,
 // which -Wuninitialized reports at every inlined use; the warning concerns the header, not us.
+#if defined(__GNUC__) && !defined(__clang__) // clang knows no -Wmaybe-uninitialized
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include "matmul_quant_tiles.h"
 
 namespace rwd::detail {

@@ -19,8 +19,6 @@ namespace rwd {
 
 namespace {
 
-constexpr uint64_t kQK_K = 256; // K-quant super-block
-
 uint64_t block_of(TensorType t) {
     uint64_t be = 0, bb = 0;
     if (!tensor_type_block(t, be, bb)) throw Error("unknown tensor type " + tensor_type_name(t));
