@@ -6,7 +6,6 @@
 // which -Wuninitialized reports at every inlined use; the warning concerns the header, not us.
 #if defined(__GNUC__) && !defined(__clang__) // clang knows no -Wmaybe-uninitialized
 #pragma GCC diagnostic ignored "-Wuninitialized"
-#ifndef __clang__ // clang has no such warning (and warns about the name)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #include "matmul_quant_tiles.h"

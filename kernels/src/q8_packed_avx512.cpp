@@ -2,7 +2,6 @@
 // |w| x (x carrying w's sign) with maddubs, pairs summed to int32 with madd.
 #if defined(__GNUC__) && !defined(__clang__) // clang knows no -Wmaybe-uninitialized
 #pragma GCC diagnostic ignored "-Wuninitialized"
-#ifndef __clang__ // clang has no such warning (and warns about the name)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #include "q8_packed_body.h"

@@ -5,7 +5,6 @@
 // one convert, one multiply and one fma. Arithmetic as q8_packed.h states.
 #if defined(__GNUC__) && !defined(__clang__) // clang knows no -Wmaybe-uninitialized
 #pragma GCC diagnostic ignored "-Wuninitialized"
-#ifndef __clang__ // clang has no such warning (and warns about the name)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #include <immintrin.h>
