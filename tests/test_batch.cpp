@@ -48,7 +48,8 @@ std::vector<TokenId> random_tokens(std::mt19937& rng, int64_t n, int64_t n_vocab
 }
 
 bool same_bits(std::span<const float> a, std::span<const float> b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    // memcmp of empty spans would pass it null pointers (undefined behaviour; UBSan reports it)
+    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // One sequence of a test batch: a cached prefix, new tokens, which logits.
