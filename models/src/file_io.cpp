@@ -76,9 +76,9 @@ AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
     if (::fchmod(fd_, mode) != 0) fail("chmod");
 }
 
-AtomicFileWriter::~AtomicFileWriter() { abort(); }
+AtomicFileWriter::~AtomicFileWriter() { discard(); }
 
-void AtomicFileWriter::abort() noexcept {
+void AtomicFileWriter::discard() noexcept {
     if (done_) return;
     done_ = true;
     if (fd_ >= 0) ::close(fd_);
@@ -88,7 +88,7 @@ void AtomicFileWriter::abort() noexcept {
 
 void AtomicFileWriter::fail(const std::string& step) {
     const int e = errno;
-    abort();
+    discard();
     throw Error(ErrorCode::io, path_ + ": " + step + " failed: " + errno_text(e) + " (the previous file, if any, is unchanged)");
 }
 

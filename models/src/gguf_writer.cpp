@@ -186,7 +186,7 @@ struct GgufWriter::Impl {
     }
 
     void remove_tmp() {
-        if (file) file->abort();
+        if (file) file->discard();
     }
 };
 

@@ -48,7 +48,7 @@ public:
     void write(const void* data, size_t n);
     void commit();
     // Removes the temporary file now (nothing under `path` changes). Never throws.
-    void abort() noexcept;
+    void discard() noexcept;
 
     const std::string& path() const { return path_; }
     // False once committed, abandoned or failed.
@@ -58,7 +58,7 @@ private:
     [[noreturn]] void fail(const std::string& step);
     std::string path_, tmp_;
     int fd_ = -1;
-    bool done_ = false; // committed or aborted
+    bool done_ = false; // committed or discarded
 };
 
 } // namespace rwd
