@@ -15,6 +15,7 @@
 #include "rewind/error.h"
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
+#include "model_test_util.h"
 
 namespace rwd {
 namespace {
@@ -32,25 +33,9 @@ constexpr int kRounds = 3;
 constexpr int kRounds = 3;
 #endif
 
-std::shared_ptr<const Model> load(const std::string& name) {
-    static std::map<std::string, std::shared_ptr<const Model>> cache; // test-binary-local reuse
-    auto& m = cache[name];
-    if (!m) m = Model::load(name == "bundled" ? std::string(REWIND_ASSETS_DIR) + "/pycode-4m-q8_0.gguf"
-                                               : std::string(REWIND_SHARED_DIR) + "/models/" + name + ".gguf");
-    return m;
-}
-
-std::vector<TokenId> random_tokens(std::mt19937& rng, int64_t n, int64_t n_vocab) {
-    std::uniform_int_distribution<TokenId> d(0, static_cast<TokenId>(n_vocab - 1));
-    std::vector<TokenId> t(static_cast<size_t>(n));
-    for (auto& x : t) x = d(rng);
-    return t;
-}
-
-bool same_bits(std::span<const float> a, std::span<const float> b) {
-    // memcmp of empty spans would pass it null pointers (undefined behaviour; UBSan reports it)
-    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
+using model_test::load;
+using model_test::random_tokens;
+using model_test::same_bits;
 
 // One sequence of a test batch: a cached prefix, new tokens, which logits.
 struct Seq {

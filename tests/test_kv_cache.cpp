@@ -21,6 +21,7 @@
 #include "rewind/error.h"
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
+#include "model_test_util.h"
 
 namespace rwd {
 namespace {
@@ -39,9 +40,7 @@ std::vector<TokenId> tokens(int n, uint32_t seed, int64_t n_vocab) {
     return t;
 }
 
-bool same_bits(std::span<const float> a, std::span<const float> b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using model_test::same_bits;
 
 std::filesystem::path temp_dir() {
     return std::filesystem::temp_directory_path() / ("rewind_kv_" + std::to_string(::getpid()));

@@ -1,0 +1,37 @@
+// Test-only helpers shared by the tests that run the shared models: loading a model once per test
+// binary, random token ids, and bit-for-bit comparison of logits (memcmp, never a tolerance).
+#pragma once
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rewind/model.h"
+
+namespace rwd::model_test {
+
+// "bundled" is the model in assets/; any other name is ../shared/models/NAME.gguf.
+inline std::shared_ptr<const Model> load(const std::string& name) {
+    static std::map<std::string, std::shared_ptr<const Model>> cache; // test-binary-local reuse
+    auto& m = cache[name];
+    if (!m) m = Model::load(name == "bundled" ? std::string(REWIND_ASSETS_DIR) + "/pycode-4m-q8_0.gguf"
+                                               : std::string(REWIND_SHARED_DIR) + "/models/" + name + ".gguf");
+    return m;
+}
+
+inline std::vector<TokenId> random_tokens(std::mt19937& rng, int64_t n, int64_t n_vocab) {
+    std::uniform_int_distribution<TokenId> d(0, static_cast<TokenId>(n_vocab - 1));
+    std::vector<TokenId> t(static_cast<size_t>(n));
+    for (auto& x : t) x = d(rng);
+    return t;
+}
+
+inline bool same_bits(std::span<const float> a, std::span<const float> b) {
+    // memcmp of empty spans would pass it null pointers (undefined behaviour; UBSan reports it)
+    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+} // namespace rwd::model_test
