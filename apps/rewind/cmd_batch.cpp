@@ -1,6 +1,7 @@
 // `rewind batch`: runs a workload with continuous batching (many requests in each forward pass,
 // each with its own guesses and rollback) and writes one JSON line per request as it retires;
-// a summary (aggregate tokens/s, passes) goes to stderr.
+// a summary (aggregate tokens/s, passes) goes to stderr. Exit status 1 when any request failed
+// (every other request's line is still written; stderr names the failed ones).
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -94,8 +95,13 @@ int run_batch(const BatchFlags& f) {
     if (!f.draft.empty()) o.draft = Model::load(f.draft, mo);
 
     int64_t failed = 0;
+    std::string failed_ids; // "id (code), ..." for the summary
     const rb::BatchRun run = rb::run_batched(ctx, items, o, [&](const rb::WorkItem& w, const rb::BatchRunItem& it) {
-        failed += it.result.failed ? 1 : 0;
+        if (it.result.failed) {
+            ++failed;
+            if (!failed_ids.empty()) failed_ids += ", ";
+            failed_ids += w.id + " (" + error_code_name(it.result.error_code) + ")";
+        }
         const std::string s = line_of(w, it, model->tokenizer(), f)
                                   .dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
         std::printf("%s\n", s.c_str());
@@ -107,6 +113,11 @@ int run_batch(const BatchFlags& f) {
                  items.size(), static_cast<long long>(failed), f.concurrency, f.spec.c_str(),
                  static_cast<long long>(run.generated), run.wall_seconds, run.tokens_per_second(),
                  static_cast<long long>(run.passes));
+    // Every other request's line is written; the status still says that not all of them ran.
+    if (failed > 0) {
+        std::fprintf(stderr, "batch: failed requests: %s\n", failed_ids.c_str());
+        return 1;
+    }
     return 0;
 }
 
