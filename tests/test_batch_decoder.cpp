@@ -106,9 +106,12 @@ TEST_P(BatchDecoding, EveryRequestEqualsItsOwnPlainDecoding) {
         {0, 33, true, 6},
         {2, 0, false, 4}, // nothing to generate
     };
+    // Default options, then small prompt chunks and a tight pass budget (guesses trimmed).
+    for (const BatchOptions& bo : {BatchOptions{}, BatchOptions{.prefill_chunk = 7, .pass_tokens = 6}})
     for (size_t concurrency : {size_t(1), size_t(3), size_t(8)}) {
-        SCOPED_TRACE("concurrency " + std::to_string(concurrency));
-        BatchDecoder dec(ctx);
+        SCOPED_TRACE("concurrency " + std::to_string(concurrency) + ", prefill_chunk " +
+                     std::to_string(bo.prefill_chunk) + ", pass_tokens " + std::to_string(bo.pass_tokens));
+        BatchDecoder dec(ctx, bo);
         std::vector<uint64_t> ids;
         const auto results = run_all(dec, *model, specs, concurrency, ids);
         ASSERT_EQ(results.size(), specs.size());
@@ -270,14 +273,110 @@ TEST(BatchDecoder, AdmissionRefusalsAreClearAndChangeNothing) {
     BatchDecoder unlimited(ctx);
     for (int i = 0; i < 3; ++i) unlimited.submit(request_of(*model, s, 10 + i));
     EXPECT_EQ(refused_code(unlimited, request_of(*model, s, 20)), ErrorCode::capacity);
-    // Three at once in a pass of 3 rows: no room for guesses, still lossless.
+    // Three at once in a pass of 3 rows: guesses only in rows the others' prompt chunks leave
+    // free, still lossless.
     std::map<uint64_t, BatchResult> out;
     while (!unlimited.idle())
         for (BatchResult& r : unlimited.step()) out[r.id] = std::move(r);
     Context solo(model, {.n_threads = 1, .max_batch = 64});
     for (auto& [id, r] : out) {
         EXPECT_EQ(r.tokens, plain(solo, *model, s, 10 + (id - 1)).tokens);
-        EXPECT_EQ(r.stats.proposed, 0);
+    }
+}
+
+// A request admitted while others decode runs its prompt in chunks inside their passes: the
+// running requests emit a token in every one of those passes, each pass holds at most
+// prefill_chunk prompt tokens, and every request still equals its own plain decoding.
+TEST(BatchDecoder, PromptsRunInChunksInsideDecodePasses) {
+    auto model = load("pycode-4m");
+    Context ctx(model, {.n_threads = 2, .max_batch = 64});
+    Context solo(model, {.n_threads = 1, .max_batch = 64});
+    const int64_t chunk = 5;
+    BatchDecoder dec(ctx, {.prefill_chunk = chunk});
+    const std::vector<Spec> specs = {{4, 60, false, 0}, {0, 40, true, 0}, {2, 30, false, 4}, {5, 25, true, 3}};
+    std::vector<uint64_t> ids;
+    std::map<uint64_t, BatchResult> out;
+    ids.push_back(dec.submit(request_of(*model, specs[0], 100)));
+    for (BatchResult& r : dec.step()) out[r.id] = std::move(r); // "x": one token of prompt, first token
+    // Admit the others one by one; while each prefills, the running request gains a token per pass.
+    int64_t chunked_passes = 0;
+    for (size_t i = 1; i < specs.size(); ++i) {
+        ids.push_back(dec.submit(request_of(*model, specs[i], 100 + i)));
+        const int64_t prompt = static_cast<int64_t>(model->tokenizer().encode(kTexts[specs[i].text]).size());
+        ASSERT_GT(prompt, 2 * chunk) << "the test wants prompts of several chunks";
+        for (int64_t p = 0; p < (prompt + chunk - 1) / chunk - 1; ++p) {
+            const uint64_t before = ctx.tokens_processed();
+            const int64_t live = static_cast<int64_t>(dec.active()) - 1;
+            for (BatchResult& r : dec.step()) out[r.id] = std::move(r);
+            const auto rows = static_cast<int64_t>(ctx.tokens_processed() - before);
+            EXPECT_GE(rows, chunk) << "a full chunk of the new prompt";
+            EXPECT_LE(rows, chunk + live * (1 + 4)) << "at most one chunk of prompt per pass";
+            ++chunked_passes;
+        }
+    }
+    EXPECT_GT(chunked_passes, 10);
+    while (!dec.idle())
+        for (BatchResult& r : dec.step()) out[r.id] = std::move(r);
+    ASSERT_EQ(out.size(), specs.size());
+    for (size_t i = 0; i < specs.size(); ++i) {
+        const BatchResult& r = out.at(ids[i]);
+        const GenerateResult want = plain(solo, *model, specs[i], 100 + i);
+        EXPECT_FALSE(r.failed) << r.error;
+        EXPECT_EQ(r.tokens, want.tokens) << "request " << i;
+        EXPECT_EQ(r.stop, want.stop) << "request " << i;
+        if (i > 0) {
+            EXPECT_GT(r.stats.prompt_seconds, 0.0) << "request " << i;
+        }
+    }
+    // The first request ran throughout: it emitted in every pass until it retired.
+    EXPECT_EQ(out.at(ids[0]).stats.passes, static_cast<int64_t>(out.at(ids[0]).tokens.size()));
+}
+
+// pass_tokens caps pending tokens + guesses per pass: guesses are dropped (least likely to
+// stand first), never a request's own next token, and nothing changes in any output.
+TEST(BatchDecoder, PassTokenBudgetTrimsGuessesOnly) {
+    auto model = load("pycode-4m");
+    Context ctx(model, {.n_threads = 1, .max_batch = 256});
+    Context solo(model, {.n_threads = 1, .max_batch = 64});
+    const std::vector<Spec> specs = {{0, 40, false, 6}, {2, 40, false, 6}, {5, 40, true, 6}, {3, 40, false, 6}};
+    for (int64_t budget : {int64_t(4), int64_t(6), int64_t(1)}) {
+        SCOPED_TRACE("pass_tokens " + std::to_string(budget));
+        BatchDecoder dec(ctx, {.prefill_chunk = 256, .pass_tokens = budget});
+        std::vector<uint64_t> ids;
+        for (size_t i = 0; i < specs.size(); ++i) ids.push_back(dec.submit(request_of(*model, specs[i], 100 + i)));
+        std::map<uint64_t, BatchResult> out;
+        for (BatchResult& r : dec.step()) out[r.id] = std::move(r); // every prompt whole, a first token each
+        while (!dec.idle()) {
+            const uint64_t before = ctx.tokens_processed();
+            const auto live = static_cast<int64_t>(dec.active());
+            for (BatchResult& r : dec.step()) out[r.id] = std::move(r);
+            EXPECT_LE(static_cast<int64_t>(ctx.tokens_processed() - before), std::max(budget, live));
+        }
+        int64_t proposed = 0;
+        for (size_t i = 0; i < specs.size(); ++i) {
+            const BatchResult& r = out.at(ids[i]);
+            EXPECT_EQ(r.tokens, plain(solo, *model, specs[i], 100 + i).tokens) << "request " << i;
+            proposed += r.stats.proposed;
+        }
+        if (budget <= 4) {
+            EXPECT_EQ(proposed, 0) << "no row left for a guess while all four run";
+        } else {
+            EXPECT_GT(proposed, 0);
+        }
+    }
+}
+
+TEST(BatchDecoder, RefusesBadOptions) {
+    auto model = load("pycode-600k");
+    Context ctx(model, {.n_threads = 1, .max_batch = 8});
+    for (const BatchOptions& o : {BatchOptions{.prefill_chunk = 0}, BatchOptions{.pass_tokens = -1}}) {
+        try {
+            BatchDecoder dec(ctx, o);
+            ADD_FAILURE() << "accepted";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.code(), ErrorCode::argument);
+            EXPECT_NE(std::string(e.what()).find("must be"), std::string::npos) << e.what();
+        }
     }
 }
 

@@ -36,6 +36,8 @@ struct BatchFlags {
     uint64_t seed = 0;
     int threads = 1;
     int64_t kv_budget_mib = 0;
+    int64_t prefill_chunk = 64;
+    int64_t pass_tokens = 0;
     bool no_repack = false;
 };
 
@@ -92,6 +94,8 @@ int run_batch(const BatchFlags& f) {
     o.sampler.seed = f.seed;
     o.max_tokens = f.n_predict;
     o.kv_budget_bytes = static_cast<uint64_t>(f.kv_budget_mib) << 20;
+    o.prefill_chunk = f.prefill_chunk;
+    o.pass_tokens = f.pass_tokens;
     if (!f.draft.empty()) o.draft = Model::load(f.draft, mo);
 
     int64_t failed = 0;
@@ -148,6 +152,12 @@ void register_batch(CLI::App& app, Runner& run) {
     cmd->add_option("-t,--threads", f->threads, "Threads")->capture_default_str();
     cmd->add_option("--kv-budget-mib", f->kv_budget_mib,
                     "Total KV cache of the active requests in MiB (0: no limit); admission waits for room")
+        ->capture_default_str();
+    cmd->add_option("--prefill-chunk", f->prefill_chunk,
+                    "Prompt tokens per pass (all requests still prefilling together), run inside the decode passes")
+        ->capture_default_str();
+    cmd->add_option("--pass-tokens", f->pass_tokens,
+                    "Pending tokens + guesses per pass (guesses least likely to stand dropped first); 0 = no limit")
         ->capture_default_str();
     cmd->add_flag("--no-repack", f->no_repack, "Keep Q8_0 weights in the file's layout (no repacking at load)");
     cmd->callback([f, &run] { run = [f] { return run_batch(*f); }; });

@@ -66,6 +66,8 @@ struct BenchCliOptions {
     std::string from_json; // redraw the reports of a saved --json file instead of measuring
     bool no_repack = false; // keep Q8_0 weights in the file's layout (ModelOptions::repack_q8_0)
     std::vector<int> concurrency; // --concurrency: continuous-batching mode at these levels
+    int64_t prefill_chunk = 64;   // --concurrency: prompt tokens per pass
+    int64_t pass_tokens = 0;      // --concurrency: pending tokens + guesses per pass (0: max_batch)
 };
 
 std::string join(const std::vector<std::string>& v, const char* sep) {
@@ -314,6 +316,8 @@ int run_concurrency(const BenchCliOptions& o, const std::string& model_path) {
     rb::BatchRunOptions plain;
     plain.sampler = so;
     plain.max_tokens = o.n_predict;
+    plain.prefill_chunk = o.prefill_chunk;
+    plain.pass_tokens = o.pass_tokens;
     if (!o.draft.empty()) plain.draft = Model::load(o.draft, mo);
     rb::BatchRunOptions spec = plain;
     spec.spec = o.spec.front();
@@ -519,6 +523,12 @@ void register_bench(CLI::App& app, Runner& run) {
                     "tokens/s and per-request latency, plain and speculative (first --spec, largest --k), each "
                     "request checked against its own unbatched plain decoding")
         ->delimiter(',');
+    cmd->add_option("--prefill-chunk", o->prefill_chunk, "--concurrency: prompt tokens per pass, run inside the decode passes")
+        ->capture_default_str();
+    cmd->add_option("--pass-tokens", o->pass_tokens,
+                    "--concurrency: pending tokens + guesses per pass (guesses least likely to stand dropped first); "
+                    "0 = no limit")
+        ->capture_default_str();
     cmd->add_option("--from-json", o->from_json, "Redraw the reports (Markdown, --svg, --json) of a saved --json file; measures nothing");
     cmd->callback([o, rep, &run] {
         o->repeat_given = rep->count() > 0;

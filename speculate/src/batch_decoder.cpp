@@ -1,7 +1,8 @@
-// BatchDecoder: per pass, every active request proposes -> one Context::forward_batch over all
-// their [pending token, guesses] -> each request's rows judged in order through its own
-// StopChecker -> each cache truncated to its own emitted prefix. Admission prefills a request
-// alone; retirement frees its cache (and its share of the KV budget).
+// BatchDecoder: per pass, the next prompt chunk of every request still prefilling, and for the
+// others: propose -> guesses trimmed to the pass budget -> one Context::forward_batch over all
+// chunks and [pending token, guesses] -> each request's rows judged in order through its own
+// StopChecker -> each cache truncated to its own emitted prefix. Retirement frees a request's
+// cache (and its share of the KV budget).
 #include "rewind/speculate/batch_decoder.h"
 
 #include <algorithm>
@@ -31,8 +32,16 @@ struct BatchDecoder::Request {
     BatchResult res;
     uint64_t kv_bytes = 0;
     size_t m = 0;                 // guesses verified this pass
+    bool judging = false;         // this pass yields tokens (false: a prompt chunk without logits)
+    int64_t rejections = 0;       // passes in which a guess was refused (acceptance estimate)
+    double next_gain = 0;         // trim_guesses: chance that the next kept guess stands
     bool done = false, cancelled = false;
     Clock::time_point admitted;
+
+    int64_t prompt_size() const { return static_cast<int64_t>(req.prompt.size()); }
+    // Prompt tokens but the last are not all in the cache yet (the last one is the first pass's
+    // pending token, as in decoding).
+    bool prefilling() const { return !done && cache.size() < prompt_size() - 1; }
 
     Request(const Model& model, BatchRequest r, KvCacheOptions kv, int k_max)
         : req(std::move(r)), cache(model, kv), sampler(req.generate.sampler, model.n_vocab()),
@@ -44,6 +53,10 @@ BatchDecoder::BatchDecoder(Context& ctx, BatchOptions opts) : ctx_(ctx), opts_(o
         throw Error(ErrorCode::state, "batch decoding: the context uses Numerics::LlamaCpp, whose results change with the "
                                       "pass size; batching needs Numerics::Exact");
     if (opts_.kv_type != KvType::F32 && opts_.kv_type != KvType::F16) throw Error("batch decoding: unknown KvType");
+    if (opts_.prefill_chunk < 1)
+        throw Error("batch decoding: prefill_chunk must be >= 1, got " + std::to_string(opts_.prefill_chunk));
+    if (opts_.pass_tokens < 0)
+        throw Error("batch decoding: pass_tokens must be >= 0 (0: max_batch), got " + std::to_string(opts_.pass_tokens));
     const auto B = static_cast<size_t>(ctx_.options().max_batch);
     items_.reserve(B);
     in_pass_.reserve(B);
@@ -105,8 +118,6 @@ uint64_t BatchDecoder::submit(BatchRequest req) {
     r->res.stats.proposed_at.assign(static_cast<size_t>(k_max), 0);
     r->res.stats.accepted_at.assign(static_cast<size_t>(k_max), 0);
     const std::vector<TokenId>& prompt = r->req.prompt;
-    if (P > 1) ctx_.forward(r->cache, std::span<const TokenId>(prompt).first(static_cast<size_t>(P - 1)), Logits::None);
-    r->res.stats.prompt_seconds = seconds_between(r->admitted, Clock::now());
     r->tokens.assign(prompt.begin(), prompt.end());
     r->tokens.reserve(static_cast<size_t>(capacity + k_max + 1));
     r->batch.reserve(static_cast<size_t>(k_max + 1));
@@ -176,6 +187,7 @@ void BatchDecoder::judge(Request& r, std::span<const float> logits) {
     r.cache.truncate(pc + emitted);
     st.accepted += accepted;
     st.emitted += emitted;
+    if (accepted < static_cast<int>(r.m)) ++r.rejections;
     r.kc.observe(static_cast<int>(r.m), accepted);
     if (!r.done && r.req.source) {
         try {
@@ -186,32 +198,95 @@ void BatchDecoder::judge(Request& r, std::span<const float> logits) {
     }
 }
 
+// Keeps at most `budget` guesses in all: one at a time, the guess most likely to stand among
+// the next unkept guess of every request, where a request's guess j (0-based) stands with its
+// estimated per-guess acceptance p to the power j + 1 (p from its own passes so far, with one
+// accepted and one refused guess as the prior). Ties go to the older request.
+void BatchDecoder::trim_guesses(int64_t budget) {
+    int64_t total = 0;
+    for (Request* r : in_pass_) {
+        if (!r->judging) continue;
+        total += static_cast<int64_t>(r->m);
+        const SpecStats& st = r->res.stats;
+        const double p = static_cast<double>(st.accepted + 1) / static_cast<double>(st.accepted + r->rejections + 2);
+        r->next_gain = p;
+    }
+    if (total <= budget) return;
+    // Reuse `proposal` sizes as the ceilings and count kept guesses in m.
+    for (Request* r : in_pass_) {
+        if (r->judging) r->m = 0;
+    }
+    for (int64_t kept = 0; kept < budget; ++kept) {
+        Request* best = nullptr;
+        for (Request* r : in_pass_) {
+            if (!r->judging || r->m >= r->batch.size() - 1) continue;
+            if (!best || r->next_gain > best->next_gain) best = r;
+        }
+        if (!best) break;
+        ++best->m;
+        const SpecStats& st = best->res.stats;
+        best->next_gain *= static_cast<double>(st.accepted + 1) / static_cast<double>(st.accepted + best->rejections + 2);
+    }
+    for (Request* r : in_pass_) {
+        if (r->judging) r->batch.resize(r->m + 1);
+    }
+}
+
 std::vector<BatchResult> BatchDecoder::step() {
     const Model& model = ctx_.model();
     const Tokenizer& tok = model.tokenizer();
+    const int64_t max_batch = ctx_.options().max_batch;
     items_.clear();
     in_pass_.clear();
+    int64_t decoding = 0;
     for (auto& rp : active_) {
         if (rp->cancelled) {
             rp->res.cancelled = true;
             rp->res.stop = StopReason::Callback;
             rp->done = true;
         }
+        if (!rp->done && !rp->prefilling()) ++decoding;
     }
-    // Guesses per request so that one pass carries every active request.
-    size_t live = 0;
-    for (auto& rp : active_) live += rp->done ? 0 : 1;
-    const int64_t per = live ? std::max<int64_t>(0, ctx_.options().max_batch / static_cast<int64_t>(live) - 1) : 0;
 
-    const auto t_propose = Clock::now();
+    // Prompt chunks, oldest request first. At most max_batch - decoding rows are left for them,
+    // and every active request holds at most one row of max_batch, so a prefilling request
+    // always finds one. A chunk that reaches the end of its prompt takes the last prompt token
+    // too and yields the request's first token (Logits::Last, no guesses).
+    int64_t prefill_left = std::min(opts_.prefill_chunk, max_batch - decoding);
+    int64_t prefill_rows = 0;
+    const auto t_start = Clock::now();
     for (auto& rp : active_) {
         Request& r = *rp;
-        if (r.done) continue;
+        if (!r.prefilling() || prefill_left == 0) continue;
+        const int64_t c0 = r.cache.size();
+        const int64_t rest = r.prompt_size() - 1 - c0; // >= 1
+        const bool last = prefill_left >= rest + 1;
+        const int64_t n = last ? rest + 1 : std::min(prefill_left, rest);
+        r.m = 0;
+        r.judging = last;
+        items_.push_back(BatchItem{&r.cache,
+                                   std::span<const TokenId>(r.req.prompt).subspan(static_cast<size_t>(c0),
+                                                                                 static_cast<size_t>(n)),
+                                   last ? Logits::Last : Logits::None,
+                                   {}});
+        in_pass_.push_back(&r);
+        prefill_left -= n;
+        prefill_rows += n;
+    }
+
+    // Guesses: each decoding request proposes up to its own k; together they are trimmed to the
+    // pass budget (after one pending row per request) and to what max_batch leaves.
+    const int64_t budget = opts_.pass_tokens > 0 ? std::min(opts_.pass_tokens, max_batch) : max_batch;
+    const int64_t guess_budget = std::max<int64_t>(0, std::min(budget - decoding, max_batch - decoding - prefill_rows));
+    const size_t first_decode = in_pass_.size();
+    for (auto& rp : active_) {
+        Request& r = *rp;
+        if (r.done || r.prefilling()) continue;
         const int64_t pc = r.cache.size();
         const auto generated = static_cast<int64_t>(r.res.tokens.size());
         // Every guess must land inside the cache, and a pass emits at most m + 1 tokens.
         const int64_t room = r.req.source ? std::min<int64_t>({r.kc.next(), r.cache.capacity() - 1 - pc,
-                                                               r.req.generate.max_tokens - generated - 1, per})
+                                                               r.req.generate.max_tokens - generated - 1, guess_budget})
                                           : 0;
         r.proposal.clear();
         if (room >= 1) {
@@ -231,10 +306,13 @@ std::vector<BatchResult> BatchDecoder::step() {
         r.batch.push_back(r.tokens.back());
         r.batch.insert(r.batch.end(), r.proposal.tokens.begin(),
                        r.proposal.tokens.begin() + static_cast<std::ptrdiff_t>(r.m));
-        items_.push_back(BatchItem{&r.cache, r.batch, Logits::All, {}});
+        r.judging = true;
         in_pass_.push_back(&r);
     }
-    const double propose_seconds = seconds_between(t_propose, Clock::now());
+    trim_guesses(guess_budget);
+    for (size_t j = first_decode; j < in_pass_.size(); ++j)
+        items_.push_back(BatchItem{&in_pass_[j]->cache, in_pass_[j]->batch, Logits::All, {}});
+    const double propose_seconds = seconds_between(t_start, Clock::now());
 
     if (!items_.empty()) {
         const auto t_verify = Clock::now();
@@ -246,24 +324,32 @@ std::vector<BatchResult> BatchDecoder::step() {
             batched = false; // refused before anything changed: find out whose input it was
         }
         if (batched) {
-            for (size_t j = 0; j < items_.size(); ++j) judge(*in_pass_[j], items_[j].logits);
+            for (size_t j = 0; j < items_.size(); ++j)
+                if (in_pass_[j]->judging) judge(*in_pass_[j], items_[j].logits);
         } else {
             // Each request alone: the bits are the same, and a refusal is its own.
             for (size_t j = 0; j < items_.size(); ++j) {
                 Request& r = *in_pass_[j];
                 try {
-                    const auto logits = ctx_.forward(r.cache, r.batch, Logits::All);
+                    const auto logits = ctx_.forward(r.cache, items_[j].tokens, items_[j].which);
                     ++passes_;
-                    judge(r, logits);
+                    if (r.judging) judge(r, logits);
                 } catch (const Error& e) {
                     fail(r, e.code(), e.what());
                 }
             }
         }
-        const double verify_seconds = seconds_between(t_verify, Clock::now());
-        for (Request* r : in_pass_) {
-            r->res.stats.verify_seconds += verify_seconds;
-            r->res.stats.propose_seconds += propose_seconds;
+        const auto t_end = Clock::now();
+        const double verify_seconds = seconds_between(t_verify, t_end);
+        for (size_t j = 0; j < in_pass_.size(); ++j) {
+            Request& r = *in_pass_[j];
+            if (j < first_decode) {
+                // A prompt chunk: the prefill time runs until the prompt is in (or it failed).
+                if (r.judging || !r.prefilling()) r.res.stats.prompt_seconds = seconds_between(r.admitted, t_end);
+                continue;
+            }
+            r.res.stats.verify_seconds += verify_seconds;
+            r.res.stats.propose_seconds += propose_seconds;
         }
     }
 

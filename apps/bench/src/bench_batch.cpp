@@ -40,7 +40,9 @@ BatchRun run_batched(Context& ctx, const std::vector<WorkItem>& items, const Bat
     }
     const Model& model = ctx.model();
     const int64_t n_ctx = model.hparams().n_ctx_train;
-    sp::BatchDecoder dec(ctx, sp::BatchOptions{.kv_budget_bytes = opts.kv_budget_bytes});
+    sp::BatchDecoder dec(ctx, sp::BatchOptions{.kv_budget_bytes = opts.kv_budget_bytes,
+                                               .prefill_chunk = opts.prefill_chunk,
+                                               .pass_tokens = opts.pass_tokens});
 
     BatchRun run;
     run.items.resize(items.size());

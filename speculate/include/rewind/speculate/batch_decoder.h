@@ -2,8 +2,10 @@
 // own KV cache, sampler and (optional) guess source. Each step() is one batched forward pass
 // (Context::forward_batch) that verifies every active request's guesses at once; each request's
 // cache then rolls back to its own accepted prefix. Requests are admitted and retired between
-// passes. A request's tokens equal its own plain, unbatched generate_plain output (batch
-// invariance plus exact verification), whoever else is in the batch.
+// passes; a new request's prompt runs in chunks inside the same passes (mixed prefill + decode), so
+// admitting one never stalls the others for a whole prompt. A request's tokens equal its own plain,
+// unbatched generate_plain output (batch and query-count invariance plus exact verification),
+// whoever else is in the batch and however its prompt was chunked.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -34,6 +36,14 @@ struct BatchOptions {
     // allocated on admission for min(model context, prompt + max_tokens) positions.
     uint64_t kv_budget_bytes = 0;
     KvType kv_type = KvType::F32;
+    // Prompt tokens per pass, over all requests still prefilling (oldest first; >= 1). A prompt
+    // longer than this takes several passes; each pass then costs about a chunk's prefill more.
+    int64_t prefill_chunk = 64;
+    // Tokens per pass (pending tokens + guesses; prompt chunks come on top): 0 = the context's
+    // max_batch. When the guesses of all requests exceed it, guesses are dropped, least likely to
+    // stand first (each request's own acceptance so far), so a pass stays where it is cheap.
+    // Every request always keeps its own next token. Changes speed only, never a token.
+    int64_t pass_tokens = 0;
 };
 
 // A retired request.
@@ -59,8 +69,8 @@ public:
     BatchDecoder(const BatchDecoder&) = delete;
     BatchDecoder& operator=(const BatchDecoder&) = delete;
 
-    // Admits a request: checks it, allocates its cache within the budget, runs its prompt but
-    // the last token (that one rides in its first pass) and resets its source. Returns its id
+    // Admits a request: checks it, allocates its cache within the budget and resets its source;
+    // its prompt runs in the next passes (prefill_chunk tokens at a time). Returns its id
     // (ids count up from 1). Throws rwd::Error, admitting nothing and changing no other request:
     // argument (empty prompt, an id outside the vocabulary, k out of range, bad sampler options,
     // negative max_tokens, an empty stop string), capacity (a prompt longer than the model's
@@ -73,11 +83,12 @@ public:
     // Returns false if no active request has that id.
     bool cancel(uint64_t id);
 
-    // One pass over every active request: propose, verify all together in one forward_batch,
-    // judge, roll each cache back. Returns the requests retired by this step (finished,
-    // cancelled or failed), in admission order. A request whose source throws, or whose pass
-    // is refused, retires failed with its own error; the others go on untouched. Each request
-    // gets at most max_batch / active - 1 guesses per pass, so the pass always fits.
+    // One pass over every active request: the next prompt chunk of those still prefilling (the
+    // chunk that ends a prompt also yields its first token), and for the others propose, verify
+    // all together in one forward_batch, judge, roll each cache back. Returns the requests
+    // retired by this step (finished, cancelled or failed), in admission order. A request whose
+    // source throws, or whose pass is refused, retires failed with its own error; the others go
+    // on untouched. Guesses are trimmed to pass_tokens (and max_batch), so the pass always fits.
     std::vector<BatchResult> step();
 
     size_t active() const { return active_.size(); }
@@ -91,6 +102,7 @@ public:
 private:
     struct Request;
     void judge(Request& r, std::span<const float> logits);
+    void trim_guesses(int64_t budget);
     void fail(Request& r, ErrorCode code, const std::string& what);
 
     Context& ctx_;

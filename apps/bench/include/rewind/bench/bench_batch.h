@@ -26,6 +26,8 @@ struct BatchRunOptions {
     int64_t max_tokens = 0;       // > 0: overrides every item's max_tokens
     std::shared_ptr<const Model> draft; // for "draft" (and "auto")
     uint64_t kv_budget_bytes = 0; // 0: no limit
+    int64_t prefill_chunk = 64;   // speculate::BatchOptions::prefill_chunk
+    int64_t pass_tokens = 0;      // speculate::BatchOptions::pass_tokens (0: max_batch)
 };
 
 // One request's outcome. `refused`: it was never admitted (its source could not be built, or the
