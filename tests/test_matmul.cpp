@@ -243,6 +243,52 @@ TEST(Matmul, ScalarOrderIsSequential) {
         }
 }
 
+// The exact scalar model of the AVX2 / AVX-512 float bodies (matmul_tiles.h): `lanes`
+// accumulators, lane j taking k = j mod lanes ascending by fma; AVX-512 folds lane i + lane i+8;
+// then ((0+1)+(2+3)) + ((4+5)+(6+7)); then the cols % lanes tail as s += w*x, k ascending.
+float simd_float_model(const float* w, const float* x, int64_t cols, int lanes) {
+    float acc[16] = {};
+    const int64_t kv = cols - cols % lanes;
+    for (int64_t k = 0; k < kv; k += lanes)
+        for (int j = 0; j < lanes; ++j) acc[j] = std::fma(w[k + j], x[k + j], acc[j]);
+    float f[8];
+    for (int i = 0; i < 8; ++i) f[i] = lanes == 16 ? acc[i] + acc[i + 8] : acc[i];
+    float s = ((f[0] + f[1]) + (f[2] + f[3])) + ((f[4] + f[5]) + (f[6] + f[7]));
+    for (int64_t k = kv; k < cols; ++k) s += w[k] * x[k];
+    return s;
+}
+
+TEST(Matmul, FloatBodiesMatchTheirScalarModelBitForBit) {
+    // Every token count 1..17 (all token blocks and tile shapes), row counts that leave every
+    // possible remainder of the tile heights, widths with and without a vector tail.
+    for (SimdLevel level : levels()) {
+        if (level == SimdLevel::Scalar) continue; // its order is ScalarOrderIsSequential's
+        const int lanes = level == SimdLevel::Avx512 ? 16 : 8;
+        for (DType type : {DType::F32, DType::F16, DType::BF16}) {
+            for (int64_t cols : {5, 16, 40, 192, 203}) {
+                for (int64_t rows : {1, 7, 13, 64}) {
+                    const Weights w = make_weights(type, rows, cols, uint32_t(rows * 17 + cols));
+                    std::vector<float> wf(size_t(rows * cols));
+                    for (int64_t r = 0; r < rows; ++r)
+                        dequantize_row(type, w.data.data() + size_t(r) * dtype_row_bytes(type, cols), cols,
+                                       wf.data() + r * cols);
+                    const auto x = random_x(17, cols, uint32_t(cols + 5));
+                    for (int64_t n = 1; n <= 17; ++n) {
+                        const auto y = run(w, x, n, nullptr, level);
+                        for (int64_t t = 0; t < n; ++t)
+                            for (int64_t r = 0; r < rows; ++r) {
+                                const float m = simd_float_model(wf.data() + r * cols, x.data() + t * cols, cols, lanes);
+                                ASSERT_EQ(std::memcmp(&y[size_t(t * rows + r)], &m, 4), 0)
+                                    << simd_name(level) << " " << dtype_name(type) << " cols " << cols << " rows " << rows
+                                    << " n " << n << " t " << t << " r " << r;
+                            }
+                    }
+                }
+            }
+        }
+    }
+}
+
 TEST(Matmul, RejectsBadArguments) {
     const Weights w = make_weights(DType::F32, 4, 8, 1);
     const Weights q = make_weights(DType::Q8_0, 4, 32, 1);

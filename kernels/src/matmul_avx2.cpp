@@ -13,8 +13,11 @@ struct Avx2 {
     using I = __m256i;
     static constexpr int kLanes = 8;
     static constexpr int kQ8Blocks = 1;
-    // Rows per tile for 1, 2, 3, 4 tokens: at most 12 accumulators of the 16 ymm registers.
+    // Float tiles: rows per tile for 1..4 tokens, accumulators + the operands kept in registers
+    // (min(tokens, rows) + 1) within the 16 ymm registers; more tokens go in blocks of 3-4.
+    static constexpr int kMaxTokensFloat = 4;
     static constexpr int kRowsFloat[4] = {8, 6, 4, 3};
+    // Q8_0 tiles: rows per tile for 1, 2, 3, 4 tokens (at most 12 accumulators).
     static constexpr int kRowsQ8[4] = {6, 4, 3, 2};
 
     static F zero() { return _mm256_setzero_ps(); }

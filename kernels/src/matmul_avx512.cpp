@@ -20,8 +20,11 @@ struct Avx512 {
     using I = __m512i;
     static constexpr int kLanes = 16;
     static constexpr int kQ8Blocks = 2;
-    // Rows per tile for 1, 2, 3, 4 tokens: at most 18 accumulators of the 32 zmm registers.
-    static constexpr int kRowsFloat[4] = {12, 8, 6, 4};
+    // Float tiles: rows per tile for 1..9 tokens, accumulators + the operands kept in registers
+    // (min(tokens, rows) + 1) within the 32 zmm registers.
+    static constexpr int kMaxTokensFloat = 9;
+    static constexpr int kRowsFloat[9] = {12, 10, 7, 6, 5, 4, 3, 3, 3};
+    // Q8_0 tiles: rows per tile for 1, 2, 3, 4 tokens (at most 18 accumulators).
     static constexpr int kRowsQ8[4] = {8, 6, 4, 3};
 
     static F zero() { return _mm512_setzero_ps(); }

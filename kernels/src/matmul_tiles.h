@@ -55,16 +55,25 @@ inline void store_sums(const typename V::F* acc, float* y, Tail&& tail) {
     }
 }
 
+// Keeps a loaded vector in a register: without it the compiler may fold the load into every FMA
+// that uses the vector (one load per FMA instead of one per k step), which starves the FMA units
+// of load slots in the wide tiles. Changes no value.
+template <class F>
+inline void pin(F& v) {
+    asm("" : "+v"(v));
+}
+
 // NT tokens x NR rows of float-type weights (F32/F16/BF16 via V::load<type>).
 // w: first of NR rows, row_bytes apart; x: [NT, cols]; y: y[t * y_stride + r].
+// The NT * NR accumulators are reduced four at a time in row-major (t, r) order, whatever (t, r)
+// pairs share a reduce4: it sums each input on its own, so the grouping changes no bit.
 template <class V, DType T, int NT, int NR>
 inline void tile_float(const std::byte* w, size_t row_bytes, const float* x, int64_t cols, float* y, int64_t y_stride) {
     using F = typename V::F;
-    F acc[NT][NR];
-#pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t)
-#pragma GCC unroll 16
-        for (int r = 0; r < NR; ++r) acc[t][r] = V::zero();
+    constexpr int N = NT * NR;
+    F acc[N];
+#pragma GCC unroll 32
+    for (int i = 0; i < N; ++i) acc[i] = V::zero();
     const int64_t kv = cols - cols % V::kLanes;
     // Prefetch the tile after next (its NR rows are contiguous) at the pace this tile reads its
     // own rows, so weights streaming from DRAM or L3 arrive in time even when few rows are in
@@ -78,34 +87,50 @@ inline void tile_float(const std::byte* w, size_t row_bytes, const float* x, int
         // fit the register file (the FMAs per (t, r) are the same either way).
         if constexpr (NT < NR) {
             F xv[NT];
-#pragma GCC unroll 16
-            for (int t = 0; t < NT; ++t) xv[t] = V::load_x(x + t * cols + k);
-#pragma GCC unroll 16
+#pragma GCC unroll 32
+            for (int t = 0; t < NT; ++t) {
+                xv[t] = V::load_x(x + t * cols + k);
+                pin(xv[t]);
+            }
+#pragma GCC unroll 32
             for (int r = 0; r < NR; ++r) {
-                const F wv = V::template load<T>(w + size_t(r) * row_bytes, k);
-#pragma GCC unroll 16
-                for (int t = 0; t < NT; ++t) acc[t][r] = V::fma(wv, xv[t], acc[t][r]);
+                F wv = V::template load<T>(w + size_t(r) * row_bytes, k);
+                if constexpr (NT > 1) pin(wv);
+#pragma GCC unroll 32
+                for (int t = 0; t < NT; ++t) acc[t * NR + r] = V::fma(wv, xv[t], acc[t * NR + r]);
             }
         } else {
             F wv[NR];
-#pragma GCC unroll 16
-            for (int r = 0; r < NR; ++r) wv[r] = V::template load<T>(w + size_t(r) * row_bytes, k);
-#pragma GCC unroll 16
+#pragma GCC unroll 32
+            for (int r = 0; r < NR; ++r) {
+                wv[r] = V::template load<T>(w + size_t(r) * row_bytes, k);
+                pin(wv[r]);
+            }
+#pragma GCC unroll 32
             for (int t = 0; t < NT; ++t) {
-                const F xv = V::load_x(x + t * cols + k);
-#pragma GCC unroll 16
-                for (int r = 0; r < NR; ++r) acc[t][r] = V::fma(wv[r], xv, acc[t][r]);
+                F xv = V::load_x(x + t * cols + k);
+                if constexpr (NR > 1) pin(xv);
+#pragma GCC unroll 32
+                for (int r = 0; r < NR; ++r) acc[t * NR + r] = V::fma(wv[r], xv, acc[t * NR + r]);
             }
         }
     }
-    for (int t = 0; t < NT; ++t) {
-        const float* xt = x + t * cols;
-        auto tail = [&](int r, float s) {
-            for (int64_t k = kv; k < cols; ++k) s += weight_at(T, w + size_t(r) * row_bytes, k) * xt[k];
-            return s;
-        };
-        if (kv < cols) store_sums<V, NR, true>(acc[t], y + t * y_stride, tail);
-        else store_sums<V, NR, false>(acc[t], y + t * y_stride, tail);
+    const F z = V::zero();
+#pragma GCC unroll 16
+    for (int i0 = 0; i0 < N; i0 += 4) {
+        const __m128 s = V::reduce4(acc[i0], i0 + 1 < N ? acc[i0 + 1] : z, i0 + 2 < N ? acc[i0 + 2] : z,
+                                    i0 + 3 < N ? acc[i0 + 3] : z);
+        alignas(16) float v[4];
+        _mm_store_ps(v, s);
+        for (int j = 0; j < 4 && i0 + j < N; ++j) {
+            const int t = (i0 + j) / NR, r = (i0 + j) % NR;
+            float sum = v[j];
+            if (kv < cols) {
+                const float* xt = x + t * cols;
+                for (int64_t k = kv; k < cols; ++k) sum += weight_at(T, w + size_t(r) * row_bytes, k) * xt[k];
+            }
+            y[t * y_stride + r] = sum;
+        }
     }
 }
 
@@ -189,18 +214,39 @@ inline int64_t token_block(int64_t left) {
     return left;
 }
 
+// Tokens per float token block for the `left` tokens still to do: all of them up to
+// V::kMaxTokensFloat, else the fewest blocks of near-equal size (17 = 9 + 8 on AVX-512), so each
+// weight tile is loaded as few times as possible and every block keeps a wide tile.
+template <class V>
+inline int64_t float_token_block(int64_t left) {
+    constexpr int64_t m = V::kMaxTokensFloat;
+    if (left <= m) return left;
+    const int64_t blocks = (left + m - 1) / m;
+    return (left + blocks - 1) / blocks;
+}
+
+template <class V, DType T, int NT>
+void rows_float_nt(const MatmulJob& job, const float* x, float* y, int64_t r0, int64_t r1) {
+    if constexpr (NT <= V::kMaxTokensFloat) rows_float<V, T, NT, V::kRowsFloat[NT - 1]>(job, x, y, r0, r1);
+}
+
 // Token blocks over rows [r0, r1). Tile heights come from V so the accumulators fit its registers.
 template <class V, DType T>
 void panel_float(const MatmulJob& job, int64_t r0, int64_t r1) {
     for (int64_t t0 = 0, nt = 0; t0 < job.n_tokens; t0 += nt) {
-        nt = token_block(job.n_tokens - t0);
+        nt = float_token_block<V>(job.n_tokens - t0);
         const float* x = job.x + t0 * job.cols;
         float* y = job.y + t0 * job.rows;
         switch (nt) {
-        case 4: rows_float<V, T, 4, V::kRowsFloat[3]>(job, x, y, r0, r1); break;
-        case 3: rows_float<V, T, 3, V::kRowsFloat[2]>(job, x, y, r0, r1); break;
-        case 2: rows_float<V, T, 2, V::kRowsFloat[1]>(job, x, y, r0, r1); break;
-        default: rows_float<V, T, 1, V::kRowsFloat[0]>(job, x, y, r0, r1); break;
+        case 9: rows_float_nt<V, T, 9>(job, x, y, r0, r1); break;
+        case 8: rows_float_nt<V, T, 8>(job, x, y, r0, r1); break;
+        case 7: rows_float_nt<V, T, 7>(job, x, y, r0, r1); break;
+        case 6: rows_float_nt<V, T, 6>(job, x, y, r0, r1); break;
+        case 5: rows_float_nt<V, T, 5>(job, x, y, r0, r1); break;
+        case 4: rows_float_nt<V, T, 4>(job, x, y, r0, r1); break;
+        case 3: rows_float_nt<V, T, 3>(job, x, y, r0, r1); break;
+        case 2: rows_float_nt<V, T, 2>(job, x, y, r0, r1); break;
+        default: rows_float_nt<V, T, 1>(job, x, y, r0, r1); break;
         }
     }
 }
@@ -232,7 +278,9 @@ inline int64_t panel_rows(size_t row_bytes) {
 template <class V>
 void matmul_rows(const MatmulJob& job, int64_t r0, int64_t r1) {
     // With one token block there is nothing to reuse across panels: run the range in one go.
-    const int64_t step = job.n_tokens <= 4 ? imax(r1 - r0, 1) : panel_rows(job.row_bytes);
+    const bool quant = job.type == DType::Q8_0;
+    const bool one_block = quant ? job.n_tokens <= 4 : job.n_tokens <= V::kMaxTokensFloat;
+    const int64_t step = one_block ? imax(r1 - r0, 1) : panel_rows(job.row_bytes);
     for (int64_t p = r0; p < r1; p += step) {
         const int64_t p1 = imin(r1, p + step);
         switch (job.type) {
