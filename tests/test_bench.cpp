@@ -292,7 +292,7 @@ TEST(BenchReport, JsonRoundTrips) {
     auto r = synthetic_result();
     r.items[0].cells[1].first_difference = 5;
     r.items[0].cells[1].failed_repeat = 1;
-    r.throughput = {128, 64, 0.01, 0.02};
+    r.throughput = {128, 64, 0.01, 0.02, 0.03};
     const std::string text = rb::to_json(r);
     const rb::BenchResult back = rb::from_json(text, "r.json");
     EXPECT_EQ(rb::to_json(back), text);
@@ -477,6 +477,25 @@ TEST(BenchScale, CostCurveOnASeededPrefix) {
         EXPECT_GT(p.seconds, 0.0);
     }
     EXPECT_EQ(ctx.tokens_processed(), 3u * 2u + 2u * 2u + 1u * 2u);
+}
+
+// Decode throughput runs every pass of every round (end-of-generation tokens do not cut a round
+// short) and gives both figures: the median interval between tokens and the wall clock's.
+TEST(BenchScale, ThroughputRunsEveryPassAndGivesBothDecodeFigures) {
+    auto model = rwd::Model::load(std::string(REWIND_ASSETS_DIR) + "/pycode-4m-q8_0.gguf");
+    rwd::Context ctx(model, rwd::ContextOptions{1, 32});
+    rb::ThroughputOptions o;
+    o.prompt_tokens = 5;
+    o.decode_tokens = 12;
+    o.rounds = 2;
+    const rb::Throughput t = rb::measure_throughput(ctx, o);
+    EXPECT_EQ(t.prompt_tokens, 5);
+    EXPECT_EQ(t.decode_tokens, 12);
+    EXPECT_GT(t.prefill_seconds, 0.0);
+    EXPECT_GT(t.decode_seconds, 0.0);
+    EXPECT_GT(t.decode_wall_seconds, 0.0);
+    // A warm-up round and two timed ones, each the prompt then 12 single-token passes.
+    EXPECT_EQ(ctx.tokens_processed(), 3u * (5u + 12u));
 }
 
 TEST(BenchScale, MemoryBandwidthRunsAndValidates) {

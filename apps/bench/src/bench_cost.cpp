@@ -95,18 +95,35 @@ Throughput measure_throughput(Context& ctx, const ThroughputOptions& opts) {
     KvCache cache(model, KvCacheOptions{opts.prompt_tokens + opts.decode_tokens + 1, KvType::F32});
     GenerateOptions g;
     g.max_tokens = opts.decode_tokens + 1; // the first token comes from the prompt's pass
-    std::vector<double> prefill, per_token;
+    // Every round runs all its passes (as llama-bench's tg does): an end-of-generation token a
+    // few tokens in would leave a figure over a handful of passes.
+    g.stop_at_eog = false;
+    // The time of each generated token: consecutive ones are one decode pass apart (the pass,
+    // sampling and stop checks), the interval the cost curve's 1-token pass should predict.
+    std::vector<Clock::time_point> stamps(static_cast<size_t>(g.max_tokens));
+    size_t stamped = 0;
+    const TokenCallback on_token = [&](TokenId) {
+        if (stamped < stamps.size()) stamps[stamped++] = Clock::now();
+        return true;
+    };
+    std::vector<double> prefill, wall, intervals;
+    intervals.reserve(static_cast<size_t>(opts.rounds * opts.decode_tokens));
     for (int round = 0; round <= opts.rounds; ++round) { // round 0 warms up
         cache.truncate(0);
-        const GenerateResult r = generate_plain(ctx, cache, prompt, g);
+        stamped = 0;
+        const GenerateResult r = generate_plain(ctx, cache, prompt, g, on_token);
         const auto passes = static_cast<int64_t>(r.tokens.size()) - 1;
-        if (round > 0) {
-            prefill.push_back(r.prompt_seconds);
-            if (passes > 0) per_token.push_back(r.generate_seconds / static_cast<double>(passes));
-        }
+        if (round == 0) continue;
+        prefill.push_back(r.prompt_seconds);
+        if (passes > 0) wall.push_back(r.generate_seconds / static_cast<double>(passes));
+        for (size_t i = 1; i < stamped; ++i)
+            intervals.push_back(std::chrono::duration<double>(stamps[i] - stamps[i - 1]).count());
     }
-    const double per = per_token.empty() ? 0 : median(per_token);
-    return {opts.prompt_tokens, opts.decode_tokens, median(prefill), per * static_cast<double>(opts.decode_tokens)};
+    const auto d = static_cast<double>(opts.decode_tokens);
+    Throughput t{opts.prompt_tokens, opts.decode_tokens, median(prefill), 0, 0};
+    t.decode_seconds = intervals.empty() ? 0 : median(intervals) * d;
+    t.decode_wall_seconds = wall.empty() ? 0 : median(wall) * d;
+    return t;
 }
 
 double cost_ratio(const std::vector<CostPoint>& curve, int64_t n) {

@@ -313,7 +313,14 @@ void write_cost_markdown(std::ostream& out, const BenchResult& r, std::span<cons
             << fmt("%.0f", static_cast<double>(t.prompt_tokens) / t.prefill_seconds) << " tokens/s · decode: "
             << fmt("%.1f", t.decode_tokens_per_s()) << " tokens/s ("
             << fmt("%.3f", 1e3 * t.decode_seconds / static_cast<double>(t.decode_tokens))
-            << " ms/token, generate_plain as `rewind generate` decodes)\n\n";
+            << " ms/token: the median interval between generated tokens of generate_plain, the loop `rewind "
+               "generate` runs, at "
+            << t.prompt_tokens << ".." << t.prompt_tokens + t.decode_tokens << " cached"
+            << (t.decode_wall_seconds > 0
+                    ? "; whole runs by the wall clock, other processes' preemption included: " +
+                          fmt("%.3f", 1e3 * t.decode_wall_seconds / static_cast<double>(t.decode_tokens)) + " ms/token"
+                    : std::string())
+            << ")\n\n";
     out << "| n | ms per pass | ÷ 1-token pass | ms per token |";
     if (two) out << " ms per pass, " << sc.long_prefix << " cached | ÷ 1-token pass |";
     out << "\n| ---: | ---: | ---: | ---: |" << (two ? " ---: | ---: |" : "") << "\n";
@@ -483,7 +490,8 @@ std::string to_json(const BenchResult& r, int indent) {
     j["throughput"] = t.prompt_tokens > 0 ? json{{"prompt_tokens", t.prompt_tokens},
                                                  {"decode_tokens", t.decode_tokens},
                                                  {"prefill_seconds", t.prefill_seconds},
-                                                 {"decode_seconds", t.decode_seconds}}
+                                                 {"decode_seconds", t.decode_seconds},
+                                                 {"decode_wall_seconds", t.decode_wall_seconds}}
                                           : json(nullptr);
 
     json fails = json::array();
@@ -552,7 +560,8 @@ BenchResult from_json(const std::string& text, const std::string& source) {
                                     c.at("samples").get<std::vector<double>>()});
         if (const auto it = j.find("throughput"); it != j.end() && !it->is_null())
             r.throughput = {it->at("prompt_tokens").get<int64_t>(), it->at("decode_tokens").get<int64_t>(),
-                            it->at("prefill_seconds").get<double>(), it->at("decode_seconds").get<double>()};
+                            it->at("prefill_seconds").get<double>(), it->at("decode_seconds").get<double>(),
+                            it->value("decode_wall_seconds", 0.0)}; // absent in older reports
         if (const auto it = j.find("scale"); it != j.end() && !it->is_null()) {
             ScaleInfo& sc = r.scale;
             sc.long_prefix_asked = it->at("long_prefix_asked").get<int64_t>();

@@ -37,10 +37,10 @@ struct ThroughputOptions {
 };
 
 // Prefill and decode speed on a fresh cache, measured through generate_plain, the loop `rewind
-// generate` runs (sampling, stop checks and all): decode speed = decode passes / the time from the
-// first generated token to the last. A round that stops early (end of generation) counts the
-// passes it ran. Throws rwd::Error on options out of range or prompt + decode tokens beyond the
-// model's context.
+// generate` runs (sampling, stop checks and all), end-of-generation tokens ignored so every round
+// runs decode_tokens passes. Decode speed comes twice (see Throughput): from the median interval
+// between generated tokens, and from each round's wall time. Throws rwd::Error on options out of
+// range or prompt + decode tokens beyond the model's context.
 Throughput measure_throughput(Context& ctx, const ThroughputOptions& opts = {});
 
 // Cost of a pass over n tokens / cost of a 1-token pass on `curve`; 0 when either is missing.

@@ -91,7 +91,13 @@ struct CostPoint {
 struct Throughput {
     int64_t prompt_tokens = 0, decode_tokens = 0; // 0: not measured
     double prefill_seconds = 0;                   // median, one pass over the prompt
-    double decode_seconds = 0;                    // median, all decode_tokens passes together
+    // decode_tokens x the median time from one generated token to the next (every round's
+    // intervals pooled): like the cost curve's medians, a pass that another process preempted
+    // does not count, so this is what the 1-token pass predicts.
+    double decode_seconds = 0;
+    // decode_tokens x (the whole decode loop's wall time / its passes), median over rounds: what
+    // `rewind generate` delivered on this machine at that moment, preemption included.
+    double decode_wall_seconds = 0;
     double decode_tokens_per_s() const { return decode_seconds > 0 ? double(decode_tokens) / decode_seconds : 0; }
 };
 
