@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kq_packed_impl.h"
 #include "matmul_impl.h"
 #include "matmul_quant.h"
 #include "rewind/kernels/q8_packed.h"
@@ -74,6 +75,18 @@ void matmul_quant(const MatrixView& w, const float* x, int64_t n_tokens, float* 
     for (int64_t t = 0; t < n_tokens; ++t)
         detail::quantize_act(w.type, x + t * w.cols, w.cols, scratch.data() + size_t(t) * job.act_bytes);
     job.act = scratch.data();
+
+    if (w.packed) { // Q4_K/Q6_K repacked at load (repack_kq): the same arithmetic, so the same bits
+        if (!kq_repackable(w.type))
+            throw Error(ErrorCode::unsupported, std::string("matmul: no packed layout for ") + dtype_name(w.type));
+        if (reinterpret_cast<uintptr_t>(w.packed) % 64 != 0) throw Error(ErrorCode::argument, "matmul: packed data not 64-byte aligned");
+        const int64_t nb = w.cols / 256;
+        const size_t sbb = kq_packed_bytes(w.type, 1, w.cols) / size_t(nb);
+        const detail::KqPackedJob kj{w.type, static_cast<const std::byte*>(w.packed), sbb * size_t(nb), sbb, nb, w.rows,
+                                     static_cast<const std::byte*>(job.act), job.act_bytes, n_tokens, y};
+        detail::matmul_kq_packed(kj, pool, level);
+        return;
+    }
 
     auto body = detail::quant_rows_scalar;
     if (level == SimdLevel::Avx512 && cpu_features().avx512vnni) body = detail::quant_rows_avx512vnni;

@@ -18,8 +18,9 @@ struct MatrixView {
     const void* data = nullptr;
     int64_t rows = 0;
     int64_t cols = 0;
-    // Q8_0 only, optional: the same weights repacked by repack_q8_0 (q8_packed.h). When set,
-    // matmul reads only this and takes the packed bodies' reduction order.
+    // Optional: the same weights repacked, Q8_0 by repack_q8_0 (q8_packed.h: matmul then takes the
+    // packed bodies' reduction order), Q4_K/Q6_K by repack_kq (kq_packed.h: the same bits as the
+    // file's layout). When set, matmul reads only this.
     const void* packed = nullptr;
 };
 

@@ -1,0 +1,176 @@
+// The packed Q4_K/Q6_K engine shared by the SIMD bodies (kq_packed_avx2.cpp, _avx512vnni), written
+// once over a traits type V: V::kLanes rows per vector (8 or 16), so a group of 16 rows is
+// kVec = 16 / kLanes vectors. Per super-block and sub-block, the group's quants are unpacked once
+// into registers and applied to every token of the tile: exact int32 sums per (token, row) --
+// isum = sum_j sc_j * dot_j, msum = sum_k c_k * bsum_k -- then the float steps of matmul_quant.h,
+// super-blocks ascending. Layouts: kq_packed_impl.h. Included only by ISA-specific files; an
+// anonymous namespace keeps code built with one ISA's flags from being merged into another's.
+#pragma once
+#include <immintrin.h>
+
+#include <cstring>
+#include <utility>
+
+#include "kq_packed_impl.h"
+#include "matmul_quant.h"
+
+namespace rwd::detail {
+namespace {
+
+inline int32_t load_i32(const void* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+// Bits 4..5 of the quants of column group i (0..3) from a high-bits vector, in place.
+template <class V>
+inline typename V::I hi2(typename V::I h, int i, typename V::I m30) {
+    switch (i) {
+    case 0: return V::and_(V::template slli16<4>(h), m30);
+    case 1: return V::and_(V::template slli16<2>(h), m30);
+    case 2: return V::and_(h, m30);
+    default: return V::and_(V::template srli16<2>(h), m30);
+    }
+}
+
+template <class V, DType T, int NT>
+inline void kq_tile(const KqPackedJob& job, int64_t g, int64_t t0) {
+    using I = typename V::I;
+    using F = typename V::F;
+    constexpr int kVec = int(kKqPackRows) / V::kLanes;
+    constexpr int kL4 = V::kLanes * 4; // bytes of one half of a 64-byte column-group vector
+    const auto* grp = reinterpret_cast<const uint8_t*>(job.w + size_t(g) * job.group_bytes);
+    const Act256* a[NT];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) a[t] = reinterpret_cast<const Act256*>(job.act + size_t(t0 + t) * job.act_bytes);
+    const I m4 = V::set1_8(0x0f), m30 = V::set1_8(0x30);
+
+    F acc[NT][kVec];
+    for (int t = 0; t < NT; ++t)
+        for (int v = 0; v < kVec; ++v) acc[t][v] = V::zero();
+
+    for (int64_t b = 0; b < job.nb; ++b) {
+        const uint8_t* sb = grp + size_t(b) * job.sb_bytes;
+        // Two super-blocks ahead, every line: the weights stream from DRAM and the compute for
+        // many tokens must not leave the memory queue idle. Past a group's end this is the next
+        // group (this thread's next work, or harmless); a prefetch never faults.
+        for (size_t l = 0; l < job.sb_bytes; l += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(sb + 2 * job.sb_bytes + l), _MM_HINT_T0);
+        I isum[NT][kVec], msum[NT][kVec];
+        for (int t = 0; t < NT; ++t)
+            for (int v = 0; v < kVec; ++v) isum[t][v] = msum[t][v] = V::izero();
+#pragma GCC unroll 1
+        for (int j = 0; j < 8; ++j) { // Q4_K: sub-block j of 32; Q6_K: chunk j of 32 (sub-blocks 2j, 2j+1)
+#pragma GCC unroll 2
+            for (int v = 0; v < kVec; ++v) {
+                I w[8];
+                I s0, s1, pair;
+                if constexpr (T == DType::Q4_K) {
+#pragma GCC unroll 4
+                    for (int k = 0; k < 4; ++k) {
+                        const I raw = V::load(sb + (j * 4 + k) * 64 + v * kL4);
+                        w[k] = V::and_(raw, m4);
+                        w[k + 4] = V::and_(V::template srli16<4>(raw), m4);
+                    }
+                    s0 = s1 = V::widen_u8(sb + 2048 + 16 * j + v * V::kLanes);
+                    const I m = V::widen_u8(sb + 2176 + 16 * j + v * V::kLanes);
+                    pair = V::or_(m, V::template slli32<16>(m)); // (m_j, m_j) per row
+                } else {
+                    const I h0 = V::load(sb + 2048 + (2 * j) * 64 + v * kL4);
+                    const I h1 = V::load(sb + 2048 + (2 * j + 1) * 64 + v * kL4);
+#pragma GCC unroll 4
+                    for (int k = 0; k < 4; ++k) {
+                        const I raw = V::load(sb + (j * 4 + k) * 64 + v * kL4);
+                        w[k] = V::or_(V::and_(raw, m4), hi2<V>(h0, k, m30));
+                        w[k + 4] = V::or_(V::and_(V::template srli16<4>(raw), m4), hi2<V>(h1, k, m30));
+                    }
+                    s0 = V::widen_i8(sb + 3072 + 16 * (2 * j) + v * V::kLanes);
+                    s1 = V::widen_i8(sb + 3072 + 16 * (2 * j + 1) + v * V::kLanes);
+                    pair = V::or_(V::and_(s0, V::set1_32(0xffff)), V::template slli32<16>(s1)); // (sc_2j, sc_2j+1)
+                }
+#pragma GCC unroll 16
+                for (int t = 0; t < NT; ++t) {
+                    const int8_t* x = a[t][b].qs + 32 * j;
+                    I p0 = V::izero(), p1 = V::izero();
+#pragma GCC unroll 4
+                    for (int c = 0; c < 4; ++c) {
+                        p0 = V::dot(p0, w[c], load_i32(x + 4 * c));
+                        p1 = V::dot(p1, w[c + 4], load_i32(x + 16 + 4 * c));
+                    }
+                    if constexpr (T == DType::Q4_K) isum[t][v] = V::add(isum[t][v], V::mullo(V::add(p0, p1), s0));
+                    else isum[t][v] = V::add(isum[t][v], V::add(V::mullo(p0, s0), V::mullo(p1, s1)));
+                    msum[t][v] = V::dotw(msum[t][v], pair, load_i32(&a[t][b].bsums[2 * j]));
+                }
+            }
+        }
+        F d1[kVec], d2[kVec];
+        for (int v = 0; v < kVec; ++v) {
+            if constexpr (T == DType::Q4_K) {
+                d1[v] = V::scales(sb + 2304 + 2 * v * V::kLanes);
+                d2[v] = V::scales(sb + 2336 + 2 * v * V::kLanes);
+            } else {
+                d1[v] = V::scales(sb + 3328 + 2 * v * V::kLanes);
+            }
+        }
+#pragma GCC unroll 16
+        for (int t = 0; t < NT; ++t) {
+            const F dx = V::set1(a[t][b].d);
+#pragma GCC unroll 2
+            for (int v = 0; v < kVec; ++v) {
+                if constexpr (T == DType::Q4_K) {
+                    acc[t][v] = V::fma(V::cvt(isum[t][v]), V::mul(d1[v], dx), acc[t][v]);
+                    acc[t][v] = V::fma(V::cvt(V::sub(V::izero(), msum[t][v])), V::mul(d2[v], dx), acc[t][v]);
+                } else {
+                    const I m = V::template slli32<5>(msum[t][v]); // c_k = 32 sc_k
+                    acc[t][v] = V::fma(V::cvt(V::sub(isum[t][v], m)), V::mul(d1[v], dx), acc[t][v]);
+                }
+            }
+        }
+    }
+
+    const int64_t r0 = g * kKqPackRows;
+    const int64_t nr = job.rows - r0 < kKqPackRows ? job.rows - r0 : kKqPackRows;
+    for (int t = 0; t < NT; ++t) {
+        float* y = job.y + (t0 + t) * job.rows + r0;
+        if (nr == kKqPackRows) {
+            for (int v = 0; v < kVec; ++v) V::store(y + v * V::kLanes, acc[t][v]);
+        } else {
+            alignas(64) float tmp[kKqPackRows];
+            for (int v = 0; v < kVec; ++v) V::store(tmp + v * V::kLanes, acc[t][v]);
+            std::memcpy(y, tmp, size_t(nr) * sizeof(float));
+        }
+    }
+}
+
+template <class V, DType T>
+using KqTileFn = void (*)(const KqPackedJob&, int64_t, int64_t);
+
+template <class V, DType T, int... N>
+constexpr KqTileFn<V, T> kq_tile_entry(int n, std::integer_sequence<int, N...>) {
+    constexpr KqTileFn<V, T> fns[] = {kq_tile<V, T, N + 1>...};
+    return fns[n - 1];
+}
+
+template <class V, DType T>
+void kq_groups_t(const KqPackedJob& job, int64_t g0, int64_t g1) {
+    // Token tiles of at most V::kSub (their accumulators live in registers), as even as possible;
+    // a group's super-blocks stay in L1/L2 between the tiles of a long input.
+    const int64_t n = job.n_tokens;
+    const int64_t tiles = (n + V::kSub - 1) / V::kSub;
+    const int64_t per = (n + tiles - 1) / tiles;
+    for (int64_t g = g0; g < g1; ++g)
+        for (int64_t t0 = 0; t0 < n; t0 += per) {
+            const int nt = int(t0 + per < n ? per : n - t0);
+            kq_tile_entry<V, T>(nt, std::make_integer_sequence<int, V::kSub>{})(job, g, t0);
+        }
+}
+
+template <class V>
+void kq_groups(const KqPackedJob& job, int64_t g0, int64_t g1) {
+    if (job.type == DType::Q4_K) kq_groups_t<V, DType::Q4_K>(job, g0, g1);
+    else kq_groups_t<V, DType::Q6_K>(job, g0, g1);
+}
+
+} // namespace
+} // namespace rwd::detail

@@ -1,0 +1,154 @@
+// Q4_K/Q6_K repacked at load (kq_packed.h): every body this CPU runs (scalar model, AVX2, AVX-512
+// VNNI), on every SIMD level, gives bit for bit what matmul computes on the file's layout -- for
+// quantized rows, random bit patterns in every field, extreme blocks (no int overflow or
+// saturation), partial row groups, any token count and any thread count -- plus the errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "rewind/error.h"
+#include "rewind/kernels/kq_packed.h"
+#include "rewind/kernels/matmul.h"
+
+using namespace rwd;
+
+namespace {
+
+struct Packed {
+    DType type;
+    int64_t rows, cols;
+    std::vector<std::byte> data;
+    std::unique_ptr<std::byte[]> mem;
+    std::byte* packed = nullptr;
+    MatrixView plain() const { return MatrixView{type, data.data(), rows, cols}; }
+    MatrixView view() const {
+        MatrixView v = plain();
+        v.packed = packed;
+        return v;
+    }
+};
+
+// kind 0: rows of N(0, 0.5^2) plus a per-row shift, quantized by rewind; 1: random bytes in every
+// field with sane fp16 scales; 2: every byte 0xff (largest quants, scales and mins; Q6_K scales
+// -128), fp16 factors +-1.
+std::unique_ptr<Packed> make(DType type, int64_t rows, int64_t cols, uint32_t seed, int kind, ThreadPool* pool = nullptr) {
+    auto p = std::make_unique<Packed>();
+    p->type = type;
+    p->rows = rows;
+    p->cols = cols;
+    const size_t row_bytes = dtype_row_bytes(type, cols);
+    p->data.resize(row_bytes * size_t(rows));
+    if (kind == 0) {
+        std::vector<float> x = test::randn(size_t(rows * cols), seed, 0.5f);
+        for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t k = 0; k < cols; ++k) x[size_t(r * cols + k)] += 0.05f * float(r % 5);
+            quantize_row(type, x.data() + r * cols, cols, p->data.data() + size_t(r) * row_bytes);
+        }
+    } else {
+        std::mt19937 rng(seed);
+        for (auto& b : p->data) b = std::byte(kind == 2 ? 0xff : uint8_t(rng()));
+        const size_t bb = dtype_row_bytes(type, 256);
+        const uint16_t one = fp32_to_fp16(kind == 2 ? 1.0f : 0.01f), minus = fp32_to_fp16(kind == 2 ? -1.0f : -0.005f);
+        for (size_t o = 0; o < p->data.size(); o += bb) {
+            std::byte* b = p->data.data() + o;
+            if (type == DType::Q4_K) {
+                std::memcpy(b, &one, 2);
+                std::memcpy(b + 2, &minus, 2);
+            } else {
+                std::memcpy(b + 208, &one, 2);
+                if (kind == 2) std::memset(b + 192, 0x80, 16);
+            }
+        }
+    }
+    const size_t bytes = kq_packed_bytes(type, rows, cols);
+    p->mem.reset(new std::byte[bytes + 64]);
+    p->packed = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(p->mem.get()) + 63) & ~uintptr_t(63));
+    repack_kq(p->plain(), {p->packed, bytes}, pool);
+    return p;
+}
+
+std::vector<float> run(const MatrixView& w, const std::vector<float>& x, int64_t n, ThreadPool* pool, SimdLevel level) {
+    std::vector<std::byte> scratch(matmul_scratch_bytes(w.type, n, w.cols));
+    std::vector<float> y(size_t(n * w.rows), NAN);
+    matmul(w, x.data(), n, y.data(), scratch, pool, level);
+    return y;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+const DType kTypes[] = {DType::Q4_K, DType::Q6_K};
+
+} // namespace
+
+TEST(KqPacked, Sizes) {
+    EXPECT_EQ(kq_packed_bytes(DType::Q4_K, 16, 256), size_t(2368));
+    EXPECT_EQ(kq_packed_bytes(DType::Q4_K, 17, 512), size_t(2 * 2 * 2368));
+    EXPECT_EQ(kq_packed_bytes(DType::Q6_K, 2048, 2048), size_t(128) * 8 * 3392);
+    EXPECT_TRUE(kq_repackable(DType::Q4_K));
+    EXPECT_TRUE(kq_repackable(DType::Q6_K));
+    EXPECT_FALSE(kq_repackable(DType::Q5_K));
+    EXPECT_THROW(kq_packed_bytes(DType::Q5_K, 16, 256), Error);
+    EXPECT_THROW(kq_packed_bytes(DType::Q4_K, 16, 320), Error);
+    EXPECT_THROW(kq_packed_bytes(DType::Q4_K, 0, 256), Error);
+}
+
+// Every level (and so every body) on the packed layout = the scalar body on the file's layout.
+TEST(KqPacked, EveryBodyGivesTheFileLayoutsBits) {
+    for (DType type : kTypes)
+        for (int kind : {0, 1, 2})
+            for (int64_t rows : {16, 37, 64})
+                for (int64_t cols : {256, 768}) {
+                    const auto w = make(type, rows, cols, uint32_t(rows + cols + kind), kind);
+                    for (int64_t n : {1, 2, 5, 9, 10, 17, 19}) {
+                        auto x = test::randn(size_t(n * cols), uint32_t(n + 7 * kind));
+                        if (kind == 2)
+                            for (size_t i = 0; i < x.size(); ++i) x[i] = i % 3 == 0 ? -1.0f : 1.0f; // activations -127 / 127
+                        const auto model = run(w->plain(), x, n, nullptr, SimdLevel::Scalar);
+                        for (SimdLevel level : supported_simd_levels()) {
+                            const auto y = run(w->view(), x, n, nullptr, level);
+                            ASSERT_TRUE(same_bits(model, y)) << simd_name(level) << " " << dtype_name(type) << " kind " << kind
+                                                            << " rows " << rows << " cols " << cols << " n " << n;
+                        }
+                    }
+                }
+}
+
+TEST(KqPacked, TokenAndThreadCountsNeverChangeAResult) {
+    ThreadPool p2(2), p3(3);
+    for (DType type : kTypes) {
+        const auto w = make(type, 200, 512, 5, 0, &p3);
+        const int64_t n = 17;
+        const auto x = test::randn(size_t(n * 512), 9);
+        for (SimdLevel level : supported_simd_levels()) {
+            const auto all = run(w->view(), x, n, nullptr, level);
+            ASSERT_TRUE(same_bits(all, run(w->view(), x, n, &p2, level))) << simd_name(level);
+            ASSERT_TRUE(same_bits(all, run(w->view(), x, n, &p3, level))) << simd_name(level);
+            for (int64_t t = 0; t < n; t += 4) {
+                const std::vector<float> xt(x.begin() + t * 512, x.begin() + (t + 1) * 512);
+                const auto one = run(w->view(), xt, 1, &p2, level);
+                ASSERT_EQ(std::memcmp(one.data(), all.data() + t * 200, 200 * sizeof(float)), 0) << simd_name(level) << " t " << t;
+            }
+        }
+    }
+}
+
+TEST(KqPacked, RefusesBadInput) {
+    const auto w = make(DType::Q4_K, 16, 256, 1, 0);
+    std::vector<float> f32(256);
+    EXPECT_THROW(repack_kq(MatrixView{DType::F32, f32.data(), 1, 256}, {w->packed, 4096}), Error);
+    EXPECT_THROW(repack_kq(w->plain(), {w->packed, 100}), Error);
+    EXPECT_THROW(repack_kq(w->plain(), {w->packed + 1, 4096}), Error);
+    EXPECT_THROW(repack_kq(MatrixView{DType::Q4_K, nullptr, 16, 256}, {w->packed, 4096}), Error);
+    MatrixView mis = w->view();
+    mis.packed = w->packed + 4;
+    const auto x = test::randn(256, 3);
+    EXPECT_THROW(run(mis, x, 1, nullptr, SimdLevel::Scalar), Error);
+}
