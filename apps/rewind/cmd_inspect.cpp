@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "rewind/error.h"
 #include "rewind/gguf.h"
+#include "rewind/kernels/kq_packed.h"
 #include "rewind/kernels/q8_packed.h"
 #include "rewind/llama_model.h"
 #include "rewind/tokenizer.h"
@@ -195,22 +196,25 @@ void print_tensors(const GgufFile& g) {
               << human_bytes(total) << " (" << total << " bytes)\n";
 }
 
-// What Model::load's Q8_0 repacking (ModelOptions::repack_q8_0) costs for this file: every Q8_0
-// matrix but the token embedding goes into owned memory and the mapped original is released, so
-// resident memory is replaced, not doubled.
+// What Model::load's repacking (ModelOptions::repack_q8_0) costs for this file: every Q8_0, Q4_K
+// and Q6_K matrix but the token embedding goes into owned memory and the mapped original is
+// released, so resident memory is replaced, not doubled.
 void print_repack(const LlamaModelFile& mf) {
     const LlamaWeights& w = mf.weights();
     uint64_t packed = 0, original = 0;
     auto add = [&](const WeightRef& r) {
-        if (r.type != TensorType::Q8_0 || r.rows <= 0 || r.cols <= 0 || r.cols % kQ8Block != 0) return;
-        packed += q8_0_packed_bytes(r.rows, r.cols);
+        if (r.rows <= 0 || r.cols <= 0) return;
+        if (r.type == TensorType::Q8_0 && r.cols % kQ8Block == 0) packed += q8_0_packed_bytes(r.rows, r.cols);
+        else if (const auto dt = tensor_dtype(r.type); dt && kq_repackable(*dt) && r.cols % 256 == 0)
+            packed += kq_packed_bytes(*dt, r.rows, r.cols);
+        else return;
         original += r.n_bytes;
     };
     add(w.output);
     for (const LlamaLayerWeights& l : w.layers)
         for (const WeightRef* r : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) add(*r);
     if (packed == 0) return;
-    std::cout << "repacked at load: " << human_bytes(packed) << " of Q8_0 weights (" << packed
+    std::cout << "repacked at load: " << human_bytes(packed) << " of Q8_0/Q4_K/Q6_K weights (" << packed
               << " bytes) into memory the model owns, in place of " << human_bytes(original)
               << " of the mapped file, which is released (--no-repack keeps the file's layout)\n";
 }

@@ -296,7 +296,8 @@ void Context::run_pass(Segment* segs, int64_t n_segs, int64_t nt) {
     };
     auto matmul_shared = [&](std::initializer_list<Out> outs, const float* x, int64_t rows) {
         bool shared = exact;
-        for (const Out& o : outs) shared = shared && o.w->packed && o.w->cols == outs.begin()->w->cols;
+        for (const Out& o : outs)
+            shared = shared && o.w->packed && o.w->type == DType::Q8_0 && o.w->cols == outs.begin()->w->cols;
         if (!shared) {
             for (const Out& o : outs) matmul(*o.w, x, rows, o.y);
             return;

@@ -14,6 +14,7 @@
 
 #include "rewind/error.h"
 #include "rewind/kernels/dtype.h"
+#include "rewind/kernels/kq_packed.h"
 #include "rewind/kernels/q8_packed.h"
 
 namespace rwd {
@@ -50,10 +51,16 @@ void Model::FreeDeleter::operator()(std::byte* p) const { std::free(p); }
 
 namespace {
 
-// Repacks every Q8_0 matrix in `mats` into one owned allocation and points their views at it.
+// Bytes of w's packed form (Q8_0: q8_packed.h, Q4_K/Q6_K: kq_packed.h); a multiple of 64.
+size_t packed_bytes(const MatrixView& w) {
+    return w.type == DType::Q8_0 ? q8_0_packed_bytes(w.rows, w.cols) : kq_packed_bytes(w.type, w.rows, w.cols);
+}
+
+// Repacks every matrix in `mats` (Q8_0, Q4_K, Q6_K) into one owned allocation and points their
+// views at it.
 std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total) {
     total = 0;
-    for (const MatrixView* w : mats) total += q8_0_packed_bytes(w->rows, w->cols);
+    for (const MatrixView* w : mats) total += packed_bytes(*w);
     if (total == 0) return nullptr;
     std::unique_ptr<std::byte, void (*)(void*)> owner(
         static_cast<std::byte*>(std::aligned_alloc(64, size_t((total + 63) / 64 * 64))), std::free);
@@ -61,8 +68,9 @@ std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total) {
     if (!mem) throw Error(ErrorCode::capacity, "Model::load: cannot allocate " + std::to_string(total) + " bytes for repacked weights");
     size_t off = 0;
     for (MatrixView* w : mats) {
-        const size_t n = q8_0_packed_bytes(w->rows, w->cols);
-        repack_q8_0(*w, {mem + off, n});
+        const size_t n = packed_bytes(*w);
+        if (w->type == DType::Q8_0) repack_q8_0(*w, {mem + off, n});
+        else repack_kq(*w, {mem + off, n});
         w->packed = mem + off;
         off += n;
         // The original is not read again (a tied output head's token rows come back from the
@@ -128,11 +136,13 @@ std::shared_ptr<const Model> Model::from_file(std::unique_ptr<LlamaModelFile> fi
     }
 
     if (opts.repack_q8_0) {
+        // K-quant widths that are not whole super-blocks never reach here (the loader refuses them).
+        auto repackable = [](const MatrixView& v) { return v.type == DType::Q8_0 || kq_repackable(v.type); };
         std::vector<MatrixView*> mats;
         for (Layer& l : m->layers)
             for (MatrixView* v : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.ffn_gate, &l.ffn_down, &l.ffn_up})
-                if (v->data && v->type == DType::Q8_0) mats.push_back(v); // absent ones have no data
-        if (m->output.type == DType::Q8_0) mats.push_back(&m->output);
+                if (v->data && repackable(*v)) mats.push_back(v); // absent ones have no data
+        if (m->output.data && repackable(m->output)) mats.push_back(&m->output);
         m->packed_.reset(repack_all(mats, m->packed_bytes_));
     }
     return m;
