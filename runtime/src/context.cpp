@@ -9,7 +9,12 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <memory>
+#include <new>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "cuda_backend.h"
 #include "rewind/error.h"
@@ -30,6 +35,34 @@ int64_t attention_scratch(Numerics numerics, const AttentionShape& s, int n_thre
                                        : attention_ggml_scratch_floats(s, n_threads);
 }
 
+// Allocator whose value-less construct() default-initialises, so that resize() of a vector of
+// floats reserves memory without writing it: the pages of rows a pass never reaches (most of the
+// [max_batch, n_vocab] logits when decoding: 128 MiB of a Llama 3 vocabulary at max_batch 256)
+// then cost neither start-up time nor resident memory. Every such buffer is written before it is
+// read (each op writes the rows of the pass it runs).
+template <class T>
+struct Uninit : std::allocator<T> {
+    using value_type = T;
+    Uninit() = default;
+    template <class U>
+    Uninit(const Uninit<U>&) noexcept {}
+    template <class U>
+    struct rebind {
+        using other = Uninit<U>;
+    };
+    template <class U>
+    void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+        ::new (static_cast<void*>(p)) U;
+    }
+    template <class U, class... A>
+    void construct(U* p, A&&... a) {
+        ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+    }
+};
+
+template <class T>
+using RunBuffer = std::vector<T, Uninit<T>>;
+
 } // namespace
 
 // One sequence's share of a pass: rows [off, off + n) of the run buffers are its tokens at
@@ -44,17 +77,19 @@ struct Context::Segment {
 };
 
 // B = max_batch (tokens per pass), E = n_embd, Q = n_embd_q, KV = n_embd_kv, F = n_ff, V = n_vocab.
+// The activation buffers are reserved, not written (RunBuffer); the kernels' own scratch stays
+// zero-filled (small, and its padding contract is the kernels' business).
 struct Context::Buffers {
-    std::vector<float> x;      // [B, E]  residual stream
-    std::vector<float> xn;     // [B, E]  normed input of a sub-block
-    std::vector<float> q;      // [B, Q]  queries (n_head * head_dim)
-    std::vector<float> k, v;   // [B, KV] new keys / values before they enter the cache
-    std::vector<float> qkv;    // [B, Q + 2 KV] fused attn_qkv output (empty unless fused)
-    std::vector<float> attn;   // [B, Q]  attention output
-    std::vector<float> proj;   // [B, E]  wo / ffn_down output, added to x
-    std::vector<float> gate;   // [B, F]  ffn_gate output, then act(gate) * up
-    std::vector<float> up;     // [B, F]  ffn_up output ([B, 2F]: [gate; up] when fused)
-    std::vector<float> logits; // [B, V]
+    RunBuffer<float> x;      // [B, E]  residual stream
+    RunBuffer<float> xn;     // [B, E]  normed input of a sub-block
+    RunBuffer<float> q;      // [B, Q]  queries (n_head * head_dim)
+    RunBuffer<float> k, v;   // [B, KV] new keys / values before they enter the cache
+    RunBuffer<float> qkv;    // [B, Q + 2 KV] fused attn_qkv output (empty unless fused)
+    RunBuffer<float> attn;   // [B, Q]  attention output
+    RunBuffer<float> proj;   // [B, E]  wo / ffn_down output, added to x
+    RunBuffer<float> gate;   // [B, F]  ffn_gate output, then act(gate) * up
+    RunBuffer<float> up;     // [B, F]  ffn_up output ([B, 2F]: [gate; up] when fused)
+    RunBuffer<float> logits; // [B, V]
     std::vector<int32_t> pos;  // [B]     absolute positions
     std::vector<Segment> segs; // [B]     forward_batch's sequences (each >= 1 token)
     std::vector<float> att_scratch;            // attention_scratch(numerics, longest pass, threads)
