@@ -187,6 +187,7 @@ void BatchDecoder::judge(Request& r, std::span<const float> logits) {
     r.cache.truncate(pc + emitted);
     st.accepted += accepted;
     st.emitted += emitted;
+    emitted_this_pass_ += emitted;
     if (accepted < static_cast<int>(r.m)) ++r.rejections;
     r.kc.observe(static_cast<int>(r.m), accepted);
     if (!r.done && r.req.source) {
@@ -314,6 +315,7 @@ std::vector<BatchResult> BatchDecoder::step() {
         items_.push_back(BatchItem{&in_pass_[j]->cache, in_pass_[j]->batch, Logits::All, {}});
     const double propose_seconds = seconds_between(t_start, Clock::now());
 
+    emitted_this_pass_ = 0;
     if (!items_.empty()) {
         const auto t_verify = Clock::now();
         bool batched = true;
@@ -341,6 +343,11 @@ std::vector<BatchResult> BatchDecoder::step() {
         }
         const auto t_end = Clock::now();
         const double verify_seconds = seconds_between(t_verify, t_end);
+        if (first_decode == 0) {
+            ++decode_passes_;
+            decode_seconds_ += seconds_between(t_start, t_end);
+            decode_tokens_ += emitted_this_pass_;
+        }
         for (size_t j = 0; j < in_pass_.size(); ++j) {
             Request& r = *in_pass_[j];
             if (j < first_decode) {

@@ -94,6 +94,8 @@ BatchRun run_batched(Context& ctx, const std::vector<WorkItem>& items, const Bat
     }
     run.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     run.passes = dec.passes();
+    run.decode_seconds = dec.decode_seconds();
+    run.decode_tokens = dec.decode_tokens();
     return run;
 }
 

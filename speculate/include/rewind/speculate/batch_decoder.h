@@ -98,6 +98,12 @@ public:
     uint64_t kv_bytes_for(int64_t positions) const;
     // Forward passes run by step() so far.
     int64_t passes() const { return passes_; }
+    // Decoding alone: the passes that carried no prompt chunk, their wall time (propose,
+    // verify, judge) and the tokens they emitted, so that decoding throughput can be told
+    // apart from prompt processing.
+    int64_t decode_passes() const { return decode_passes_; }
+    double decode_seconds() const { return decode_seconds_; }
+    int64_t decode_tokens() const { return decode_tokens_; }
 
 private:
     struct Request;
@@ -113,6 +119,9 @@ private:
     uint64_t next_id_ = 1;
     uint64_t kv_in_use_ = 0;
     int64_t passes_ = 0;
+    int64_t decode_passes_ = 0, decode_tokens_ = 0;
+    double decode_seconds_ = 0;
+    int64_t emitted_this_pass_ = 0;
 };
 
 } // namespace rwd::speculate
