@@ -157,6 +157,39 @@ TEST_F(KvCacheTest, ForkIsIndependent) {
     EXPECT_TRUE(f.contents_equal(*cache));
 }
 
+// copy_prefix: a shared prompt prefix taken from another cache continues exactly as if run here.
+TEST_F(KvCacheTest, CopyPrefixContinuesBitForBit) {
+    const auto toks = tokens(40, 1, model->n_vocab()); // what SetUp ran
+    KvCache c(*model, {.capacity = 50});
+    ctx->forward(c, tokens(5, 9, model->n_vocab()), Logits::None);
+    const uint64_t v0 = c.version();
+    c.copy_prefix(*cache, 25);
+    EXPECT_EQ(c.size(), 25);
+    EXPECT_NE(c.version(), v0);
+    KvCache ref(*model, {.capacity = 50});
+    ctx->forward(ref, std::span<const TokenId>(toks).first(25), Logits::None);
+    EXPECT_TRUE(c.contents_equal(ref));
+    const auto want = next_logits(*ctx, ref, 17);
+    EXPECT_TRUE(same_bits(next_logits(*ctx, c, 17), want));
+
+    // Refusals leave it unchanged.
+    KvCache small(*model, {.capacity = 10});
+    EXPECT_THROW(small.copy_prefix(*cache, 11), Error);
+    EXPECT_THROW(small.copy_prefix(*cache, -1), Error);
+    EXPECT_THROW(c.copy_prefix(*cache, 41), Error);
+    EXPECT_THROW(c.copy_prefix(c, 3), Error);
+    KvCache f16(*model, {.capacity = 50, .type = KvType::F16});
+    try {
+        f16.copy_prefix(*cache, 3);
+        ADD_FAILURE() << "copied across KV types";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::state);
+    }
+    EXPECT_EQ(small.size(), 0);
+    EXPECT_EQ(f16.size(), 0);
+    EXPECT_EQ(c.size(), 25);
+}
+
 TEST_F(KvCacheTest, SaveLoadRoundTrip) {
     const std::string p = temp_path("roundtrip.kv");
     cache->save(p);

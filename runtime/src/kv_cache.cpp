@@ -163,6 +163,26 @@ KvCache KvCache::fork() const {
     return c;
 }
 
+void KvCache::copy_prefix(const KvCache& src, int64_t n) {
+    if (&src == this) throw Error("KV cache: copy_prefix from itself");
+    if (!(src.id_ == id_) || src.type_ != type_)
+        throw Error(ErrorCode::state, "KV cache: copy_prefix from a cache of another model or KV type");
+    if (n < 0 || n > src.size_)
+        throw Error("KV cache: cannot copy " + std::to_string(n) + " positions from a cache holding " +
+                    std::to_string(src.size_));
+    if (n > capacity_)
+        throw Error(ErrorCode::capacity, "KV cache: " + std::to_string(n) + " positions exceed the capacity " +
+                                             std::to_string(capacity_));
+    const size_t used = static_cast<size_t>(n) * bytes_per_position();
+    for (size_t il = 0; il < k_.size(); ++il) {
+        if (used == 0) break;
+        std::memcpy(k_[il].data(), src.k_[il].data(), used);
+        std::memcpy(v_[il].data(), src.v_[il].data(), used);
+    }
+    size_ = n;
+    version_ = next_version();
+}
+
 bool KvCache::contents_equal(const KvCache& other) const {
     if (!(id_ == other.id_) || type_ != other.type_ || size_ != other.size_) return false;
     const size_t used = static_cast<size_t>(size_) * bytes_per_position();

@@ -60,6 +60,11 @@ public:
     void truncate(int64_t n);
     // An independent cache with the same contents (positions < size()) and capacity.
     KvCache fork() const;
+    // Replaces this cache's contents by src's first n positions (a shared prompt prefix): then
+    // size() == n, whatever it was. Throws rwd::Error, this cache unchanged: state (src belongs
+    // to another model or stores another KvType), argument (n < 0 or n > src.size(); src is this
+    // cache), capacity (n > capacity()).
+    void copy_prefix(const KvCache& src, int64_t n);
 
     // Versioned binary file (little-endian; layout in kv_cache.cpp): magic "RWNDKVC\0", format
     // version, type, the model's identity and fingerprint, token count and payload size under a
