@@ -366,6 +366,63 @@ TEST(BatchDecoder, PassTokenBudgetTrimsGuessesOnly) {
     }
 }
 
+// A request whose prompt starts like an active request's copies that prefix of its cache instead
+// of running it again, and still equals its own plain decoding.
+TEST(BatchDecoder, SharedPromptPrefixIsCopiedNotRecomputed) {
+    auto model = load("pycode-4m");
+    Context ctx(model, {.n_threads = 1, .max_batch = 64});
+    Context solo(model, {.n_threads = 1, .max_batch = 64});
+    const Tokenizer& tok = model->tokenizer();
+    const std::string base = kTexts[2];
+    const std::vector<std::string> prompts = {base, base, base + "        return self.items.pop()\n", "import os\n"};
+    auto request = [&](const std::string& text, bool sampled) {
+        BatchRequest r;
+        r.prompt = tok.encode(text);
+        r.generate.max_tokens = 20;
+        if (sampled) {
+            r.generate.sampler.temperature = 0.8f;
+            r.generate.sampler.seed = 7;
+        }
+        return r;
+    };
+    uint64_t rows[2] = {0, 0};    // [share]: tokens run through the context
+    int64_t copied[2] = {0, 0};   // [share]: prompt positions copied
+    for (bool share : {true, false}) {
+        SCOPED_TRACE(share ? "sharing" : "not sharing");
+        BatchDecoder dec(ctx, {.prefill_chunk = 16, .share_prefixes = share});
+        const uint64_t t0 = ctx.tokens_processed();
+        std::vector<uint64_t> ids;
+        std::map<uint64_t, BatchResult> out;
+        ids.push_back(dec.submit(request(prompts[0], false)));
+        for (int s = 0; s < 2; ++s) // part of the first prompt is in
+            for (BatchResult& r : dec.step()) out[r.id] = std::move(r);
+        for (size_t i = 1; i < prompts.size(); ++i) ids.push_back(dec.submit(request(prompts[i], i == 2)));
+        while (!dec.idle())
+            for (BatchResult& r : dec.step()) out[r.id] = std::move(r);
+        int64_t shared = 0;
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            const BatchResult& r = out.at(ids[i]);
+            KvCache c(*model);
+            const GenerateResult want = generate_plain(solo, c, tok.encode(prompts[i]), request(prompts[i], i == 2).generate);
+            EXPECT_EQ(r.tokens, want.tokens) << "request " << i;
+            shared += r.prompt_tokens_shared;
+        }
+        const auto P = static_cast<int64_t>(tok.encode(base).size());
+        if (share) {
+            EXPECT_EQ(out.at(ids[0]).prompt_tokens_shared, 0);
+            EXPECT_EQ(out.at(ids[1]).prompt_tokens_shared, 32) << "what the first had run by then";
+            EXPECT_GE(out.at(ids[2]).prompt_tokens_shared, 32);
+            EXPECT_LE(out.at(ids[2]).prompt_tokens_shared, P);
+            EXPECT_EQ(out.at(ids[3]).prompt_tokens_shared, 1) << "BOS";
+        } else {
+            EXPECT_EQ(shared, 0);
+        }
+        rows[share] = ctx.tokens_processed() - t0;
+        copied[share] = shared;
+    }
+    EXPECT_EQ(rows[0] - rows[1], static_cast<uint64_t>(copied[1])) << "every copied position is one not run";
+}
+
 TEST(BatchDecoder, RefusesBadOptions) {
     auto model = load("pycode-600k");
     Context ctx(model, {.n_threads = 1, .max_batch = 8});

@@ -48,6 +48,7 @@ nlohmann::ordered_json line_of(const rb::WorkItem& w, const rb::BatchRunItem& it
     j["id"] = w.id;
     j["index"] = it.index;
     j["prompt_tokens"] = it.prompt.size();
+    j["prompt_tokens_shared"] = it.result.prompt_tokens_shared;
     j["generated_ids"] = r.tokens;
     Utf8StreamDecoder dec(tok, /*at_text_start=*/false);
     std::string text;

@@ -118,6 +118,25 @@ uint64_t BatchDecoder::submit(BatchRequest req) {
     r->res.stats.proposed_at.assign(static_cast<size_t>(k_max), 0);
     r->res.stats.accepted_at.assign(static_cast<size_t>(k_max), 0);
     const std::vector<TokenId>& prompt = r->req.prompt;
+    if (opts_.share_prefixes) {
+        // The longest run of prompt tokens from position 0 that another cache holds (all but the
+        // last prompt token at most: that one is the first pass's pending token).
+        const Request* donor = nullptr;
+        int64_t best = 0;
+        for (const auto& d : active_) {
+            const int64_t lim = std::min({d->cache.size(), P - 1, r->cache.capacity()});
+            int64_t n = 0;
+            while (n < lim && d->tokens[static_cast<size_t>(n)] == prompt[static_cast<size_t>(n)]) ++n;
+            if (n > best && d->cache.type() == r->cache.type()) {
+                best = n;
+                donor = d.get();
+            }
+        }
+        if (donor) {
+            r->cache.copy_prefix(donor->cache, best);
+            r->res.prompt_tokens_shared = best;
+        }
+    }
     r->tokens.assign(prompt.begin(), prompt.end());
     r->tokens.reserve(static_cast<size_t>(capacity + k_max + 1));
     r->batch.reserve(static_cast<size_t>(k_max + 1));

@@ -44,6 +44,10 @@ struct BatchOptions {
     // stand first (each request's own acceptance so far), so a pass stays where it is cheap.
     // Every request always keeps its own next token. Changes speed only, never a token.
     int64_t pass_tokens = 0;
+    // On admission, copy the longest prompt prefix that an active request's cache already holds
+    // (same tokens from position 0) instead of computing it again: the same bits, since a
+    // position's K/V depend only on the tokens up to it.
+    bool share_prefixes = true;
 };
 
 // A retired request.
@@ -56,6 +60,7 @@ struct BatchResult {
     ErrorCode error_code = ErrorCode::state;
     std::string error;
     SpecStats stats;                       // passes this request took part in, guesses, ...
+    int64_t prompt_tokens_shared = 0;      // prompt positions copied from another request's cache
     double queue_to_first_token_seconds = 0; // admission to its first token
     double latency_seconds = 0;            // admission to retirement
 };
@@ -69,8 +74,9 @@ public:
     BatchDecoder(const BatchDecoder&) = delete;
     BatchDecoder& operator=(const BatchDecoder&) = delete;
 
-    // Admits a request: checks it, allocates its cache within the budget and resets its source;
-    // its prompt runs in the next passes (prefill_chunk tokens at a time). Returns its id
+    // Admits a request: checks it, allocates its cache within the budget, copies the longest
+    // prompt prefix an active request already holds (share_prefixes) and resets its source; the
+    // rest of its prompt runs in the next passes (prefill_chunk tokens at a time). Returns its id
     // (ids count up from 1). Throws rwd::Error, admitting nothing and changing no other request:
     // argument (empty prompt, an id outside the vocabulary, k out of range, bad sampler options,
     // negative max_tokens, an empty stop string), capacity (a prompt longer than the model's
