@@ -114,10 +114,10 @@ int run_batch(const BatchFlags& f) {
     });
     std::fprintf(stderr,
                  "batch: %zu requests (%lld failed), concurrency %d, spec %s: %lld tokens in %.3f s "
-                 "(%.1f tokens/s aggregate), %lld passes\n",
+                 "(%.1f tokens/s aggregate; %.1f tokens/s in the passes without prompt chunks), %lld passes\n",
                  items.size(), static_cast<long long>(failed), f.concurrency, f.spec.c_str(),
                  static_cast<long long>(run.generated), run.wall_seconds, run.tokens_per_second(),
-                 static_cast<long long>(run.passes));
+                 run.decode_tokens_per_second(), static_cast<long long>(run.passes));
     // Every other request's line is written; the status still says that not all of them ran.
     if (failed > 0) {
         std::fprintf(stderr, "batch: failed requests: %s\n", failed_ids.c_str());
