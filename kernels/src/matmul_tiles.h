@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 
 #include "matmul_impl.h"
 
@@ -61,6 +63,24 @@ inline void store_sums(const typename V::F* acc, float* y, Tail&& tail) {
 template <class F>
 inline void pin(F& v) {
     asm("" : "+v"(v));
+}
+
+// Accumulators I0..I0+3 (those below N) of a float tile, (t, r) row-major: one reduce4, each
+// lane sum stored to y[t * y_stride + r].
+template <class V, int NR, int N, int I0>
+inline void reduce_group(const typename V::F* acc, float* y, int64_t y_stride) {
+    const typename V::F z = V::zero();
+    const __m128 s = V::reduce4(acc[I0], I0 + 1 < N ? acc[I0 + 1] : z, I0 + 2 < N ? acc[I0 + 2] : z,
+                                I0 + 3 < N ? acc[I0 + 3] : z);
+    alignas(16) float v[4];
+    _mm_store_ps(v, s);
+    [&]<int... J>(std::integer_sequence<int, J...>) {
+        auto one = [&](auto j) {
+            constexpr int i = I0 + decltype(j)::value;
+            if constexpr (i < N) y[(i / NR) * y_stride + i % NR] = v[decltype(j)::value];
+        };
+        (one(std::integral_constant<int, J>{}), ...);
+    }(std::make_integer_sequence<int, 4>{});
 }
 
 // NT tokens x NR rows of float-type weights (F32/F16/BF16 via V::load<type>).
@@ -115,21 +135,21 @@ inline void tile_float(const std::byte* w, size_t row_bytes, const float* x, int
             }
         }
     }
-    const F z = V::zero();
-#pragma GCC unroll 16
-    for (int i0 = 0; i0 < N; i0 += 4) {
-        const __m128 s = V::reduce4(acc[i0], i0 + 1 < N ? acc[i0 + 1] : z, i0 + 2 < N ? acc[i0 + 2] : z,
-                                    i0 + 3 < N ? acc[i0 + 3] : z);
-        alignas(16) float v[4];
-        _mm_store_ps(v, s);
-        for (int j = 0; j < 4 && i0 + j < N; ++j) {
-            const int t = (i0 + j) / NR, r = (i0 + j) % NR;
-            float sum = v[j];
-            if (kv < cols) {
-                const float* xt = x + t * cols;
+    // Reduced with compile-time indices only: a runtime index into acc would move the
+    // accumulators to the stack.
+    [&]<int... G>(std::integer_sequence<int, G...>) {
+        (reduce_group<V, NR, N, 4 * G>(acc, y, y_stride), ...);
+    }(std::make_integer_sequence<int, (N + 3) / 4>{});
+    // The column tail, k ascending, onto the stored lane sums (a float stored and reloaded is
+    // exact, so this is the order lane sum + w*x, + w*x, ...).
+    if (kv < cols) {
+        for (int t = 0; t < NT; ++t) {
+            const float* xt = x + t * cols;
+            for (int r = 0; r < NR; ++r) {
+                float sum = y[t * y_stride + r];
                 for (int64_t k = kv; k < cols; ++k) sum += weight_at(T, w + size_t(r) * row_bytes, k) * xt[k];
+                y[t * y_stride + r] = sum;
             }
-            y[t * y_stride + r] = sum;
         }
     }
 }
