@@ -3,8 +3,11 @@
 // that follow them (a loose chi-square), and refusal of bad options.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -50,6 +53,37 @@ TEST(Sampler, GreedyPicksLowestIdOnTies) {
     EXPECT_EQ(p, (std::vector<float>{0, 1, 0, 0, 0}));
     const std::vector<float> flat(7, 0.5f);
     EXPECT_EQ(Sampler({}, 7).sample(flat.data(), 3, {}), 0);
+}
+
+// Greedy over a large vocabulary is the plain scan `if (l[i] > l[best]) best = i` from 0 (the
+// sampler splits it into interleaved lanes): ties, +0/-0, NaN (never wins; one at 0 stays) and
+// sizes around the lane count.
+TEST(Sampler, GreedyMatchesThePlainScan) {
+    std::mt19937 rng(7);
+    auto scan = [](const std::vector<float>& l) {
+        size_t best = 0;
+        for (size_t i = 1; i < l.size(); ++i)
+            if (l[i] > l[best]) best = i;
+        return static_cast<TokenId>(best);
+    };
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (size_t n : {1u, 7u, 15u, 16u, 17u, 33u, 1000u, 4099u}) {
+        Sampler s({}, static_cast<int64_t>(n));
+        for (int trial = 0; trial < 60; ++trial) {
+            std::vector<float> l(n);
+            // Few distinct values, so ties are common; some ±0, NaN and -inf.
+            std::uniform_int_distribution<int> pick(0, 9);
+            for (float& x : l) {
+                const int k = pick(rng);
+                x = k == 0 ? 0.0f : k == 1 ? -0.0f : k == 2 && trial % 3 == 0 ? nan
+                    : k == 3 ? -std::numeric_limits<float>::infinity() : float(k % 4) - 1.5f;
+            }
+            if (trial % 5 == 0) l[0] = nan;
+            if (trial % 7 == 0) std::fill(l.begin(), l.end(), trial % 2 ? 0.0f : -0.0f);
+            if (trial % 11 == 0) l[n - 1] = 100.0f;
+            ASSERT_EQ(s.sample(l.data(), 0, {}), scan(l)) << "n " << n << " trial " << trial;
+        }
+    }
 }
 
 TEST(Sampler, RepetitionPenaltyFollowsLlamaCppRule) {

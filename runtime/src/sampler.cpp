@@ -62,6 +62,51 @@ void Sampler::penalise(std::span<const TokenId> history) {
     for (TokenId id : recent) seen_[static_cast<size_t>(id)] = 0;
 }
 
+namespace {
+
+// The index the scan `best = 0; for i: if (l[i] > l[best]) best = i` returns (a NaN never wins,
+// one at 0 stays the answer; +0 and -0 tie, the lowest index wins ties), with the compares in
+// kLanes interleaved lanes that do not wait on one another: as one chain the scan took about
+// 0.15 ms per token over a 128k vocabulary. Each lane keeps its largest value and the first
+// index holding it (lanes start from l[0], so none ever holds a NaN); the answer is the lowest
+// such index among the lanes whose value equals the overall largest.
+int64_t argmax_lowest_index(const float* l, int64_t n) {
+    constexpr int kLanes = 8;
+    if (n < 2 * kLanes || std::isnan(l[0])) {
+        int64_t best = 0;
+        for (int64_t i = 1; i < n; ++i)
+            if (l[i] > l[best]) best = i;
+        return best;
+    }
+    float m[kLanes];
+    int64_t at[kLanes];
+    for (int j = 0; j < kLanes; ++j) {
+        m[j] = l[0];
+        at[j] = 0;
+    }
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        for (int j = 0; j < kLanes; ++j) {
+            if (l[i + j] > m[j]) {
+                m[j] = l[i + j];
+                at[j] = i + j;
+            }
+        }
+    }
+    for (; i < n; ++i) {
+        if (l[i] > m[0]) {
+            m[0] = l[i];
+            at[0] = i;
+        }
+    }
+    int best = 0;
+    for (int j = 1; j < kLanes; ++j)
+        if (m[j] > m[best] || (m[j] == m[best] && at[j] < at[best])) best = j;
+    return at[best];
+}
+
+} // namespace
+
 TokenId Sampler::greedy_pick(const float* logits, std::span<const TokenId> history) {
     const float* l = logits;
     if (opts_.repeat_penalty != 1.0f) {
@@ -69,11 +114,7 @@ TokenId Sampler::greedy_pick(const float* logits, std::span<const TokenId> histo
         penalise(history);
         l = work_.data();
     }
-    TokenId best = 0;
-    for (int64_t i = 1; i < n_vocab_; ++i) {
-        if (l[i] > l[best]) best = static_cast<TokenId>(i); // strict: the lowest id wins ties
-    }
-    return best;
+    return static_cast<TokenId>(argmax_lowest_index(l, n_vocab_));
 }
 
 void Sampler::compute(const float* logits, std::span<const TokenId> history) {
