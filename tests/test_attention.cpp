@@ -251,3 +251,37 @@ TEST(Attention, ScaleOverridesTheDefault) {
     bad.scale = NAN;
     EXPECT_THROW(attention(bad, c.q.data(), c.k.data(), c.v.data(), DType::F32, out.data(), scratch.data(), nullptr), Error);
 }
+
+// One arithmetic order for every body (kernels/src/attention_impl.h): each SIMD level gives the
+// scalar model's bits exactly, over odd head sizes, GQA groups, windows, tiles of several tokens,
+// block edges (64 positions), F16 and F32 caches, and a thread pool.
+TEST(Attention, EveryLevelGivesTheScalarModelsBits) {
+    ThreadPool p2(2);
+    struct Shape {
+        AttentionShape s;
+        int64_t window;
+    };
+    const Shape shapes[] = {
+        {{1, 0, 4, 2, 16}, 0},    {{9, 40, 6, 2, 32}, 0},   {{5, 3, 3, 1, 12}, 0},    {{3, 17, 4, 2, 20}, 0},
+        {{17, 47, 8, 2, 8}, 0},   {{2, 300, 2, 1, 64}, 0},  {{7, 121, 4, 1, 40}, 9},  {{9, 64, 8, 2, 128}, 0},
+        {{1, 127, 8, 2, 128}, 0}, {{4, 190, 6, 3, 100}, 70}, {{17, 63, 3, 3, 4}, 0},  {{20, 5, 5, 5, 33}, 0},
+    };
+    for (DType type : {DType::F32, DType::F16}) {
+        for (const Shape& sh : shapes) {
+            AttentionShape s = sh.s;
+            s.window = sh.window;
+            const Case c = make_case(s, type, uint32_t(s.pos0 * 7 + s.head_dim), 2.0f);
+            const auto model = run(c, s, c.q.data(), nullptr, SimdLevel::Scalar);
+            for (SimdLevel level : levels()) {
+                for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &p2}) {
+                    const auto y = run(c, s, c.q.data(), pool, level);
+                    for (size_t i = 0; i < y.size(); ++i)
+                        ASSERT_EQ(std::memcmp(&y[i], &model[i], 4), 0)
+                            << simd_name(level) << " " << dtype_name(type) << " n " << s.n_tokens << " pos0 " << s.pos0
+                            << " hd " << s.head_dim << " window " << s.window << " i " << i << ": " << y[i]
+                            << " vs " << model[i];
+                }
+            }
+        }
+    }
+}

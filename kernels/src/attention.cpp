@@ -32,8 +32,11 @@ namespace {
 
 using detail::check_attention_shape;
 
-// Score-row length for one head, rounded so rows start on 64-byte boundaries.
-int64_t score_stride(const AttentionShape& s) { return ((s.pos0 + s.n_tokens + 15) / 16) * 16; }
+// Score-row length for one head: whole blocks of kAttendBlock positions (the bodies compute the
+// scores of a block's every position, padding included), so rows start on 64-byte boundaries.
+int64_t score_stride(const AttentionShape& s) {
+    return ((s.pos0 + s.n_tokens + detail::kAttendBlock - 1) / detail::kAttendBlock) * detail::kAttendBlock;
+}
 // Score floats per query head for all tokens of a unit: a 17-token unit up to about 7,700
 // positions, one token per unit from 131,072 (a slot then holds what it did before tiling).
 constexpr int64_t kAttendScoreFloats = int64_t{1} << 17;
@@ -48,7 +51,7 @@ int64_t unit_tokens(const AttentionShape& s) {
     const int64_t tiles = (s.n_tokens + most - 1) / most;
     return (s.n_tokens + tiles - 1) / tiles;
 }
-// Scratch of one slot: score rows, odd-position accumulators and 1/sum for one unit's rows.
+// Scratch of one slot: a K/V block, score rows and 1/sum for one unit's rows.
 int64_t slot_floats(const AttentionShape& s) {
     const int64_t rows = unit_tokens(s) * (s.n_head / s.n_head_kv);
     const int64_t f = detail::attend_scratch_floats(rows, score_stride(s), s.head_dim);
@@ -73,7 +76,9 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
     check_attention_shape(s, kv_type, "attention");
     if (!q || !k || !v || !out || !scratch) throw Error("attention: null pointer");
     require_simd(level);
-    const auto body = level == SimdLevel::Scalar ? detail::attend_scalar : detail::attend_avx2;
+    const auto body = level == SimdLevel::Scalar ? detail::attend_scalar
+                      : level == SimdLevel::Avx2 ? detail::attend_avx2
+                                                 : detail::attend_avx512;
 
     // Work unit: a tile of up to kAttendTokens tokens against one KV head, i.e. the `group` query
     // heads sharing it for each token of the tile.
@@ -110,8 +115,7 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
         a.pad = slot;
         a.scores = slot + detail::kAttendBlock * s.head_dim;
         a.score_stride = stride;
-        a.odd = a.scores + a.rows() * stride;
-        a.inv = a.odd + a.rows() * s.head_dim;
+        a.inv = a.scores + a.rows() * stride;
         body(a);
     };
 

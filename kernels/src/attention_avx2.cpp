@@ -1,6 +1,7 @@
-// AVX2+FMA body of attention for a unit of tokens x heads sharing one KV head. Fixed order, depending only on the row's own
-// inputs: dots as 8-lane FMA chains reduced 8 positions at a time, a vector exp, an 8-lane sum
-// of weights, and the weighted V sum in two accumulators (even / odd positions).
+// AVX2+FMA body of attention for a unit of tokens x heads sharing one KV head, in the fixed order
+// of attention_impl.h: scores as 16-lane dot products held in two vectors (2 query rows x 2
+// positions per step), the vector expf, 16 lane sums as two vectors, and the weighted V sum 8
+// dimensions per vector (3 rows x 32 dimensions per V load).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -14,194 +15,228 @@ namespace rwd::detail {
 
 namespace {
 
-template <DType T>
-inline __m256 load8(const void* base, int64_t idx) {
-    if constexpr (T == DType::F32) return _mm256_loadu_ps(static_cast<const float*>(base) + idx);
-    else return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + idx)));
+constexpr int64_t kB = kAttendBlock;
+static_assert(kB % 2 == 0, "scores go 2 positions at a time");
+
+// Lanes j < n set (n clamped to 0 .. 8).
+inline __m256i first_lanes(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::clamp<int64_t>(n, 0, 8))), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+// Up to 8 elements (n of them) of a K/V row from index i, widened to float; other lanes 0.
 template <DType T>
-inline float load1(const void* base, int64_t idx) {
-    if constexpr (T == DType::F32) return static_cast<const float*>(base)[idx];
-    else return _cvtsh_ss(static_cast<const uint16_t*>(base)[idx]);
+inline __m256 load8(const std::byte* row, int64_t i, int64_t n) {
+    if (n <= 0) return _mm256_setzero_ps();
+    if constexpr (T == DType::F32) {
+        const float* p = reinterpret_cast<const float*>(row) + i;
+        return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, first_lanes(n));
+    } else {
+        const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + i;
+        if (n >= 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        uint16_t tmp[8] = {};
+        std::memcpy(tmp, p, size_t(n) * 2);
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tmp)));
+    }
 }
 
-// Lane j of the result = the sum of acc[j]'s lanes, as ((0+1)+(2+3)) + ((4+5)+(6+7)).
-inline __m256 reduce8(const __m256 acc[8]) {
-    const __m256 s0123 = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
-    const __m256 s4567 = _mm256_hadd_ps(_mm256_hadd_ps(acc[4], acc[5]), _mm256_hadd_ps(acc[6], acc[7]));
-    return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20), _mm256_permute2f128_ps(s0123, s4567, 0x31));
-}
-
-// Scores of every head in the group for positions [p, p + 8), whose K rows start at `row0` and lie
-// `rs` bytes apart: each position's dot is an 8-lane FMA chain over head_dim, reduce8, then the
-// head_dim % 8 tail in scalar, times scale. The 8 K rows stay in L1 while the heads use them.
-// `out8` receives the 8 scores of head g at out8 + g * a.score_stride.
+// K or V rows [p0, p0 + cnt) of this KV head side by side as float: vb[j * head_dim + d].
 template <DType T>
-inline void dots8(const AttendGroup& a, const std::byte* row0, size_t rs, int64_t hd8, float* out8) {
-    const __m256 scale = _mm256_set1_ps(a.scale);
-    for (int64_t g = 0; g < a.rows(); ++g) {
-        const float* q = a.q_row(g);
-        __m256 acc[8];
+void copy_rows(const AttendGroup& a, const void* src, int64_t p0, int64_t cnt, float* vb) {
+    const size_t eb = T == DType::F32 ? 4 : 2;
+    const size_t rs = size_t(a.kv_stride) * eb;
+    const auto* base = static_cast<const std::byte*>(src) + size_t(p0) * rs;
+    // memcpy of F32 rows was ~3x faster than a vector load/store loop here (cache misses 4 KiB apart).
+    if constexpr (T == DType::F32) {
+        for (int64_t j = 0; j < cnt; ++j) std::memcpy(vb + j * a.head_dim, base + size_t(j) * rs, size_t(a.head_dim) * 4);
+        return;
+    }
+    if (a.head_dim % 64 == 0) {
+        // F16: 8 loads of a row before its 8 stores, as memcpy does (a load/store loop stalls).
+        for (int64_t j = 0; j < cnt; ++j) {
+            const auto* src16 = reinterpret_cast<const __m128i*>(base + size_t(j) * rs);
+            for (int64_t d = 0; d < a.head_dim; d += 64) {
+                __m128i h[8];
 #pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
-        for (int64_t i = 0; i < hd8; i += 8) {
-            const __m256 qv = _mm256_loadu_ps(q + i);
+                for (int c = 0; c < 8; ++c) h[c] = _mm_loadu_si128(src16 + d / 8 + c);
 #pragma GCC unroll 8
-            for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(qv, load8<T>(row0 + j * rs, i), acc[j]);
-        }
-        float* dst = out8 + g * a.score_stride;
-        if (hd8 == a.head_dim) {
-            _mm256_storeu_ps(dst, _mm256_mul_ps(reduce8(acc), scale));
-        } else {
-            alignas(32) float s[8];
-            _mm256_store_ps(s, reduce8(acc));
-            for (int j = 0; j < 8; ++j) {
-                float v = s[j];
-                for (int64_t i = hd8; i < a.head_dim; ++i) v += q[i] * load1<T>(row0 + j * rs, i);
-                dst[j] = v * a.scale;
+                for (int c = 0; c < 8; ++c) _mm256_storeu_ps(vb + j * a.head_dim + d + 8 * c, _mm256_cvtph_ps(h[c]));
             }
         }
+        return;
+    }
+    for (int64_t j = 0; j < cnt; ++j)
+        for (int64_t d = 0; d < a.head_dim; d += 8) {
+            const int64_t n = a.head_dim - d;
+            const __m256 x = load8<T>(base + size_t(j) * rs, d, n);
+            if (n >= 8) _mm256_storeu_ps(vb + j * a.head_dim + d, x);
+            else _mm256_maskstore_ps(vb + j * a.head_dim + d, first_lanes(n), x);
+        }
+}
+
+// Scores of 2 query rows at 2 positions whose K rows (float, copied) start at krow[p]: the 16
+// lanes of attention_impl.h as two vectors (lo: i % 16 < 8, hi: the rest), acc = fma(q[i], k[i],
+// acc) over i ascending; then lo + hi is the tree's j + j+8 and hsum8 the rest; times scale.
+template <bool kTail>
+inline void score_2x2(const float* const* q, const float* const* krow, int64_t hd, float scale, float* const* dst) {
+    __m256 lo[2][2], hi[2][2];
+    for (int r = 0; r < 2; ++r)
+        for (int p = 0; p < 2; ++p) lo[r][p] = hi[r][p] = _mm256_setzero_ps();
+    const float *q0 = q[0], *q1 = q[1], *k0 = krow[0], *k1 = krow[1];
+    // kTail: head_dim is no multiple of 16, the last lanes load as 0 (fma(0, 0, acc) = acc).
+    auto ld = [&](const float* p, int64_t i) {
+        if constexpr (kTail) return load8<DType::F32>(reinterpret_cast<const std::byte*>(p), i, hd - i);
+        else return _mm256_loadu_ps(p + i);
+    };
+    for (int64_t i = 0; i < hd; i += 16) {
+        const __m256 q0l = ld(q0, i), q1l = ld(q1, i), k0l = ld(k0, i), k1l = ld(k1, i);
+        lo[0][0] = _mm256_fmadd_ps(q0l, k0l, lo[0][0]);
+        lo[0][1] = _mm256_fmadd_ps(q0l, k1l, lo[0][1]);
+        lo[1][0] = _mm256_fmadd_ps(q1l, k0l, lo[1][0]);
+        lo[1][1] = _mm256_fmadd_ps(q1l, k1l, lo[1][1]);
+        const __m256 q0h = ld(q0, i + 8), q1h = ld(q1, i + 8), k0h = ld(k0, i + 8), k1h = ld(k1, i + 8);
+        hi[0][0] = _mm256_fmadd_ps(q0h, k0h, hi[0][0]);
+        hi[0][1] = _mm256_fmadd_ps(q0h, k1h, hi[0][1]);
+        hi[1][0] = _mm256_fmadd_ps(q1h, k0h, hi[1][0]);
+        hi[1][1] = _mm256_fmadd_ps(q1h, k1h, hi[1][1]);
+    }
+    for (int r = 0; r < 2; ++r)
+        for (int p = 0; p < 2; ++p) dst[r][p] = hsum8(_mm256_add_ps(lo[r][p], hi[r][p])) * scale;
+}
+
+// Scores of every row at positions [pb, pb + cnt) from the float block kb (rows head_dim apart),
+// 2 rows x 2 positions at a time; a missing row repeats row 0 into `spare`, a missing position
+// repeats the last one into the stride's spare slot.
+inline void block_scores(const AttendGroup& a, const float* kb, int64_t pb, int64_t cnt, float* spare) {
+    const int64_t rows = a.rows();
+    for (int64_t r0 = 0; r0 < rows; r0 += 2) {
+        const bool two = r0 + 1 < rows;
+        const float* q[2] = {a.q_row(r0), a.q_row(two ? r0 + 1 : r0)};
+        float* dst0 = a.scores + r0 * a.score_stride + pb;
+        float* dst1 = two ? a.scores + (r0 + 1) * a.score_stride + pb : nullptr;
+        for (int64_t p0 = 0; p0 < cnt; p0 += 2) {
+            const float* krow[2] = {kb + p0 * a.head_dim, kb + std::min(p0 + 1, cnt - 1) * a.head_dim};
+            float* d[2] = {dst0 + p0, two ? dst1 + p0 : spare};
+            if (a.head_dim % 16 == 0) score_2x2<false>(q, krow, a.head_dim, a.scale, d);
+            else score_2x2<true>(q, krow, a.head_dim, a.scale, d);
+        }
     }
 }
 
-// Copies K or V rows [p0, p1) of this KV head side by side into blk (head_dim elements each),
-// then zero rows up to the next multiple of 8 (their scores land in spare slots of the stride).
-template <DType T>
-void copy_block(const AttendGroup& a, const void* src, int64_t p0, int64_t p1, std::byte* blk) {
-    const size_t eb = T == DType::F32 ? 4 : 2;
-    const size_t row = size_t(a.head_dim) * eb, rs = size_t(a.kv_stride) * eb;
-    const auto* base = static_cast<const std::byte*>(src) + size_t(p0) * rs;
-    const int64_t n = p1 - p0;
-    for (int64_t j = 0; j < n; ++j) std::memcpy(blk + size_t(j) * row, base + size_t(j) * rs, row);
-    const int64_t n8 = (n + 7) & ~int64_t(7);
-    if (n8 > n) std::memset(blk + size_t(n) * row, 0, size_t(n8 - n) * row);
-}
-
-// All scores, a block of kAttendBlock positions at a time: the block's K rows copied side by
-// side, then groups of 8 positions (the last one zero-padded into the spare score slots, which
-// the stride leaves room for), so every position uses the same code.
-template <DType T>
-void all_scores(const AttendGroup& a, int64_t hd8, std::byte* blk) {
-    const size_t row = size_t(a.head_dim) * (T == DType::F32 ? 4 : 2);
-    const int64_t n = a.n_pos_row(a.rows() - 1); // the last token sees the most
-    for (int64_t pb = 0; pb < n; pb += kAttendBlock) {
-        const int64_t pe = std::min(n, pb + kAttendBlock);
-        copy_block<T>(a, a.k, pb, pe, blk);
-        for (int64_t p = pb; p < pe; p += 8) dots8<T>(a, blk + size_t(p - pb) * row, row, hd8, a.scores + p);
+// out[r][d0 .. d0 + 8C) (last vector masked by `last`) continued over positions [p0, p1) of the
+// V block: acc = fma(w[r][p], vb[p][d], acc), p ascending. The accumulators live in `out` between
+// blocks, so the sum runs in exactly the order of one long loop.
+template <int R, int C>
+inline void pv_rows(const float* vb, int64_t hd, int64_t d0, int64_t last_n, const float* const* w, float* const* out,
+                    int64_t p0, int64_t p1) {
+    const __m256i last = first_lanes(last_n);
+    auto ld = [&](const float* p, int c) { return c == C - 1 && last_n < 8 ? _mm256_maskload_ps(p, last) : _mm256_loadu_ps(p); };
+    __m256 acc[R][C];
+#pragma GCC unroll 3
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c) acc[r][c] = ld(out[r] + d0 + 8 * c, c);
+    for (int64_t p = p0; p < p1; ++p) {
+        const float* vr = vb + p * hd + d0;
+#pragma GCC unroll 3
+        for (int r = 0; r < R; ++r) {
+            const __m256 wb = _mm256_broadcast_ss(w[r] + p);
+#pragma GCC unroll 4
+            for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(wb, ld(vr + 8 * c, c), acc[r][c]);
+        }
     }
+#pragma GCC unroll 3
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c) {
+            float* o = out[r] + d0 + 8 * c;
+            if (c == C - 1 && last_n < 8) _mm256_maskstore_ps(o, last, acc[r][c]);
+            else _mm256_storeu_ps(o, acc[r][c]);
+        }
 }
 
-// Turns one head's scores into softmax numerators in place; returns 1 / their sum. The tail goes
-// through a padded copy so every position uses the same vector exp; padding lanes are -inf -> 0
-// and add exactly nothing.
-inline float softmax_numerators(float* scores, int64_t n) {
-    // The max is exact in any order: 8 lanes, then across them, then the tail.
-    const int64_t n8 = n & ~int64_t(7);
-    __m256 m8 = _mm256_set1_ps(-INFINITY);
-    for (int64_t i = 0; i < n8; i += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(scores + i));
+// Every dimension of R rows: whole 32-dimension chunks, then one chunk of the rest.
+template <int R>
+void pv_dims(const float* vb, int64_t hd, const float* const* w, float* const* out, int64_t p0, int64_t p1) {
+    int64_t d = 0;
+    for (; hd - d >= 32; d += 32) pv_rows<R, 4>(vb, hd, d, 8, w, out, p0, p1);
+    const int64_t rest = hd - d;
+    if (rest == 0) return;
+    const int64_t c = (rest + 7) / 8;
+    const int64_t last_n = rest - 8 * (c - 1);
+    if (c == 1) pv_rows<R, 1>(vb, hd, d, last_n, w, out, p0, p1);
+    else if (c == 2) pv_rows<R, 2>(vb, hd, d, last_n, w, out, p0, p1);
+    else pv_rows<R, 3>(vb, hd, d, last_n, w, out, p0, p1);
+}
+
+// One row's scores [0, n) into softmax numerators in place; returns 1 / their sum: 16 lane sums
+// as two vectors (positions 16k + 0..7 and 16k + 8..15), then lanes j + j+8 (lo + hi), and
+// hsum8's j + j+4, j + j+2, 0 + 1.
+inline float softmax_numerators(float* s, int64_t n) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 m8 = ninf;
+    for (int64_t p = 0; p < n; p += 8) {
+        // x first: maxps returns its second operand for a NaN, so NaN scores are skipped as in
+        // the scalar model (s > m ? s : m).
+        const __m256 x = _mm256_blendv_ps(ninf, _mm256_loadu_ps(s + p), _mm256_castsi256_ps(first_lanes(n - p)));
+        m8 = _mm256_max_ps(x, m8);
+    }
     alignas(32) float lanes[8];
     _mm256_store_ps(lanes, m8);
     float m = -INFINITY;
     for (int j = 0; j < 8; ++j) m = lanes[j] > m ? lanes[j] : m;
-    for (int64_t i = n8; i < n; ++i) m = scores[i] > m ? scores[i] : m;
     const __m256 mv = _mm256_set1_ps(m);
-    __m256 sumv = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n8; i += 8) {
-        const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(scores + i), mv));
-        _mm256_storeu_ps(scores + i, e);
-        sumv = _mm256_add_ps(sumv, e);
+    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+    for (int64_t p = 0; p < n; p += 8) {
+        const __m256 e = _mm256_and_ps(_mm256_castsi256_ps(first_lanes(n - p)), exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + p), mv)));
+        _mm256_storeu_ps(s + p, e);
+        if ((p & 8) == 0) lo = _mm256_add_ps(lo, e);
+        else hi = _mm256_add_ps(hi, e);
     }
-    if (n8 < n) {
-        float tail[8];
-        for (int j = 0; j < 8; ++j) tail[j] = n8 + j < n ? scores[n8 + j] : -INFINITY;
-        const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(tail), mv));
-        _mm256_storeu_ps(tail, e);
-        std::memcpy(scores + n8, tail, size_t(n - n8) * sizeof(float));
-        sumv = _mm256_add_ps(sumv, e);
-    }
-    return 1.0f / hsum8(sumv);
-}
-
-// ev/od[0 .. 8C) += w[q] * v[q][d0 ..] for positions [q0, q1): even positions into ev, odd into
-// od (q0 even). The accumulators live in memory between calls, so a head's sums continue across
-// position blocks in exactly the order of one long loop.
-template <DType T, int C>
-inline void weighted_v(float* ev_mem, float* od_mem, const float* w, const void* v, int64_t kv_stride, int64_t d0,
-                       int64_t q0, int64_t q1) {
-    __m256 ev[C], od[C];
-#pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) {
-        ev[c] = _mm256_loadu_ps(ev_mem + 8 * c);
-        od[c] = _mm256_loadu_ps(od_mem + 8 * c);
-    }
-    int64_t q = q0;
-    for (; q + 2 <= q1; q += 2) {
-        const __m256 w0 = _mm256_set1_ps(w[q]), w1 = _mm256_set1_ps(w[q + 1]);
-#pragma GCC unroll 4
-        for (int c = 0; c < C; ++c) {
-            ev[c] = _mm256_fmadd_ps(w0, load8<T>(v, q * kv_stride + d0 + 8 * c), ev[c]);
-            od[c] = _mm256_fmadd_ps(w1, load8<T>(v, (q + 1) * kv_stride + d0 + 8 * c), od[c]);
-        }
-    }
-    if (q < q1) {
-        const __m256 w0 = _mm256_set1_ps(w[q]);
-#pragma GCC unroll 4
-        for (int c = 0; c < C; ++c) ev[c] = _mm256_fmadd_ps(w0, load8<T>(v, q * kv_stride + d0 + 8 * c), ev[c]);
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) {
-        _mm256_storeu_ps(ev_mem + 8 * c, ev[c]);
-        _mm256_storeu_ps(od_mem + 8 * c, od[c]);
-    }
+    return 1.0f / hsum8(_mm256_add_ps(lo, hi));
 }
 
 template <DType T>
 void attend(const AttendGroup& a) {
     const int64_t rows = a.rows();
+    const int64_t hd = a.head_dim;
     const int64_t n_max = a.n_pos_row(rows - 1);
-    const int64_t hd8 = a.head_dim & ~int64_t(7);
-    // Scores of every row at every position the last token sees; a row ignores those past its own
-    // n_pos (each dot depends only on its q row and K row, so the extra ones change nothing).
-    all_scores<T>(a, hd8, reinterpret_cast<std::byte*>(a.pad));
+    float* blk = a.pad;
+    float spare[2];
+    for (int64_t pb = 0; pb < n_max; pb += kB) {
+        const int64_t cnt = std::min(kB, n_max - pb);
+        copy_rows<T>(a, a.k, pb, cnt, blk);
+        block_scores(a, blk, pb, cnt, spare);
+    }
+    for (int64_t r = 0; r < rows; ++r) a.inv[r] = softmax_numerators(a.scores + r * a.score_stride, a.n_pos_row(r));
 
-    for (int64_t g = 0; g < rows; ++g) a.inv[g] = softmax_numerators(a.scores + g * a.score_stride, a.n_pos_row(g));
-
-    // out = (sum_p w[p] * v[p]) * inv: `out` holds the even-position accumulators, `odd` the odd.
-    for (int64_t g = 0; g < rows; ++g)
-        for (int64_t d = 0; d < hd8; ++d) a.out_row(g)[d] = a.odd[g * a.head_dim + d] = 0.0f;
-    // Each block of V rows is copied side by side once and used by every row while in L1; a
-    // row's blocks end at its own n. Blocks start at even positions, so the pairing holds.
-    auto* blk = reinterpret_cast<std::byte*>(a.pad);
-    for (int64_t pb = 0; pb < n_max; pb += kAttendBlock) {
-        const int64_t pe_max = std::min(n_max, pb + kAttendBlock);
-        copy_block<T>(a, a.v, pb, pe_max, blk);
-        for (int64_t g = 0; g < rows; ++g) {
-            const int64_t n = a.n_pos_row(g);
-            if (pb >= n) continue;
-            const int64_t cnt = std::min(n, pe_max) - pb;
-            const float* w = a.scores + g * a.score_stride + pb;
-            float* ev = a.out_row(g);
-            float* od = a.odd + g * a.head_dim;
-            int64_t d0 = 0;
-            for (; d0 + 32 <= hd8; d0 += 32) weighted_v<T, 4>(ev + d0, od + d0, w, blk, a.head_dim, d0, 0, cnt);
-            for (; d0 < hd8; d0 += 8) weighted_v<T, 1>(ev + d0, od + d0, w, blk, a.head_dim, d0, 0, cnt);
+    for (int64_t r = 0; r < rows; ++r) std::memset(a.out_row(r), 0, size_t(hd) * sizeof(float));
+    constexpr int64_t kRv = 3;
+    for (int64_t pb = 0; pb < n_max; pb += kB) {
+        const int64_t pe = std::min(n_max, pb + kB);
+        copy_rows<T>(a, a.v, pb, pe - pb, blk);
+        for (int64_t r0 = 0; r0 < rows; r0 += kRv) {
+            const int64_t R = std::min(kRv, rows - r0);
+            const float* w[kRv];
+            float* out[kRv];
+            for (int64_t r = 0; r < R; ++r) {
+                w[r] = a.scores + (r0 + r) * a.score_stride + pb;
+                out[r] = a.out_row(r0 + r);
+            }
+            // Positions every row of the chunk sees together, then each row alone to its own end.
+            const int64_t shared = std::clamp<int64_t>(a.n_pos_row(r0) - pb, 0, pe - pb);
+            if (R == 3) pv_dims<3>(blk, hd, w, out, 0, shared);
+            else if (R == 2) pv_dims<2>(blk, hd, w, out, 0, shared);
+            else pv_dims<1>(blk, hd, w, out, 0, shared);
+            for (int64_t r = 0; r < R; ++r) {
+                const int64_t end = std::clamp<int64_t>(a.n_pos_row(r0 + r) - pb, 0, pe - pb);
+                if (end > shared) pv_dims<1>(blk, hd, w + r, out + r, shared, end);
+            }
         }
     }
-    for (int64_t g = 0; g < rows; ++g) {
-        const int64_t n = a.n_pos_row(g);
-        const float* w = a.scores + g * a.score_stride;
-        float* out = a.out_row(g);
-        const float* od = a.odd + g * a.head_dim;
-        const float r = a.inv[g];
-        const __m256 rv = _mm256_set1_ps(r);
-        for (int64_t d = 0; d < hd8; d += 8)
-            _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_add_ps(_mm256_loadu_ps(out + d), _mm256_loadu_ps(od + d)), rv));
-        for (int64_t d = hd8; d < a.head_dim; ++d) {
-            float s = 0.0f;
-            for (int64_t q = 0; q < n; ++q) s += w[q] * load1<T>(a.v, q * a.kv_stride + d);
-            out[d] = s * r;
-        }
+    for (int64_t r = 0; r < rows; ++r) {
+        float* o = a.out_row(r);
+        const float iv = a.inv[r];
+        for (int64_t d = 0; d < hd; ++d) o[d] *= iv;
     }
 }
 

@@ -75,11 +75,10 @@ struct AttendGroup {
     int64_t n_pos;       // positions the unit's first token sees: pos0 + t0 + 1 - lo
     float scale;         // 1/sqrt(head_dim)
     float* out;          // [n_tok][group, head_dim], like q
-    float* scores;       // scratch: [n_tok * group, score_stride], score_stride >= round_up(n_pos + n_tok - 1, 8)
+    float* scores;       // scratch: [n_tok * group, score_stride], score_stride >= round_up(n_pos + n_tok - 1, kAttendBlock)
     int64_t score_stride;
-    float* odd;          // scratch: [n_tok * group, head_dim] (odd-position accumulators)
     float* inv;          // scratch: [n_tok * group] (1 / softmax denominator)
-    float* pad;          // scratch: kAttendBlock * head_dim floats (a contiguous copy of a block of K or V rows)
+    float* pad;          // scratch: kAttendBlock * head_dim floats (a block of K or V rows, as float)
 
     int64_t rows() const { return n_tok * group; }
     const float* q_row(int64_t r) const { return q + (r / group) * tok_stride + (r % group) * head_dim; }
@@ -89,22 +88,32 @@ struct AttendGroup {
 
 // Most tokens one AttendGroup covers (a verification pass of k <= 16 guesses + 1 in one unit).
 constexpr int64_t kAttendTokens = 17;
-// Positions per block of K or V rows copied side by side (a multiple of 8): the rows of one KV
-// head lie n_head_kv * head_dim elements apart in the cache, a stride that maps them onto a few
-// L1 sets, so a block read in place by every query row of a unit would thrash L1.
+// Positions per block of K or V rows widened to float side by side (a multiple of 16): the rows
+// of one KV head lie n_head_kv * head_dim elements apart in the cache, a stride that maps them onto
+// a few L1 sets, so a block read in place by every query row of a unit would thrash L1.
 constexpr int64_t kAttendBlock = 64;
 
 // Scratch floats one AttendGroup needs beyond `out`.
 inline int64_t attend_scratch_floats(int64_t rows, int64_t score_stride, int64_t head_dim) {
-    return rows * (score_stride + head_dim + 1) + kAttendBlock * head_dim;
+    return rows * (score_stride + 1) + kAttendBlock * head_dim;
 }
 
-// Every row (token, head) of a unit gets the same bits as it would alone. Scalar order, per head: s[p] = (sequential dot) * scale; m = max; e[p] = expf(s[p]-m), summed
-// in ascending p; out[d] = (sum_p e[p]*v[p][d], p ascending) * (1/sum).
+// THE arithmetic order of every body (so each (token, head) result has one set of bits whatever
+// the tile, the number of tokens in the pass, the thread count and the SIMD level), for a row with
+// query q over its n visible positions p = 0 .. n-1 (k[p], v[p] widened to float exactly):
+//   s[p]  = tree16(L) * scale, where lane L[j] = fma chain over i = j, j+16, j+32, ... ascending,
+//           from +0: L[j] = fma(q[i], k[p][i], L[j]); tree16(L): L[j] += L[j+w] for w = 8, 4, 2, 1
+//           (j < w), then L[0]
+//   m     = max over p of s[p] (exact in any order)
+//   e[p]  = exp_model(s[p] - m), the Cephes-style expf of simd_math_avx2.h step by step (attention_scalar.cpp)
+//   sum   = tree16(L) of the 16 lane sums L[j] = e[j] + e[j+16] + ... (ascending, from +0); inv = 1 / sum
+//   out[d]= (fma chain over p ascending, from +0: acc = fma(e[p], v[p][d], acc)) * inv
+// The scalar body computes exactly this with std::fma; the AVX2 and AVX-512 bodies hold the 16
+// lanes in vectors (scores, softmax sum) and vectorise the weighted V sum across dimensions, and
+// are tested against it bit for bit. A block of K or V rows may be read in place or from a float
+// copy (pad): widening is exact, so it changes no bit.
 void attend_scalar(const AttendGroup& a);
-// AVX2 order, per head: dots as 8-lane FMA chains reduced 8 positions at a time; a vector exp; an
-// 8-lane sum of the weights; the weighted V sum in two accumulators (even / odd positions).
-// Heads of a group share each K/V row while it is in L1; no value depends on the grouping.
 void attend_avx2(const AttendGroup& a);
+void attend_avx512(const AttendGroup& a);
 
 } // namespace rwd::detail

@@ -1,36 +1,76 @@
-// Portable body of attention, row by row (token, head): every sum sequential in a fixed order
-// (see attention_impl.h), expf from libm.
+// Portable body of attention and the exact model of the SIMD bodies: row by row (token, head),
+// every sum in the one fixed order of attention_impl.h, with std::fma and a step-by-step copy of
+// the vector expf (exp_avx2 in simd_math_avx2.h).
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "attention_impl.h"
 
 namespace rwd::detail {
 
+namespace {
+
+// exp_avx2 / exp_avx512 lane by lane: the same clamps (max/min return the bound for NaN, as
+// maxps/minps with the bound second), the same rounding (nearest even), the same fma steps.
+float exp_model(float x) {
+    const float lo = -87.0f, hi = 88.3762626647949f;
+    const bool zero = x < lo, inf = x > hi;
+    x = x > lo ? x : lo;
+    x = x < hi ? x : hi;
+    const float n = std::nearbyint(x * 1.44269504088896341f);
+    float r = std::fma(-n, 0.693359375f, x);
+    r = std::fma(-n, -2.12194440e-4f, r);
+    float y = 1.9875691500e-4f;
+    y = std::fma(y, r, 1.3981999507e-3f);
+    y = std::fma(y, r, 8.3334519073e-3f);
+    y = std::fma(y, r, 4.1665795894e-2f);
+    y = std::fma(y, r, 1.6666665459e-1f);
+    y = std::fma(y, r, 5.0000001201e-1f);
+    y = std::fma(y, r * r, r + 1.0f);
+    const uint32_t bits = uint32_t(int32_t(n) + 127) << 23;
+    float p2;
+    std::memcpy(&p2, &bits, 4);
+    y = y * p2;
+    if (inf) y = INFINITY;
+    return zero ? 0.0f : y;
+}
+
+// The fixed sum of 16 lanes: j + j+8, j + j+4, j + j+2, then 0 + 1 (overwrites l).
+float tree16(float l[16]) {
+    for (int w = 8; w >= 1; w /= 2)
+        for (int j = 0; j < w; ++j) l[j] += l[j + w];
+    return l[0];
+}
+
+} // namespace
+
 void attend_scalar(const AttendGroup& a) {
     for (int64_t g = 0; g < a.rows(); ++g) {
         const float* q = a.q_row(g);
         float* out = a.out_row(g);
-        float* scores = a.scores + g * a.score_stride;
-        const int64_t n_pos = a.n_pos_row(g);
+        float* e = a.scores + g * a.score_stride;
+        const int64_t n = a.n_pos_row(g);
         float m = -INFINITY;
-        for (int64_t p = 0; p < n_pos; ++p) {
-            float s = 0.0f;
-            for (int64_t i = 0; i < a.head_dim; ++i) s += q[i] * kv_at(a.k, a.kv_type, p * a.kv_stride + i);
-            s *= a.scale;
-            scores[p] = s;
+        for (int64_t p = 0; p < n; ++p) {
+            float part[16] = {};
+            for (int64_t i = 0; i < a.head_dim; ++i)
+                part[i % 16] = std::fma(q[i], kv_at(a.k, a.kv_type, p * a.kv_stride + i), part[i % 16]);
+            const float s = tree16(part) * a.scale;
+            e[p] = s;
             m = s > m ? s : m;
         }
-        float sum = 0.0f;
-        for (int64_t p = 0; p < n_pos; ++p) {
-            const float e = std::exp(scores[p] - m);
-            scores[p] = e;
-            sum += e;
+        float lanes[16] = {};
+        for (int64_t p = 0; p < n; ++p) {
+            e[p] = exp_model(e[p] - m);
+            lanes[p % 16] += e[p];
         }
-        for (int64_t i = 0; i < a.head_dim; ++i) out[i] = 0.0f;
-        for (int64_t p = 0; p < n_pos; ++p)
-            for (int64_t i = 0; i < a.head_dim; ++i) out[i] += scores[p] * kv_at(a.v, a.kv_type, p * a.kv_stride + i);
-        const float inv = 1.0f / sum;
-        for (int64_t i = 0; i < a.head_dim; ++i) out[i] *= inv;
+        const float inv = 1.0f / tree16(lanes);
+        for (int64_t d = 0; d < a.head_dim; ++d) {
+            float acc = 0.0f;
+            for (int64_t p = 0; p < n; ++p) acc = std::fma(e[p], kv_at(a.v, a.kv_type, p * a.kv_stride + d), acc);
+            out[d] = acc * inv;
+        }
     }
 }
 

@@ -1,5 +1,6 @@
-// Vector math shared by the AVX2 kernels: a Cephes-style expf and a fixed-order horizontal sum. Included only by *_avx2.cpp files
-// (anonymous namespace: never merged with code built for other ISAs).
+// Vector math shared by the AVX2 kernels: a Cephes-style expf and a fixed-order horizontal sum.
+// Included only by *_avx2.cpp and *_avx512.cpp files (anonymous namespace: never merged with code
+// built for other ISAs).
 #pragma once
 #include <immintrin.h>
 

@@ -33,9 +33,9 @@ int64_t attention_scratch_floats(const AttentionShape& s, int n_threads);
 // null pointers (argument), or an unsupported kv_type (unsupported).
 void attention(const AttentionShape& s, const float* q, const void* k, const void* v, DType kv_type,
                float* out, float* scratch, ThreadPool* pool);
-// The same at a forced SIMD level (the overload above uses detect_simd()); the result may differ
-// between levels but never between token counts or thread counts at one level. Avx512 runs the
-// AVX2 body. Throws rwd::Error (unsupported) for a level this CPU lacks.
+// The same at a forced SIMD level (the overload above uses detect_simd()). Every level computes
+// the same bits (one fixed arithmetic order, see kernels/src/attention_impl.h). Throws rwd::Error
+// (unsupported) for a level this CPU lacks.
 void attention(const AttentionShape& s, const float* q, const void* k, const void* v, DType kv_type,
                float* out, float* scratch, ThreadPool* pool, SimdLevel level);
 
