@@ -60,12 +60,15 @@ inline void kq_tile(const KqPackedJob& job, int64_t g, int64_t t0) {
         I isum[NT][kVec], msum[NT][kVec];
         for (int t = 0; t < NT; ++t)
             for (int v = 0; v < kVec; ++v) isum[t][v] = msum[t][v] = V::izero();
+        // isum: per sub-block (Q4_K) or chunk of 32 (Q6_K) j, the group's quants are unpacked into
+        // eight vectors once and every token takes its dots against them. msum afterwards, in
+        // its own loop, so isum, the quants and the dot chains stay in registers.
 #pragma GCC unroll 1
-        for (int j = 0; j < 8; ++j) { // Q4_K: sub-block j of 32; Q6_K: chunk j of 32 (sub-blocks 2j, 2j+1)
+        for (int j = 0; j < 8; ++j) {
 #pragma GCC unroll 2
             for (int v = 0; v < kVec; ++v) {
                 I w[8];
-                I s0, s1, pair;
+                I s0, s1;
                 if constexpr (T == DType::Q4_K) {
 #pragma GCC unroll 4
                     for (int k = 0; k < 4; ++k) {
@@ -74,8 +77,6 @@ inline void kq_tile(const KqPackedJob& job, int64_t g, int64_t t0) {
                         w[k + 4] = V::and_(V::template srli16<4>(raw), m4);
                     }
                     s0 = s1 = V::widen_u8(sb + 2048 + 16 * j + v * V::kLanes);
-                    const I m = V::widen_u8(sb + 2176 + 16 * j + v * V::kLanes);
-                    pair = V::or_(m, V::template slli32<16>(m)); // (m_j, m_j) per row
                 } else {
                     const I h0 = V::load(sb + 2048 + (2 * j) * 64 + v * kL4);
                     const I h1 = V::load(sb + 2048 + (2 * j + 1) * 64 + v * kL4);
@@ -87,21 +88,45 @@ inline void kq_tile(const KqPackedJob& job, int64_t g, int64_t t0) {
                     }
                     s0 = V::widen_i8(sb + 3072 + 16 * (2 * j) + v * V::kLanes);
                     s1 = V::widen_i8(sb + 3072 + 16 * (2 * j + 1) + v * V::kLanes);
-                    pair = V::or_(V::and_(s0, V::set1_32(0xffff)), V::template slli32<16>(s1)); // (sc_2j, sc_2j+1)
                 }
 #pragma GCC unroll 16
                 for (int t = 0; t < NT; ++t) {
                     const int8_t* x = a[t][b].qs + 32 * j;
-                    I p0 = V::izero(), p1 = V::izero();
+                    if constexpr (T == DType::Q4_K && NT >= 4) { // other tokens hide the chain's latency
+                        I p = V::izero();
+#pragma GCC unroll 8
+                        for (int c = 0; c < 8; ++c) p = V::dot(p, w[c], load_i32(x + 4 * c));
+                        isum[t][v] = V::add(isum[t][v], V::mullo(p, s0));
+                    } else {
+                        I p0 = V::izero(), p1 = V::izero();
 #pragma GCC unroll 4
-                    for (int c = 0; c < 4; ++c) {
-                        p0 = V::dot(p0, w[c], load_i32(x + 4 * c));
-                        p1 = V::dot(p1, w[c + 4], load_i32(x + 16 + 4 * c));
+                        for (int c = 0; c < 4; ++c) {
+                            p0 = V::dot(p0, w[c], load_i32(x + 4 * c));
+                            p1 = V::dot(p1, w[c + 4], load_i32(x + 16 + 4 * c));
+                        }
+                        if constexpr (T == DType::Q4_K) isum[t][v] = V::add(isum[t][v], V::mullo(V::add(p0, p1), s0));
+                        else isum[t][v] = V::add(isum[t][v], V::add(V::mullo(p0, s0), V::mullo(p1, s1)));
                     }
-                    if constexpr (T == DType::Q4_K) isum[t][v] = V::add(isum[t][v], V::mullo(V::add(p0, p1), s0));
-                    else isum[t][v] = V::add(isum[t][v], V::add(V::mullo(p0, s0), V::mullo(p1, s1)));
-                    msum[t][v] = V::dotw(msum[t][v], pair, load_i32(&a[t][b].bsums[2 * j]));
                 }
+            }
+        }
+        // msum = sum_k c_k * bsum_k, pairs of 16-sums at a time: Q4_K (m_j, m_j) against sub-block
+        // j's two sums; Q6_K (sc_2j, sc_2j+1), times 32 below.
+#pragma GCC unroll 1
+        for (int j = 0; j < 8; ++j) {
+#pragma GCC unroll 2
+            for (int v = 0; v < kVec; ++v) {
+                I pair;
+                if constexpr (T == DType::Q4_K) {
+                    const I m = V::widen_u8(sb + 2176 + 16 * j + v * V::kLanes);
+                    pair = V::or_(m, V::template slli32<16>(m));
+                } else {
+                    const I s0 = V::widen_i8(sb + 3072 + 16 * (2 * j) + v * V::kLanes);
+                    const I s1 = V::widen_i8(sb + 3072 + 16 * (2 * j + 1) + v * V::kLanes);
+                    pair = V::or_(V::and_(s0, V::set1_32(0xffff)), V::template slli32<16>(s1));
+                }
+#pragma GCC unroll 16
+                for (int t = 0; t < NT; ++t) msum[t][v] = V::dotw(msum[t][v], pair, load_i32(&a[t][b].bsums[2 * j]));
             }
         }
         F d1[kVec], d2[kVec];
