@@ -107,7 +107,9 @@ TEST_P(BatchDecoding, EveryRequestEqualsItsOwnPlainDecoding) {
         {2, 0, false, 4}, // nothing to generate
     };
     // Default options, then small prompt chunks and a tight pass budget (guesses trimmed).
-    for (const BatchOptions& bo : {BatchOptions{}, BatchOptions{.prefill_chunk = 7, .pass_tokens = 6}})
+    // The cost model drops guesses by timing (speed only): outputs must not change either way.
+    for (const BatchOptions& bo : {BatchOptions{}, BatchOptions{.prefill_chunk = 7, .pass_tokens = 6},
+                                   BatchOptions{.cost_model = true}})
     for (size_t concurrency : {size_t(1), size_t(3), size_t(8)}) {
         SCOPED_TRACE("concurrency " + std::to_string(concurrency) + ", prefill_chunk " +
                      std::to_string(bo.prefill_chunk) + ", pass_tokens " + std::to_string(bo.pass_tokens));
@@ -126,7 +128,9 @@ TEST_P(BatchDecoding, EveryRequestEqualsItsOwnPlainDecoding) {
             EXPECT_EQ(r.stats.emitted, static_cast<int64_t>(r.tokens.size()));
             accepted += r.stats.accepted;
         }
-        EXPECT_GT(accepted, 0) << "the n-gram source should land some guesses";
+        if (!bo.cost_model) {
+            EXPECT_GT(accepted, 0) << "the n-gram source should land some guesses";
+        }
         if (concurrency > 1) {
             EXPECT_LT(dec.passes(), 200) << "requests should share passes";
         }
@@ -292,7 +296,8 @@ TEST(BatchDecoder, PromptsRunInChunksInsideDecodePasses) {
     Context ctx(model, {.n_threads = 2, .max_batch = 64});
     Context solo(model, {.n_threads = 1, .max_batch = 64});
     const int64_t chunk = 5;
-    BatchDecoder dec(ctx, {.prefill_chunk = chunk});
+    // A tight pass budget: guesses get trimmed in the very passes that end a prompt.
+    BatchDecoder dec(ctx, {.prefill_chunk = chunk, .pass_tokens = 3});
     const std::vector<Spec> specs = {{4, 60, false, 0}, {0, 40, true, 0}, {2, 30, false, 4}, {5, 25, true, 3}};
     std::vector<uint64_t> ids;
     std::map<uint64_t, BatchResult> out;

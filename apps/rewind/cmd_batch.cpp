@@ -38,6 +38,7 @@ struct BatchFlags {
     int64_t kv_budget_mib = 0;
     int64_t prefill_chunk = 64;
     int64_t pass_tokens = 0;
+    bool cost_model = false;
     bool no_repack = false;
 };
 
@@ -97,6 +98,7 @@ int run_batch(const BatchFlags& f) {
     o.kv_budget_bytes = static_cast<uint64_t>(f.kv_budget_mib) << 20;
     o.prefill_chunk = f.prefill_chunk;
     o.pass_tokens = f.pass_tokens;
+    o.cost_model = f.cost_model;
     if (!f.draft.empty()) o.draft = Model::load(f.draft, mo);
 
     int64_t failed = 0;
@@ -160,6 +162,8 @@ void register_batch(CLI::App& app, Runner& run) {
     cmd->add_option("--pass-tokens", f->pass_tokens,
                     "Pending tokens + guesses per pass (guesses least likely to stand dropped first); 0 = no limit")
         ->capture_default_str();
+    cmd->add_flag("--cost-model", f->cost_model,
+                  "Verify a guess only while its chance to stand pays for its row (pass time fitted as a + b * rows)");
     cmd->add_flag("--no-repack", f->no_repack, "Keep Q8_0 weights in the file's layout (no repacking at load)");
     cmd->callback([f, &run] { run = [f] { return run_batch(*f); }; });
 }

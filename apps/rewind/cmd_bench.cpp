@@ -68,6 +68,7 @@ struct BenchCliOptions {
     std::vector<int> concurrency; // --concurrency: continuous-batching mode at these levels
     int64_t prefill_chunk = 64;   // --concurrency: prompt tokens per pass
     int64_t pass_tokens = 0;      // --concurrency: pending tokens + guesses per pass (0: max_batch)
+    bool cost_model = false;      // --concurrency: guesses only while they pay for their rows
 };
 
 std::string join(const std::vector<std::string>& v, const char* sep) {
@@ -318,6 +319,7 @@ int run_concurrency(const BenchCliOptions& o, const std::string& model_path) {
     plain.max_tokens = o.n_predict;
     plain.prefill_chunk = o.prefill_chunk;
     plain.pass_tokens = o.pass_tokens;
+    plain.cost_model = o.cost_model;
     if (!o.draft.empty()) plain.draft = Model::load(o.draft, mo);
     rb::BatchRunOptions spec = plain;
     spec.spec = o.spec.front();
@@ -369,9 +371,10 @@ int run_concurrency(const BenchCliOptions& o, const std::string& model_path) {
         rows.push_back(std::move(row));
     }
 
-    std::printf("model: %s, %zu requests, %d threads, %s, repeat %d (medians), prefill chunk %lld, pass tokens %lld\n",
+    std::printf("model: %s, %zu requests, %d threads, %s, repeat %d (medians), prefill chunk %lld, pass tokens %lld%s\n",
                 model_path.c_str(), items.size(), o.threads, o.temp > 0 ? "sampled" : "greedy", o.repeat,
-                static_cast<long long>(o.prefill_chunk), static_cast<long long>(o.pass_tokens));
+                static_cast<long long>(o.prefill_chunk), static_cast<long long>(o.pass_tokens),
+                o.cost_model ? ", cost model" : "");
     std::printf("single requests, unbatched plain decoding: %.1f tokens/s, p50 latency %.3f s\n\n", solo_tps, solo_p50);
     std::printf("| concurrency | plain tok/s | vs 1 request | %s k=%d tok/s | spec / plain | tokens per request-pass | "
                 "p50 latency plain (s) | p50 latency spec (s) | p50 plain / single | decode plain tok/s | decode vs 1 | "
@@ -540,6 +543,9 @@ void register_bench(CLI::App& app, Runner& run) {
                     "--concurrency: pending tokens + guesses per pass (guesses least likely to stand dropped first); "
                     "0 = no limit")
         ->capture_default_str();
+    cmd->add_flag("--cost-model", o->cost_model,
+                  "--concurrency: verify a guess only while its chance to stand pays for its row (pass time fitted "
+                  "as a + b * rows)");
     cmd->add_option("--from-json", o->from_json, "Redraw the reports (Markdown, --svg, --json) of a saved --json file; measures nothing");
     cmd->callback([o, rep, &run] {
         o->repeat_given = rep->count() > 0;

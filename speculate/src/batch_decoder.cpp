@@ -222,34 +222,55 @@ void BatchDecoder::judge(Request& r, std::span<const float> logits) {
 // the next unkept guess of every request, where a request's guess j (0-based) stands with its
 // estimated per-guess acceptance p to the power j + 1 (p from its own passes so far, with one
 // accepted and one refused guess as the prior). Ties go to the older request.
-void BatchDecoder::trim_guesses(int64_t budget) {
+// The fitted pass time a + b * rows (seconds), when there is one: at least two row counts seen
+// and both terms positive.
+bool BatchDecoder::pass_cost(double& a, double& b) const {
+    const double var = fit_n_ * fit_xx_ - fit_x_ * fit_x_;
+    if (fit_n_ < 2 || var <= 1e-9 * fit_n_ * fit_xx_) return false;
+    b = (fit_n_ * fit_xy_ - fit_x_ * fit_y_) / var;
+    a = (fit_y_ - b * fit_x_) / fit_n_;
+    return a > 0 && b > 0;
+}
+
+// Keeps at most `budget` guesses in all: one at a time, the guess most likely to stand among
+// the next unkept guess of every request, where a request's guess j (0-based) stands with its
+// estimated per-guess acceptance p to the power j + 1 (p from its own passes so far, with one
+// accepted and one refused guess as the prior). Ties go to the older request. With the cost
+// model, it stops at the first guess whose chance does not pay for its row (batch_decoder.h).
+void BatchDecoder::trim_guesses(int64_t budget, int64_t rows, size_t first) {
+    // Only the decoding requests (in_pass_[first..]) have guesses; a prompt's last chunk yields
+    // one token for certain.
+    const std::span<Request* const> dec(in_pass_.data() + first, in_pass_.size() - first);
     int64_t total = 0;
-    for (Request* r : in_pass_) {
-        if (!r->judging) continue;
+    double sure = 0; // tokens the pass yields for certain: one per judged request
+    for (Request* r : in_pass_) sure += r->judging ? 1 : 0;
+    for (Request* r : dec) {
         total += static_cast<int64_t>(r->m);
         const SpecStats& st = r->res.stats;
-        const double p = static_cast<double>(st.accepted + 1) / static_cast<double>(st.accepted + r->rejections + 2);
-        r->next_gain = p;
+        r->next_gain = static_cast<double>(st.accepted + 1) / static_cast<double>(st.accepted + r->rejections + 2);
     }
-    if (total <= budget) return;
-    // Reuse `proposal` sizes as the ceilings and count kept guesses in m.
-    for (Request* r : in_pass_) {
-        if (r->judging) r->m = 0;
-    }
+    double a = 0, b = 0;
+    const bool costed = opts_.cost_model && pass_cost(a, b);
+    if (total <= budget && !costed) return;
+    // Reuse the proposals' sizes (batch) as the ceilings and count kept guesses in m.
+    for (Request* r : dec) r->m = 0;
+    double expected = sure;
+    auto rows_now = static_cast<double>(rows);
     for (int64_t kept = 0; kept < budget; ++kept) {
         Request* best = nullptr;
-        for (Request* r : in_pass_) {
-            if (!r->judging || r->m >= r->batch.size() - 1) continue;
+        for (Request* r : dec) {
+            if (r->m + 1 >= r->batch.size()) continue;
             if (!best || r->next_gain > best->next_gain) best = r;
         }
         if (!best) break;
+        if (costed && best->next_gain <= expected * b / (a + b * rows_now)) break;
+        expected += best->next_gain;
+        rows_now += 1;
         ++best->m;
         const SpecStats& st = best->res.stats;
         best->next_gain *= static_cast<double>(st.accepted + 1) / static_cast<double>(st.accepted + best->rejections + 2);
     }
-    for (Request* r : in_pass_) {
-        if (r->judging) r->batch.resize(r->m + 1);
-    }
+    for (Request* r : dec) r->batch.resize(r->m + 1);
 }
 
 std::vector<BatchResult> BatchDecoder::step() {
@@ -329,12 +350,13 @@ std::vector<BatchResult> BatchDecoder::step() {
         r.judging = true;
         in_pass_.push_back(&r);
     }
-    trim_guesses(guess_budget);
+    trim_guesses(guess_budget, decoding + prefill_rows, first_decode);
     for (size_t j = first_decode; j < in_pass_.size(); ++j)
         items_.push_back(BatchItem{&in_pass_[j]->cache, in_pass_[j]->batch, Logits::All, {}});
     const double propose_seconds = seconds_between(t_start, Clock::now());
 
     emitted_this_pass_ = 0;
+    const uint64_t rows_before = ctx_.tokens_processed();
     if (!items_.empty()) {
         const auto t_verify = Clock::now();
         bool batched = true;
@@ -364,8 +386,17 @@ std::vector<BatchResult> BatchDecoder::step() {
         const double verify_seconds = seconds_between(t_verify, t_end);
         if (first_decode == 0) {
             ++decode_passes_;
-            decode_seconds_ += seconds_between(t_start, t_end);
+            const double sec = seconds_between(t_start, t_end);
+            decode_seconds_ += sec;
             decode_tokens_ += emitted_this_pass_;
+            // The cost model's fit, recent passes weighted most (about the last 30).
+            constexpr double kDecay = 0.967;
+            const auto x = static_cast<double>(ctx_.tokens_processed() - rows_before);
+            fit_n_ = kDecay * fit_n_ + 1;
+            fit_x_ = kDecay * fit_x_ + x;
+            fit_y_ = kDecay * fit_y_ + sec;
+            fit_xx_ = kDecay * fit_xx_ + x * x;
+            fit_xy_ = kDecay * fit_xy_ + x * sec;
         }
         for (size_t j = 0; j < in_pass_.size(); ++j) {
             Request& r = *in_pass_[j];

@@ -42,7 +42,8 @@ BatchRun run_batched(Context& ctx, const std::vector<WorkItem>& items, const Bat
     const int64_t n_ctx = model.hparams().n_ctx_train;
     sp::BatchDecoder dec(ctx, sp::BatchOptions{.kv_budget_bytes = opts.kv_budget_bytes,
                                                .prefill_chunk = opts.prefill_chunk,
-                                               .pass_tokens = opts.pass_tokens});
+                                               .pass_tokens = opts.pass_tokens,
+                                               .cost_model = opts.cost_model});
 
     BatchRun run;
     run.items.resize(items.size());

@@ -48,6 +48,12 @@ struct BatchOptions {
     // (same tokens from position 0) instead of computing it again: the same bits, since a
     // position's K/V depend only on the tokens up to it.
     bool share_prefixes = true;
+    // Keep a guess only while it pays for its row: the decoder fits a pass's time as a + b * rows
+    // (its own decoding passes, recent ones weighted most) and keeps the next most likely guess
+    // only if its chance to stand exceeds expected tokens * b / (a + b * rows) of the pass so
+    // far, so with many requests (or a compute-bound model) unlikely guesses are dropped. Speed
+    // only: never changes a token. Off: every guess within pass_tokens is verified.
+    bool cost_model = false;
 };
 
 // A retired request.
@@ -114,7 +120,7 @@ public:
 private:
     struct Request;
     void judge(Request& r, std::span<const float> logits);
-    void trim_guesses(int64_t budget);
+    void trim_guesses(int64_t budget, int64_t rows, size_t first);
     void fail(Request& r, ErrorCode code, const std::string& what);
 
     Context& ctx_;
@@ -128,6 +134,9 @@ private:
     int64_t decode_passes_ = 0, decode_tokens_ = 0;
     double decode_seconds_ = 0;
     int64_t emitted_this_pass_ = 0;
+    // cost_model: exponentially weighted sums of (rows, seconds) over decoding passes.
+    double fit_n_ = 0, fit_x_ = 0, fit_y_ = 0, fit_xx_ = 0, fit_xy_ = 0;
+    bool pass_cost(double& a, double& b) const;
 };
 
 } // namespace rwd::speculate

@@ -28,6 +28,7 @@ struct BatchRunOptions {
     uint64_t kv_budget_bytes = 0; // 0: no limit
     int64_t prefill_chunk = 64;   // speculate::BatchOptions::prefill_chunk
     int64_t pass_tokens = 0;      // speculate::BatchOptions::pass_tokens (0: max_batch)
+    bool cost_model = false;      // speculate::BatchOptions::cost_model
 };
 
 // One request's outcome. `refused`: it was never admitted (its source could not be built, or the
