@@ -222,3 +222,22 @@ TEST(MatmulQuant, RefusesBadShapesAndScratch) {
     EXPECT_THROW(matmul_scratch_bytes(DType::Q5_0, 1, 48), Error);
     EXPECT_EQ(matmul_scratch_bytes(DType::F32, 3, 48), 0u);
 }
+
+// The 256-block activation quantizer has an AVX2 twin (same bytes): ties in magnitude (the first
+// value wins), exact halves after scaling (round half to even), an all-zero block, NaN skipped
+// in the maximum; every level must give the scalar body's bits.
+TEST(MatmulQuant, ActivationEdgeCasesAgreeAcrossLevels) {
+    const Weights w = make_weights(DType::Q4_K, 16, 1024, 4);
+    std::vector<float> x = test::randn(1024, 5);
+    x[3] = -4.0f;
+    x[7] = 4.0f; // block 0: same magnitude, the first (negative) one sets the scale
+    for (int i = 256; i < 512; ++i) x[size_t(i)] = float(i % 9 - 4) + 0.5f; // scale 1 (below): exact halves
+    x[300] = 127.0f;
+    for (int i = 512; i < 768; ++i) x[size_t(i)] = 0.0f; // block 2: all zero
+    x[800] = NAN;                                        // block 3: NaN skipped by the maximum
+    const auto model = run(w, x, 1, nullptr, SimdLevel::Scalar);
+    for (SimdLevel level : supported_simd_levels()) {
+        const auto y = run(w, x, 1, nullptr, level);
+        ASSERT_EQ(std::memcmp(model.data(), y.data(), y.size() * 4), 0) << simd_name(level);
+    }
+}

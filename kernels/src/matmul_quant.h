@@ -43,6 +43,8 @@ size_t quant_act_bytes(DType t, int64_t cols);
 // (the scale rounded to fp16, as ggml's vec_dot sees it); 256-blocks ggml's Q8_K rule (the value
 // of largest magnitude maps to -127, round half to even, scale 1/iscale as float).
 void quantize_act(DType t, const float* x, int64_t cols, void* act);
+// The same for the 256-blocks (cols a multiple of 256) with AVX2: the same bytes.
+void quantize_act256_avx2(const float* x, int64_t cols, void* act);
 
 struct QuantJob {
     DType type;
