@@ -337,6 +337,32 @@ TEST(BatchDecoder, PromptsRunInChunksInsideDecodePasses) {
     EXPECT_EQ(out.at(ids[0]).stats.passes, static_cast<int64_t>(out.at(ids[0]).tokens.size()));
 }
 
+// Cancelling a request while its prompt is still being run in chunks retires it at the next step
+// with no tokens and frees its KV budget; the request decoding beside it goes on unchanged.
+TEST(BatchDecoder, CancelDuringPrefillRetiresItAlone) {
+    auto model = load("pycode-4m");
+    Context ctx(model, {.n_threads = 1, .max_batch = 64});
+    BatchDecoder dec(ctx, {.prefill_chunk = 4});
+    const Spec runner{4, 20, false, 0}, late{2, 20, true, 3};
+    const uint64_t a = dec.submit(request_of(*model, runner, 100));
+    std::map<uint64_t, BatchResult> out;
+    for (BatchResult& r : dec.step()) out[r.id] = std::move(r);
+    const uint64_t bytes = dec.kv_bytes_in_use();
+    const uint64_t b = dec.submit(request_of(*model, late, 101));
+    for (int s = 0; s < 2; ++s)
+        for (BatchResult& r : dec.step()) out[r.id] = std::move(r); // b: 8 of its prompt tokens in
+    EXPECT_TRUE(dec.cancel(b));
+    const auto retired = dec.step();
+    ASSERT_EQ(retired.size(), 1u);
+    EXPECT_EQ(retired[0].id, b);
+    EXPECT_TRUE(retired[0].cancelled);
+    EXPECT_TRUE(retired[0].tokens.empty());
+    EXPECT_EQ(dec.kv_bytes_in_use(), bytes);
+    while (!dec.idle())
+        for (BatchResult& r : dec.step()) out[r.id] = std::move(r);
+    EXPECT_EQ(out.at(a).tokens, plain(ctx, *model, runner, 100).tokens);
+}
+
 // pass_tokens caps pending tokens + guesses per pass: guesses are dropped (least likely to
 // stand first), never a request's own next token, and nothing changes in any output.
 TEST(BatchDecoder, PassTokenBudgetTrimsGuessesOnly) {
