@@ -13,6 +13,10 @@ struct Ymm8 {
     using F = __m256;
     static constexpr int kLanes = 8;
     static constexpr int kSub = 6;
+    static constexpr bool kI16Sums = true; // Q4_K: sub-block dots summed in int16 (see kq_tile)
+    static I maddubs(I w, int32_t x4) { return _mm256_maddubs_epi16(w, _mm256_set1_epi32(x4)); }
+    static I add16(I a, I b) { return _mm256_add_epi16(a, b); }
+    static I madd(I a, I b) { return _mm256_madd_epi16(a, b); }
     static I load(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
     static I izero() { return _mm256_setzero_si256(); }
     static I set1_8(char c) { return _mm256_set1_epi8(c); }

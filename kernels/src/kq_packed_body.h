@@ -92,7 +92,15 @@ inline void kq_tile(const KqPackedJob& job, int64_t g, int64_t t0) {
 #pragma GCC unroll 16
                 for (int t = 0; t < NT; ++t) {
                     const int8_t* x = a[t][b].qs + 32 * j;
-                    if constexpr (T == DType::Q4_K && NT >= 4) { // other tokens hide the chain's latency
+                    if constexpr (T == DType::Q4_K && V::kI16Sums) {
+                        // Without VNNI: maddubs pair sums of 4-bit quants are at most 2 * 15 * 127,
+                        // so eight of them add up exactly in int16 (<= 30480); one madd applies the
+                        // sub-block scale (sc_j in both halves of each row's lane).
+                        typename V::I p = V::maddubs(w[0], load_i32(x));
+#pragma GCC unroll 8
+                        for (int c = 1; c < 8; ++c) p = V::add16(p, V::maddubs(w[c], load_i32(x + 4 * c)));
+                        isum[t][v] = V::add(isum[t][v], V::madd(p, V::or_(s0, V::template slli32<16>(s0))));
+                    } else if constexpr (T == DType::Q4_K && NT >= 4) { // other tokens hide the chain's latency
                         I p = V::izero();
 #pragma GCC unroll 8
                         for (int c = 0; c < 8; ++c) p = V::dot(p, w[c], load_i32(x + 4 * c));
