@@ -164,7 +164,7 @@ void register_batch(CLI::App& app, Runner& run) {
         ->capture_default_str();
     cmd->add_flag("--cost-model", f->cost_model,
                   "Verify a guess only while its chance to stand pays for its row (pass time fitted as a + b * rows)");
-    cmd->add_flag("--no-repack", f->no_repack, "Keep Q8_0 weights in the file's layout (no repacking at load)");
+    cmd->add_flag("--no-repack", f->no_repack, "Keep Q8_0, Q4_K and Q6_K weights in the file's layout (no repacking at load)");
     cmd->callback([f, &run] { run = [f] { return run_batch(*f); }; });
 }
 

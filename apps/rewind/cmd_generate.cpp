@@ -52,7 +52,7 @@ struct GenerateFlags {
     int k = 8;
     bool adaptive = false;
     std::string verify = "exact";
-    bool no_repack = false; // keep Q8_0 weights in the file's layout (ModelOptions::repack_q8_0)
+    bool no_repack = false; // keep Q8_0, Q4_K and Q6_K weights in the file's layout (ModelOptions::repack_q8_0)
 };
 
 void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
@@ -71,7 +71,7 @@ void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
         ->capture_default_str();
     cmd.add_option("-t,--threads", f.threads, "Threads")->capture_default_str();
     cmd.add_option("--device", f.device, "Where the forward pass runs: cpu, cuda or cuda:N")->capture_default_str();
-    cmd.add_flag("--no-repack", f.no_repack, "Keep Q8_0 weights in the file's layout (no repacking at load)");
+    cmd.add_flag("--no-repack", f.no_repack, "Keep Q8_0, Q4_K and Q6_K weights in the file's layout (no repacking at load)");
     cmd.add_option("-c,--ctx-size", f.ctx_size, "KV cache capacity in tokens; 0 = the model's context, at most 4096")
         ->capture_default_str();
     cmd.add_option("--kv-type", f.kv_type, "KV cache storage; auto = f32, or f16 with --numerics llamacpp")
