@@ -2,12 +2,6 @@
 // attention_impl.h: scores as 16-lane dot products, 4 query rows x 4 positions per step, reduced 16
 // at a time; the vector expf and 16 lane sums; the weighted V sum 16 dimensions per vector (up to
 // 3 rows x 128 dimensions in registers per V load).
-// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own _mm512_undefined_* (as in
-// q8_packed_avx512.cpp).
-#if defined(__GNUC__) && !defined(__clang__) // clang knows no -Wmaybe-uninitialized
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include <immintrin.h>
 
 #include <algorithm>

@@ -1,12 +1,6 @@
 // AVX-512 (F/BW/VL/DQ) matmul body: 16-lane vector traits for the shared tile engine
 // (matmul_tiles.h). Q8_0 takes two blocks per step (lanes 0-7: even blocks, 8-15: odd blocks).
 // Only entered when detect_simd() reports Avx512.
-// GCC 12's avx512fintrin.h seeds its "undefined" pass-through operands by self-initialisation,
-// which -Wuninitialized reports at every inlined use; the warning concerns the header, not us.
-#if defined(__GNUC__) && !defined(__clang__) // clang knows no -Wmaybe-uninitialized
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include <immintrin.h>
 
 #include "matmul_tiles.h"

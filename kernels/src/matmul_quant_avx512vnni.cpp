@@ -2,12 +2,6 @@
 // times signed activations, summed straight into int32) and, for the K-quants, 512-bit maddubs
 // with vpdpwssd applying the per-16 scales, two 32-chunks per instruction. The int sums equal the
 // other bodies' exactly; the float steps are the shared ones of matmul_quant_tiles.h.
-// GCC 12's avx512fintrin.h seeds its "undefined" pass-through operands by self-initialisation,
-// which -Wuninitialized reports at every inlined use; the warning concerns the header, not us.
-#if defined(__GNUC__) && !defined(__clang__) // clang knows no -Wmaybe-uninitialized
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include "matmul_quant_tiles.h"
 
 namespace rwd::detail {

@@ -1,9 +1,5 @@
 // AVX-512 (F/BW) body of the packed Q8_0 product for CPUs without VNNI: 16 rows per zmm,
 // |w| x (x carrying w's sign) with maddubs, pairs summed to int32 with madd.
-#if defined(__GNUC__) && !defined(__clang__) // clang knows no -Wmaybe-uninitialized
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include "q8_packed_body.h"
 
 namespace rwd::detail {

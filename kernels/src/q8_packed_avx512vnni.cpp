@@ -3,10 +3,6 @@
 // Up to 9 tokens keep their float accumulators in registers for a whole row group, beside the 8
 // weight vectors of the current block, so per token and block the work is 8 vpdpbusd, one add,
 // one convert, one multiply and one fma. Arithmetic as q8_packed.h states.
-#if defined(__GNUC__) && !defined(__clang__) // clang knows no -Wmaybe-uninitialized
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include <immintrin.h>
 
 #include <cstring>
