@@ -54,8 +54,11 @@ void quantize_act(DType t, const float* x, int64_t cols, void* act) {
         }
         const float iscale = -127.0f / vmax;
         for (int i = 0; i < 256; ++i) {
-            const int v = int(std::nearbyint(iscale * xb[i]));
-            a[b].qs[i] = int8_t(v > 127 ? 127 : (v < -127 ? -127 : v));
+            // Clamped as a float: a NaN (from a NaN input) has no int value, so converting it is
+            // undefined in C++; it becomes -127, as x86's conversion (INT_MIN) clamps to in the
+            // SIMD bodies.
+            const float v = std::nearbyint(iscale * xb[i]);
+            a[b].qs[i] = int8_t(v > 127.0f ? 127 : (v >= -127.0f ? int(v) : -127));
         }
         for (int k = 0; k < 16; ++k) {
             int s = 0;
