@@ -218,7 +218,12 @@ void quantize_row_q8_0(const float* x, int64_t cols, BlockQ8_0* out) {
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         out[b].d = fp32_to_fp16(d);
-        for (int j = 0; j < kQ8Block; ++j) out[b].qs[j] = int8_t(std::roundf(xb[j] * id));
+        for (int j = 0; j < kQ8Block; ++j) {
+            // Clamped as a float: a NaN input has no int value (converting it is undefined in
+            // C++); it becomes -128, what the AVX2 body's saturating packs give it.
+            const float r = std::roundf(xb[j] * id);
+            out[b].qs[j] = int8_t(r >= -128.0f && r <= 127.0f ? int(r) : (r > 0.0f ? 127 : -128));
+        }
     }
 }
 
