@@ -169,6 +169,11 @@ std::unique_ptr<LlamaModelFile> LlamaModelFile::from_gguf(GgufFile gguf) {
     hp.n_ctx_train = ld.positive(k + "context_length");
     hp.n_embd = ld.positive(k + "embedding_length");
     hp.n_layer = ld.positive(k + "block_count");
+    // Every layer needs at least one tensor of its own: a larger count is a malformed file, refused
+    // before anything is sized by it (a fuzzed count of billions must not reach an allocation).
+    if (static_cast<uint64_t>(hp.n_layer) > g.tensors().size())
+        ld.fail("metadata '" + k + "block_count'", std::to_string(hp.n_layer) + " layers, but the file holds only " +
+                                                       std::to_string(g.tensors().size()) + " tensors");
     hp.n_ff = ld.positive(k + "feed_forward_length");
     hp.n_head = ld.positive(k + "attention.head_count");
     hp.n_head_kv = ld.positive(k + "attention.head_count_kv", hp.n_head);
