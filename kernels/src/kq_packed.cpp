@@ -9,18 +9,13 @@
 #include <string>
 
 #include "kq_packed_impl.h"
+#include "row_groups.h"
 #include "matmul_quant_unpack.h"
 #include "rewind/error.h"
 
 namespace rwd {
 
 namespace {
-
-// Row groups per pool chunk are chosen so there are several chunks per thread: a descheduled
-// worker then delays a pass by one small chunk, not by its whole share.
-constexpr int64_t kChunksPerThread = 4;
-// Below this many multiply-adds a call runs on the calling thread.
-constexpr int64_t kMinMacsPerThread = 64 * 1024;
 
 size_t sb_bytes(DType t) { return t == DType::Q4_K ? detail::kKqSbBytesQ4K : detail::kKqSbBytesQ6K; }
 
@@ -190,14 +185,7 @@ void matmul_kq_packed(const KqPackedJob& job, ThreadPool* pool, SimdLevel level)
     else if (level != SimdLevel::Scalar) body = kqp_groups_avx2;
     const int64_t groups = (job.rows + kKqPackRows - 1) / kKqPackRows;
     const int64_t macs = job.rows * job.nb * 256 * job.n_tokens;
-    const int64_t threads = pool ? std::min<int64_t>(pool->size(), std::max<int64_t>(1, macs / kMinMacsPerThread)) : 1;
-    if (threads <= 1) {
-        body(job, 0, groups);
-        return;
-    }
-    const int64_t chunks = std::min<int64_t>(groups, threads * kChunksPerThread);
-    const int64_t grain = (groups + chunks - 1) / chunks;
-    pool->run(groups, [&](int64_t g0, int64_t g1) { body(job, g0, g1); }, grain, chunks);
+    detail::run_row_groups(pool, groups, macs, [&](int64_t g0, int64_t g1) { body(job, g0, g1); });
 }
 
 } // namespace detail

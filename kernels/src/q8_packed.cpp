@@ -10,17 +10,12 @@
 
 #include "matmul_impl.h"
 #include "q8_packed_impl.h"
+#include "row_groups.h"
 #include "rewind/error.h"
 
 namespace rwd {
 
 namespace {
-
-// Row groups per pool chunk are chosen so there are several chunks per thread: a descheduled
-// worker then delays a pass by one small chunk, not by its whole share.
-constexpr int64_t kChunksPerThread = 4;
-// Below this many multiply-adds a call runs on the calling thread.
-constexpr int64_t kMinMacsPerThread = 64 * 1024;
 
 std::byte* align64(std::byte* p) {
     const auto u = reinterpret_cast<uintptr_t>(p);
@@ -183,14 +178,7 @@ void matmul_q8_packed(const MatrixView& w, const Q8Input& x, float* y, ThreadPoo
                                   w.rows, x, y};
     const int64_t groups = (w.rows + kQ8PackRows - 1) / kQ8PackRows;
     const int64_t macs = w.rows * w.cols * x.n_tokens;
-    const int64_t threads = pool ? std::min<int64_t>(pool->size(), std::max<int64_t>(1, macs / kMinMacsPerThread)) : 1;
-    if (threads <= 1) {
-        body(job, 0, groups);
-        return;
-    }
-    const int64_t chunks = std::min<int64_t>(groups, threads * kChunksPerThread);
-    const int64_t grain = (groups + chunks - 1) / chunks;
-    pool->run(groups, [&](int64_t g0, int64_t g1) { body(job, g0, g1); }, grain, chunks);
+    detail::run_row_groups(pool, groups, macs, [&](int64_t g0, int64_t g1) { body(job, g0, g1); });
 }
 
 namespace detail {
