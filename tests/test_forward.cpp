@@ -24,6 +24,7 @@
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
 #include "rewind/sampler.h"
+#include "gguf_test_util.h"
 #include "model_test_util.h"
 
 // Heap allocations made while g_count_allocations is set (any thread): the decode hot path must
@@ -31,10 +32,16 @@
 // non-aligned form of new and delete is replaced, so each pair matches (AddressSanitizer checks).
 static std::atomic<bool> g_count_allocations{false};
 static std::atomic<long> g_allocations{0};
+static std::atomic<std::size_t> g_largest{0}; // the largest single allocation while counting
 
 // Out of line: inlined into callers, GCC pairs malloc() with delete and warns of a mismatch.
 __attribute__((noinline)) static void* counted_malloc(std::size_t n) noexcept {
-    if (g_count_allocations.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
+    if (g_count_allocations.load(std::memory_order_relaxed)) {
+        g_allocations.fetch_add(1, std::memory_order_relaxed);
+        std::size_t seen = g_largest.load(std::memory_order_relaxed);
+        while (n > seen && !g_largest.compare_exchange_weak(seen, n, std::memory_order_relaxed)) {
+        }
+    }
     return std::malloc(n ? n : 1);
 }
 __attribute__((noinline)) void* operator new(std::size_t n) {
@@ -331,6 +338,44 @@ TEST(ForwardHotPath, BatchAllocatesNothing) {
         g_count_allocations = false;
         EXPECT_EQ(g_allocations.load(), 0) << name << ", " << threads << " threads";
     }
+}
+
+// A file may claim any context length (fuzz_gguf: 2^31 positions made the Context reserve a
+// 2 GiB attention scratch for a cache of 4). The scratch follows the caches actually run: small
+// at construction, grown once (before anything changes) on the first pass of a longer cache,
+// never again for it; the logits are the same bits whatever the claimed length or the cache.
+TEST(ForwardHotPath, AttentionScratchFollowsTheCacheNotTheClaimedContext) {
+    gguf_test::Builder b = gguf_test::Builder::load(gguf_test::model_path("pycode-600k.gguf"));
+    b.set("llama.context_length", gguf_test::U32, gguf_test::raw<uint32_t>(0x7fffffffu));
+    const std::string bytes = b.serialize();
+    const auto huge = Model::load_from_memory(
+        "huge-context.gguf", std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+    ASSERT_EQ(huge->hparams().n_ctx_train, 0x7fffffff);
+    const auto model = load("pycode-600k");
+    std::mt19937 rng(5);
+    const auto toks = random_tokens(rng, 12, model->n_vocab());
+
+    g_largest = 0;
+    g_count_allocations = true;
+    auto ctx = std::make_unique<Context>(huge, ContextOptions{.n_threads = 2, .max_batch = 16});
+    g_count_allocations = false;
+    EXPECT_LT(g_largest.load(), std::size_t{64} << 20) << "a Context of a 2^31-position model";
+
+    Context plain(model, {.n_threads = 2, .max_batch = 16});
+    KvCache small(*huge, {.capacity = 16}), ref(*model, {.capacity = 16});
+    const auto want = copy(plain.forward(ref, toks, Logits::All));
+    EXPECT_TRUE(same_bits(ctx->forward(small, toks, Logits::All), want));
+
+    // Longer than the default capacity: the first pass grows the scratch, the next ones do not.
+    KvCache longer(*huge, {.capacity = 3 * kDefaultKvCapacity});
+    EXPECT_TRUE(same_bits(ctx->forward(longer, toks, Logits::All), want));
+    longer.truncate(0);
+    g_allocations = 0;
+    g_count_allocations = true;
+    const auto again = ctx->forward(longer, toks, Logits::All);
+    g_count_allocations = false;
+    EXPECT_EQ(g_allocations.load(), 0);
+    EXPECT_TRUE(same_bits(again, want));
 }
 
 // Every bad input throws rwd::Error before anything changes.

@@ -146,9 +146,8 @@ Context::Context(std::shared_ptr<const Model> model, ContextOptions opts) : mode
     b.pos.resize(B);
     b.segs.resize(B);
 
-    // The longest attention call: max_batch tokens ending at the last position of the context.
-    AttentionShape s{opts_.max_batch, hp.n_ctx_train - opts_.max_batch, hp.n_head, hp.n_head_kv, hp.head_dim()};
-    b.att_scratch.resize(static_cast<size_t>(attention_scratch(opts_.numerics, s, opts_.n_threads)));
+    // Attention for the default cache length; a longer cache grows it (fit_attention).
+    fit_attention(std::min<int64_t>(hp.n_ctx_train, kDefaultKvCapacity));
 
     size_t mm = 0;
     auto fit = [&](const MatrixView& w) { mm = std::max(mm, matmul_scratch_bytes(w.type, opts_.max_batch, w.cols)); };
@@ -215,6 +214,7 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
         tokens_processed_ += static_cast<uint64_t>(n);
         return out;
     }
+    fit_attention(cache.capacity());
 
     // Chunks of at most max_batch tokens, each one internal pass; logits from the final one.
     const int64_t n0 = cache.size();
@@ -267,6 +267,7 @@ void Context::forward_batch(std::span<BatchItem> items) {
         return;
     }
 
+    for (const BatchItem& it : items) fit_attention(it.cache->capacity());
     // Every item has >= 1 token and total <= max_batch, so the preallocated segments suffice.
     Segment* segs = buf_->segs.data();
     int64_t off = 0;
@@ -285,6 +286,16 @@ void Context::forward_batch(std::span<BatchItem> items) {
         it.logits = {buf_->logits.data() + s.out_row * V, static_cast<size_t>(s.out_n * V)};
     }
     tokens_processed_ += static_cast<uint64_t>(total);
+}
+
+void Context::fit_attention(int64_t capacity) {
+    // The longest attention call of such a cache: max_batch tokens ending at its last position
+    // (the scratch a shape needs grows with its last position; run_pass checks every call).
+    const LlamaHparams& hp = model_->hparams();
+    const int64_t n = std::min(opts_.max_batch, capacity);
+    const AttentionShape s{n, capacity - n, hp.n_head, hp.n_head_kv, hp.head_dim()};
+    const auto need = static_cast<size_t>(attention_scratch(opts_.numerics, s, pool_->size()));
+    if (need > buf_->att_scratch.size()) buf_->att_scratch.resize(need);
 }
 
 void Context::run_pass(Segment* segs, int64_t n_segs, int64_t nt) {

@@ -66,7 +66,11 @@ class CudaBackend; // runtime/src/cuda_backend.h
 
 class Context {
 public:
-    // Sizes every run buffer once; forward() allocates nothing. Throws rwd::Error (argument) on a
+    // Sizes every run buffer once, attention's scratch for caches of up to min(the model's
+    // context length, kDefaultKvCapacity) positions; forward() and forward_batch() allocate
+    // nothing, except the first time one meets a longer KV cache: the scratch then grows to that
+    // cache's capacity, once, before anything else changes (a file claiming a context of 2^31
+    // positions costs nothing until such a cache exists). Throws rwd::Error (argument) on a
     // null model, n_threads or max_batch < 1, or an unknown Numerics value; (unsupported) when
     // opts.device cannot run here (rewind/device.h: require_device), or for the CUDA device with
     // Numerics::LlamaCpp or a weight type it lacks; (capacity) when device memory runs out.
@@ -102,7 +106,7 @@ public:
     // an item with no tokens, an id outside the vocabulary, an unknown Logits value), state (a
     // cache of another model, the same cache in two items), capacity (an item overflowing its
     // cache, more than max_batch tokens in all: the batch is one pass, never split).
-    // Allocates nothing.
+    // Allocates nothing (but see the constructor: a cache longer than any before).
     void forward_batch(std::span<BatchItem> items);
 
     // Tokens run through forward() and forward_batch() so far (tests use it to prove a prefix was reused).
@@ -115,6 +119,8 @@ private:
     // their K/V beyond each cache's size (not committed) and their logits rows, compacted in
     // segment order, at the start of the logits buffer.
     void run_pass(Segment* segs, int64_t n_segs, int64_t nt);
+    // Grows attention's scratch (CPU) to serve every pass of a cache of `capacity` positions.
+    void fit_attention(int64_t capacity);
 
     std::shared_ptr<const Model> model_;
     ContextOptions opts_;
