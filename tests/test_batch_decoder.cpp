@@ -4,6 +4,7 @@
 // KV budget and the pass size refuse admission with a clear error.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -457,7 +458,9 @@ TEST(BatchDecoder, SharedPromptPrefixIsCopiedNotRecomputed) {
 TEST(BatchDecoder, RefusesBadOptions) {
     auto model = load("pycode-600k");
     Context ctx(model, {.n_threads = 1, .max_batch = 8});
-    for (const BatchOptions& o : {BatchOptions{.prefill_chunk = 0}, BatchOptions{.pass_tokens = -1}}) {
+    for (const BatchOptions& o : {BatchOptions{.prefill_chunk = 0}, BatchOptions{.pass_tokens = -1},
+                                  BatchOptions{.pass_fixed_seconds = -1}, BatchOptions{.pass_row_seconds = NAN},
+                                  BatchOptions{.pass_fixed_seconds = INFINITY, .pass_row_seconds = 1}}) {
         try {
             BatchDecoder dec(ctx, o);
             ADD_FAILURE() << "accepted";
@@ -480,3 +483,109 @@ TEST(BatchDecoder, RefusesLlamaCppNumerics) {
 }
 
 } // namespace
+
+namespace {
+
+// Every request's tokens and speculation counts, by submission order.
+struct Decisions {
+    std::vector<std::vector<TokenId>> tokens;
+    std::vector<int64_t> proposed, accepted, passes;
+};
+
+Decisions run_decisions(Context& ctx, const Model& m, const std::vector<Spec>& specs, const BatchOptions& bo) {
+    BatchDecoder dec(ctx, bo);
+    std::vector<uint64_t> ids;
+    const auto out = run_all(dec, m, specs, specs.size(), ids);
+    Decisions d;
+    for (uint64_t id : ids) {
+        const BatchResult& r = out.at(id);
+        EXPECT_FALSE(r.failed) << r.error;
+        d.tokens.push_back(r.tokens);
+        d.proposed.push_back(r.stats.proposed);
+        d.accepted.push_back(r.stats.accepted);
+        d.passes.push_back(r.stats.passes);
+    }
+    return d;
+}
+
+} // namespace
+
+// With a fixed pass cost (a + b * rows, no timing involved), the cost model's choices are the
+// same on every run and follow the cost: rows that cost far more than the fixed part buy no
+// guess at all; nearly free rows keep every guess (as without the cost model); in between,
+// some. The tokens never change.
+TEST(BatchDecoder, CostModelWithAFixedPassCostDecidesDeterministically) {
+    auto model = load("pycode-4m");
+    // Every prompt whole in the first pass (then a pass's rows are its requests' own and their
+    // guesses: with a prompt chunk in the same pass, a guess is cheap beside it and may stay).
+    Context ctx(model, {.n_threads = 2, .max_batch = 256});
+    Context solo(model, {.n_threads = 1, .max_batch = 64});
+    const std::vector<Spec> specs = {{0, 40, false, 6}, {2, 40, false, 6}, {3, 40, false, 6}, {5, 40, false, 6}};
+    std::vector<std::vector<TokenId>> want;
+    for (size_t i = 0; i < specs.size(); ++i) want.push_back(plain(solo, *model, specs[i], 100 + i).tokens);
+
+    const Decisions free_rows = run_decisions(ctx, *model, specs, {.prefill_chunk = 256, .cost_model = false});
+    const Decisions cheap = run_decisions(
+        ctx, *model, specs,
+        {.prefill_chunk = 256, .cost_model = true, .pass_fixed_seconds = 1.0, .pass_row_seconds = 1e-9});
+    const Decisions dear = run_decisions(
+        ctx, *model, specs,
+        {.prefill_chunk = 256, .cost_model = true, .pass_fixed_seconds = 1e-3, .pass_row_seconds = 1.0});
+    const BatchOptions mid{
+        .prefill_chunk = 256, .cost_model = true, .pass_fixed_seconds = 0.03, .pass_row_seconds = 0.003};
+    const Decisions mid1 = run_decisions(ctx, *model, specs, mid);
+    const Decisions mid2 = run_decisions(ctx, *model, specs, mid);
+    int64_t p_free = 0, p_mid = 0;
+    for (size_t i = 0; i < specs.size(); ++i) {
+        SCOPED_TRACE("request " + std::to_string(i));
+        for (const Decisions* d : {&free_rows, &cheap, &dear, &mid1, &mid2}) EXPECT_EQ(d->tokens[i], want[i]);
+        EXPECT_EQ(cheap.proposed[i], free_rows.proposed[i]);
+        EXPECT_EQ(cheap.passes[i], free_rows.passes[i]);
+        EXPECT_EQ(dear.proposed[i], 0) << "a guess's row costs more than any token it could bring";
+        EXPECT_EQ(dear.passes[i], static_cast<int64_t>(want[i].size()));
+        EXPECT_EQ(mid1.proposed[i], mid2.proposed[i]);
+        EXPECT_EQ(mid1.accepted[i], mid2.accepted[i]);
+        EXPECT_EQ(mid1.passes[i], mid2.passes[i]);
+        p_free += free_rows.proposed[i];
+        p_mid += mid1.proposed[i];
+    }
+    EXPECT_GT(p_mid, 0) << "a likely first guess pays for its row at a = 10 b";
+    EXPECT_LT(p_mid, p_free) << "unlikely guesses are dropped at a = 10 b";
+}
+
+// The decoding passes are counted by the number of requests they carried, and add up to the
+// totals: four requests admitted together (whole prompts in the first pass) decode four at a
+// time until the shortest retires.
+TEST(BatchDecoder, DecodePassesAreCountedByRequestsCarried) {
+    auto model = load("pycode-4m");
+    Context ctx(model, {.n_threads = 1, .max_batch = 256});
+    BatchDecoder dec(ctx, {.prefill_chunk = 256});
+    const std::vector<Spec> specs = {{0, 10, false, 0}, {2, 20, false, 0}, {3, 30, false, 0}, {5, 40, false, 0}};
+    for (size_t i = 0; i < specs.size(); ++i) dec.submit(request_of(*model, specs[i], 100 + i));
+    int64_t emitted = 0;
+    while (!dec.idle())
+        for (const BatchResult& r : dec.step()) emitted += static_cast<int64_t>(r.tokens.size());
+    ASSERT_EQ(emitted, 100);
+    const auto lv = dec.decode_levels();
+    ASSERT_EQ(lv.size(), 257u);
+    // Pass 1: every prompt and a first token each. Then 9 passes of four (the first request's
+    // other 9 tokens), 10 of three, 10 of two, 10 of one.
+    EXPECT_EQ(dec.decode_passes(), 39);
+    EXPECT_EQ(lv[4].passes, 9);
+    EXPECT_EQ(lv[3].passes, 10);
+    EXPECT_EQ(lv[2].passes, 10);
+    EXPECT_EQ(lv[1].passes, 10);
+    EXPECT_EQ(lv[4].tokens, 36);
+    EXPECT_EQ(lv[4].rows, 36) << "plain decoding: one row per request";
+    int64_t passes = 0, tokens = 0;
+    double seconds = 0;
+    for (const DecodeLevel& l : lv) {
+        passes += l.passes;
+        tokens += l.tokens;
+        seconds += l.seconds;
+    }
+    EXPECT_EQ(passes, dec.decode_passes());
+    EXPECT_EQ(tokens, dec.decode_tokens());
+    EXPECT_NEAR(seconds, dec.decode_seconds(), 1e-9 * (1 + dec.decode_seconds()));
+    EXPECT_EQ(tokens, 96);
+}

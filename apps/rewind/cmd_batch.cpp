@@ -2,6 +2,7 @@
 // each with its own guesses and rollback) and writes one JSON line per request as it retires;
 // a summary (aggregate tokens/s, passes) goes to stderr. Exit status 1 when any request failed
 // (every other request's line is still written; stderr names the failed ones).
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -39,6 +40,7 @@ struct BatchFlags {
     int64_t prefill_chunk = 64;
     int64_t pass_tokens = 0;
     bool cost_model = false;
+    std::vector<double> pass_cost_ms; // --pass-cost FIXED_MS,PER_ROW_MS (empty: fitted)
     bool no_repack = false;
 };
 
@@ -81,6 +83,10 @@ int run_batch(const BatchFlags& f) {
         throw Error("batch: --draft is only used with --spec draft or auto");
     if (f.spec == "draft" && f.draft.empty()) throw Error("batch: --spec draft needs --draft MODEL");
     if (f.spec == "none" && f.adaptive) throw Error("batch: --adaptive needs --spec");
+    if (!f.pass_cost_ms.empty() &&
+        (f.pass_cost_ms.size() != 2 || !(f.pass_cost_ms[0] > 0) || !(f.pass_cost_ms[1] > 0) ||
+         std::isinf(f.pass_cost_ms[0]) || std::isinf(f.pass_cost_ms[1])))
+        throw Error("batch: --pass-cost wants two positive numbers, FIXED_MS,PER_ROW_MS");
     const auto items = rb::take_first(rb::load_workload(f.workload), f.items);
     const ModelOptions mo{.repack_q8_0 = !f.no_repack};
     auto model = Model::load(f.model, mo);
@@ -99,6 +105,10 @@ int run_batch(const BatchFlags& f) {
     o.prefill_chunk = f.prefill_chunk;
     o.pass_tokens = f.pass_tokens;
     o.cost_model = f.cost_model;
+    if (!f.pass_cost_ms.empty()) {
+        o.pass_fixed_seconds = f.pass_cost_ms[0] * 1e-3;
+        o.pass_row_seconds = f.pass_cost_ms[1] * 1e-3;
+    }
     if (!f.draft.empty()) o.draft = Model::load(f.draft, mo);
 
     int64_t failed = 0;
@@ -116,10 +126,12 @@ int run_batch(const BatchFlags& f) {
     });
     std::fprintf(stderr,
                  "batch: %zu requests (%lld failed), concurrency %d, spec %s: %lld tokens in %.3f s "
-                 "(%.1f tokens/s aggregate; %.1f tokens/s in the passes without prompt chunks), %lld passes\n",
+                 "(%.1f tokens/s aggregate; %.1f tokens/s in the passes without prompt chunks, %.1f in those "
+                 "carrying all %d requests), %lld passes\n",
                  items.size(), static_cast<long long>(failed), f.concurrency, f.spec.c_str(),
                  static_cast<long long>(run.generated), run.wall_seconds, run.tokens_per_second(),
-                 run.decode_tokens_per_second(), static_cast<long long>(run.passes));
+                 run.decode_tokens_per_second(), run.decode_tokens_per_second_at(static_cast<size_t>(f.concurrency)),
+                 f.concurrency, static_cast<long long>(run.passes));
     // Every other request's line is written; the status still says that not all of them ran.
     if (failed > 0) {
         std::fprintf(stderr, "batch: failed requests: %s\n", failed_ids.c_str());
@@ -164,6 +176,10 @@ void register_batch(CLI::App& app, Runner& run) {
         ->capture_default_str();
     cmd->add_flag("--cost-model", f->cost_model,
                   "Verify a guess only while its chance to stand pays for its row (pass time fitted as a + b * rows)");
+    cmd->add_option("--pass-cost", f->pass_cost_ms,
+                    "--cost-model's pass time a + b * rows as FIXED_MS,PER_ROW_MS (e.g. from `rewind bench "
+                    "--cost-curve`) instead of fitting it to the run's own passes")
+        ->delimiter(',');
     cmd->add_flag("--no-repack", f->no_repack, "Keep Q8_0, Q4_K and Q6_K weights in the file's layout (no repacking at load)");
     cmd->callback([f, &run] { run = [f] { return run_batch(*f); }; });
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <cstdio>
 #include <fstream>
@@ -69,6 +70,7 @@ struct BenchCliOptions {
     int64_t prefill_chunk = 64;   // --concurrency: prompt tokens per pass
     int64_t pass_tokens = 0;      // --concurrency: pending tokens + guesses per pass (0: max_batch)
     bool cost_model = false;      // --concurrency: guesses only while they pay for their rows
+    std::vector<double> pass_cost_ms; // --concurrency: the cost model's a,b in ms (empty: fitted)
 };
 
 std::string join(const std::vector<std::string>& v, const char* sep) {
@@ -283,6 +285,10 @@ int run_concurrency(const BenchCliOptions& o, const std::string& model_path) {
     if (o.repeat < 1) throw Error("bench: --repeat must be >= 1");
     if (o.spec.size() != 1) throw Error("bench: --concurrency measures one --spec source, got " + std::to_string(o.spec.size()));
     if (o.ks.empty()) throw Error("bench: --k is empty");
+    if (!o.pass_cost_ms.empty() &&
+        (o.pass_cost_ms.size() != 2 || !(o.pass_cost_ms[0] > 0) || !(o.pass_cost_ms[1] > 0) ||
+         std::isinf(o.pass_cost_ms[0]) || std::isinf(o.pass_cost_ms[1])))
+        throw Error("bench: --pass-cost wants two positive numbers, FIXED_MS,PER_ROW_MS");
     std::vector<rb::WorkItem> items;
     for (const auto& w : o.workloads) {
         auto part = rb::take_first(rb::load_workload(w), o.items);
@@ -320,6 +326,10 @@ int run_concurrency(const BenchCliOptions& o, const std::string& model_path) {
     plain.prefill_chunk = o.prefill_chunk;
     plain.pass_tokens = o.pass_tokens;
     plain.cost_model = o.cost_model;
+    if (!o.pass_cost_ms.empty()) {
+        plain.pass_fixed_seconds = o.pass_cost_ms[0] * 1e-3;
+        plain.pass_row_seconds = o.pass_cost_ms[1] * 1e-3;
+    }
     if (!o.draft.empty()) plain.draft = Model::load(o.draft, mo);
     rb::BatchRunOptions spec = plain;
     spec.spec = o.spec.front();
@@ -338,13 +348,14 @@ int run_concurrency(const BenchCliOptions& o, const std::string& model_path) {
     };
     struct Row {
         int c;
-        std::vector<double> plain_tps, spec_tps, plain_lat, spec_lat, plain_dtps, spec_dtps;
+        std::vector<double> plain_tps, spec_tps, plain_lat, spec_lat, plain_dtps, spec_dtps, plain_stps, spec_stps;
         double spec_tokens_per_pass = 0;
+        int64_t spec_rows = 0, spec_emitted = 0, full_passes = 0; // decoding passes with all c requests
     };
     std::vector<Row> rows;
-    double c1_plain = 0, c1_plain_decode = 0;
+    double c1_plain = 0, c1_plain_decode = 0, c1_plain_steady = 0;
     for (int c : o.concurrency) {
-        Row row{c, {}, {}, {}, {}, {}, {}};
+        Row row{c, {}, {}, {}, {}, {}, {}, {}, {}};
         plain.concurrency = spec.concurrency = c;
         int64_t emitted = 0, passes_of = 0;
         for (int rep = 0; rep < o.repeat; ++rep) {
@@ -356,6 +367,14 @@ int run_concurrency(const BenchCliOptions& o, const std::string& model_path) {
             row.spec_tps.push_back(s.tokens_per_second());
             row.plain_dtps.push_back(p.decode_tokens_per_second());
             row.spec_dtps.push_back(s.decode_tokens_per_second());
+            const auto at = static_cast<size_t>(c);
+            row.plain_stps.push_back(p.decode_tokens_per_second_at(at));
+            row.spec_stps.push_back(s.decode_tokens_per_second_at(at));
+            if (at < s.decode_levels.size()) {
+                row.spec_rows += s.decode_levels[at].rows;
+                row.spec_emitted += s.decode_levels[at].tokens;
+                row.full_passes += s.decode_levels[at].passes;
+            }
             for (const auto& it : p.items) row.plain_lat.push_back(it.result.latency_seconds);
             for (const auto& it : s.items) {
                 row.spec_lat.push_back(it.result.latency_seconds);
@@ -367,6 +386,7 @@ int run_concurrency(const BenchCliOptions& o, const std::string& model_path) {
         if (c == 1) {
             c1_plain = median_of(row.plain_tps);
             c1_plain_decode = median_of(row.plain_dtps);
+            c1_plain_steady = median_of(row.plain_stps);
         }
         rows.push_back(std::move(row));
     }
@@ -378,21 +398,29 @@ int run_concurrency(const BenchCliOptions& o, const std::string& model_path) {
     std::printf("single requests, unbatched plain decoding: %.1f tokens/s, p50 latency %.3f s\n\n", solo_tps, solo_p50);
     std::printf("| concurrency | plain tok/s | vs 1 request | %s k=%d tok/s | spec / plain | tokens per request-pass | "
                 "p50 latency plain (s) | p50 latency spec (s) | p50 plain / single | decode plain tok/s | decode vs 1 | "
-                "decode spec / plain |\n",
+                "decode spec / plain | all-c decode plain tok/s | all-c vs 1 | all-c spec / plain | all-c spec rows, "
+                "tokens per pass |\n",
                 spec.spec.c_str(), spec.k);
-    std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (const Row& r : rows) {
         const double pt = median_of(r.plain_tps), st = median_of(r.spec_tps);
         const double base = c1_plain > 0 ? c1_plain : solo_tps;
         const double pd = median_of(r.plain_dtps), sd = median_of(r.spec_dtps);
-        std::printf("| %d | %.1f | %.2fx | %.1f | %.2fx | %.2f | %.3f | %.3f | %.2fx | %.1f | %.2fx | %.2fx |\n", r.c, pt,
+        const double ps = median_of(r.plain_stps), ss = median_of(r.spec_stps);
+        const double fp = r.full_passes > 0 ? static_cast<double>(r.full_passes) : 1.0;
+        std::printf("| %d | %.1f | %.2fx | %.1f | %.2fx | %.2f | %.3f | %.3f | %.2fx | %.1f | %.2fx | %.2fx | %.1f | %.2fx | "
+                    "%.2fx | %.1f, %.1f |\n",
+                    r.c, pt,
                     base > 0 ? pt / base : 0.0, st, pt > 0 ? st / pt : 0.0, r.spec_tokens_per_pass,
                     median_of(r.plain_lat), median_of(r.spec_lat),
                     solo_p50 > 0 ? median_of(r.plain_lat) / solo_p50 : 0.0, pd,
-                    c1_plain_decode > 0 ? pd / c1_plain_decode : 0.0, pd > 0 ? sd / pd : 0.0);
+                    c1_plain_decode > 0 ? pd / c1_plain_decode : 0.0, pd > 0 ? sd / pd : 0.0, ps,
+                    c1_plain_steady > 0 ? ps / c1_plain_steady : 0.0, ps > 0 ? ss / ps : 0.0,
+                    static_cast<double>(r.spec_rows) / fp, static_cast<double>(r.spec_emitted) / fp);
     }
     std::printf("\n\"tok/s\": all generated tokens over the wall time, prompts included; \"decode\": the passes that "
-                "carried no prompt chunk only (tokens they emitted over their time).\n");
+                "carried no prompt chunk only (tokens they emitted over their time); \"all-c\": the decoding passes that "
+                "carried all c requests (the steady state, without ramp-up and tail; 0 if none).\n");
     std::printf("\"vs 1 request\": against concurrency 1 of this run when measured, else unbatched plain decoding. "
                 "Lossless: %s.\n",
                 mismatches ? "FAILED" : "every request equals its own unbatched plain decoding");
@@ -546,6 +574,10 @@ void register_bench(CLI::App& app, Runner& run) {
     cmd->add_flag("--cost-model", o->cost_model,
                   "--concurrency: verify a guess only while its chance to stand pays for its row (pass time fitted "
                   "as a + b * rows)");
+    cmd->add_option("--pass-cost", o->pass_cost_ms,
+                    "--concurrency --cost-model: the pass time a + b * rows as FIXED_MS,PER_ROW_MS (e.g. from "
+                    "--cost-curve) instead of fitting it to the run's own passes")
+        ->delimiter(',');
     cmd->add_option("--from-json", o->from_json, "Redraw the reports (Markdown, --svg, --json) of a saved --json file; measures nothing");
     cmd->callback([o, rep, &run] {
         o->repeat_given = rep->count() > 0;

@@ -6,6 +6,7 @@
 #include "rewind/speculate/batch_decoder.h"
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
 
 #include "k_controller.h"
@@ -55,12 +56,16 @@ BatchDecoder::BatchDecoder(Context& ctx, BatchOptions opts) : ctx_(ctx), opts_(o
     if (opts_.kv_type != KvType::F32 && opts_.kv_type != KvType::F16) throw Error("batch decoding: unknown KvType");
     if (opts_.prefill_chunk < 1)
         throw Error("batch decoding: prefill_chunk must be >= 1, got " + std::to_string(opts_.prefill_chunk));
+    if (!(opts_.pass_fixed_seconds >= 0) || !(opts_.pass_row_seconds >= 0) ||
+        std::isinf(opts_.pass_fixed_seconds) || std::isinf(opts_.pass_row_seconds))
+        throw Error("batch decoding: pass_fixed_seconds and pass_row_seconds must be finite and >= 0");
     if (opts_.pass_tokens < 0)
         throw Error("batch decoding: pass_tokens must be >= 0 (0: max_batch), got " + std::to_string(opts_.pass_tokens));
     const auto B = static_cast<size_t>(ctx_.options().max_batch);
     items_.reserve(B);
     in_pass_.reserve(B);
     active_.reserve(B);
+    decode_levels_.resize(B + 1);
 }
 
 BatchDecoder::~BatchDecoder() = default;
@@ -225,6 +230,11 @@ void BatchDecoder::judge(Request& r, std::span<const float> logits) {
 // The fitted pass time a + b * rows (seconds), when there is one: at least two row counts seen
 // and both terms positive.
 bool BatchDecoder::pass_cost(double& a, double& b) const {
+    if (opts_.pass_fixed_seconds > 0 && opts_.pass_row_seconds > 0) {
+        a = opts_.pass_fixed_seconds;
+        b = opts_.pass_row_seconds;
+        return true;
+    }
     const double var = fit_n_ * fit_xx_ - fit_x_ * fit_x_;
     if (fit_n_ < 2 || var <= 1e-9 * fit_n_ * fit_xx_) return false;
     b = (fit_n_ * fit_xy_ - fit_x_ * fit_y_) / var;
@@ -389,6 +399,11 @@ std::vector<BatchResult> BatchDecoder::step() {
             const double sec = seconds_between(t_start, t_end);
             decode_seconds_ += sec;
             decode_tokens_ += emitted_this_pass_;
+            DecodeLevel& lv = decode_levels_[in_pass_.size()];
+            ++lv.passes;
+            lv.seconds += sec;
+            lv.tokens += emitted_this_pass_;
+            lv.rows += static_cast<int64_t>(ctx_.tokens_processed() - rows_before);
             // The cost model's fit, recent passes weighted most (about the last 30).
             constexpr double kDecay = 0.967;
             const auto x = static_cast<double>(ctx_.tokens_processed() - rows_before);

@@ -43,7 +43,9 @@ BatchRun run_batched(Context& ctx, const std::vector<WorkItem>& items, const Bat
     sp::BatchDecoder dec(ctx, sp::BatchOptions{.kv_budget_bytes = opts.kv_budget_bytes,
                                                .prefill_chunk = opts.prefill_chunk,
                                                .pass_tokens = opts.pass_tokens,
-                                               .cost_model = opts.cost_model});
+                                               .cost_model = opts.cost_model,
+                                               .pass_fixed_seconds = opts.pass_fixed_seconds,
+                                               .pass_row_seconds = opts.pass_row_seconds});
 
     BatchRun run;
     run.items.resize(items.size());
@@ -97,6 +99,7 @@ BatchRun run_batched(Context& ctx, const std::vector<WorkItem>& items, const Bat
     run.passes = dec.passes();
     run.decode_seconds = dec.decode_seconds();
     run.decode_tokens = dec.decode_tokens();
+    run.decode_levels.assign(dec.decode_levels().begin(), dec.decode_levels().end());
     return run;
 }
 

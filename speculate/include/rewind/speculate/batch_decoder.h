@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,21 @@ struct BatchOptions {
     // far, so with many requests (or a compute-bound model) unlikely guesses are dropped. Speed
     // only: never changes a token. Off: every guess within pass_tokens is verified.
     bool cost_model = false;
+    // The cost model's pass time, when both are > 0: a = fixed_seconds, b = row_seconds, instead
+    // of the fit from this decoder's own passes. Makes its choices reproducible (tests, or a
+    // cost curve measured once: `rewind bench --cost-curve`). Both 0: fitted. Speed only.
+    double pass_fixed_seconds = 0;
+    double pass_row_seconds = 0;
+};
+
+// The decoding passes (no prompt chunk) that carried `requests` requests: how many, their wall
+// time (propose, verify, judge) and the tokens they emitted. Tells the throughput at a given
+// concurrency apart from the tail of a run, where fewer requests are left.
+struct DecodeLevel {
+    int64_t passes = 0;
+    double seconds = 0;
+    int64_t tokens = 0;
+    int64_t rows = 0; // tokens verified (pending tokens + guesses)
 };
 
 // A retired request.
@@ -116,6 +132,8 @@ public:
     int64_t decode_passes() const { return decode_passes_; }
     double decode_seconds() const { return decode_seconds_; }
     int64_t decode_tokens() const { return decode_tokens_; }
+    // The same, by the number of requests in the pass: [0, max_batch].
+    std::span<const DecodeLevel> decode_levels() const { return decode_levels_; }
 
 private:
     struct Request;
@@ -133,6 +151,7 @@ private:
     int64_t passes_ = 0;
     int64_t decode_passes_ = 0, decode_tokens_ = 0;
     double decode_seconds_ = 0;
+    std::vector<DecodeLevel> decode_levels_; // [max_batch + 1], sized once
     int64_t emitted_this_pass_ = 0;
     // cost_model: exponentially weighted sums of (rows, seconds) over decoding passes.
     double fit_n_ = 0, fit_x_ = 0, fit_y_ = 0, fit_xx_ = 0, fit_xy_ = 0;

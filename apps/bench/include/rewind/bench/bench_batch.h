@@ -29,6 +29,8 @@ struct BatchRunOptions {
     int64_t prefill_chunk = 64;   // speculate::BatchOptions::prefill_chunk
     int64_t pass_tokens = 0;      // speculate::BatchOptions::pass_tokens (0: max_batch)
     bool cost_model = false;      // speculate::BatchOptions::cost_model
+    double pass_fixed_seconds = 0; // speculate::BatchOptions::pass_fixed_seconds (0: fitted)
+    double pass_row_seconds = 0;   // speculate::BatchOptions::pass_row_seconds (0: fitted)
 };
 
 // One request's outcome. `refused`: it was never admitted (its source could not be built, or the
@@ -50,6 +52,14 @@ struct BatchRun {
     int64_t decode_tokens = 0;
     double decode_tokens_per_second() const {
         return decode_seconds > 0 ? static_cast<double>(decode_tokens) / decode_seconds : 0.0;
+    }
+    // The decoding passes by the number of requests they carried ([n]: n requests).
+    std::vector<speculate::DecodeLevel> decode_levels;
+    // Decoding throughput of the passes that carried exactly n requests (the run's steady state
+    // at concurrency n, without its ramp-up and tail); 0 if there was none.
+    double decode_tokens_per_second_at(size_t n) const {
+        if (n >= decode_levels.size() || decode_levels[n].seconds <= 0) return 0.0;
+        return static_cast<double>(decode_levels[n].tokens) / decode_levels[n].seconds;
     }
     double tokens_per_second() const { return wall_seconds > 0 ? static_cast<double>(generated) / wall_seconds : 0.0; }
 };
