@@ -239,6 +239,17 @@ TEST_F(Cli, BatchWritesOneLinePerRequestEachEqualToGenerate) {
     r = run("bench --workload " + path + " --concurrency 1,2 -n 8 --repeat 1 -k 4");
     EXPECT_EQ(r.status, 0) << r.out;
     EXPECT_NE(r.out.find("every request equals its own unbatched plain decoding"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("all-c decode plain tok/s"), std::string::npos) << r.out;
+    // A fixed pass cost for the cost model (two positive numbers, or a clear refusal).
+    r = run("bench --workload " + path + " --concurrency 2 -n 8 --repeat 1 -k 4 --cost-model --pass-cost 30,3");
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("every request equals its own unbatched plain decoding"), std::string::npos) << r.out;
+    for (const char* bad : {"--pass-cost 30", "--pass-cost 30,0", "--pass-cost -1,2"}) {
+        r = run("batch --workload " + path + " --cost-model " + bad);
+        ASSERT_TRUE(WIFEXITED(r.status)) << bad;
+        EXPECT_EQ(WEXITSTATUS(r.status), 8) << bad << ": " << r.out;
+        EXPECT_NE(r.out.find("--pass-cost wants two positive numbers"), std::string::npos) << bad << ": " << r.out;
+    }
     r = run("batch --workload " + path + " --concurrency 0");
     ASSERT_TRUE(WIFEXITED(r.status));
     EXPECT_EQ(WEXITSTATUS(r.status), 8) << r.out;
