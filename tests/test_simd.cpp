@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "rewind/error.h"
 #include "rewind/kernels/simd.h"
 
 namespace {
@@ -44,10 +45,23 @@ TEST(Simd, LevelFollowsFeatures) {
     const rwd::CpuFeatures& f = rwd::cpu_features();
     const bool avx2 = f.avx2 && f.fma && f.f16c;
     const bool avx512 = avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
-    const rwd::SimdLevel want = avx512 ? rwd::SimdLevel::Avx512 : avx2 ? rwd::SimdLevel::Avx2 : rwd::SimdLevel::Scalar;
+    const rwd::SimdLevel want = avx512 ? rwd::SimdLevel::Avx512
+                                : avx2 ? (f.avxvnni ? rwd::SimdLevel::AvxVnni : rwd::SimdLevel::Avx2)
+                                       : rwd::SimdLevel::Scalar;
     EXPECT_EQ(rwd::detect_simd(), want);
     EXPECT_EQ(rwd::supported_simd_levels().back(), want);
     EXPECT_NO_THROW(rwd::require_simd(want));
+    // Each level exactly where its features are (AvxVnni is not implied by Avx512).
+    EXPECT_TRUE(rwd::simd_supported(rwd::SimdLevel::Scalar));
+    EXPECT_EQ(rwd::simd_supported(rwd::SimdLevel::Avx2), avx2);
+    EXPECT_EQ(rwd::simd_supported(rwd::SimdLevel::AvxVnni), avx2 && f.avxvnni);
+    EXPECT_EQ(rwd::simd_supported(rwd::SimdLevel::Avx512), avx512);
+    for (rwd::SimdLevel l : rwd::supported_simd_levels()) {
+        EXPECT_TRUE(rwd::simd_supported(l)) << rwd::simd_name(l);
+        EXPECT_EQ(rwd::parse_simd(rwd::simd_name(l)), l);
+    }
+    EXPECT_FALSE(rwd::simd_supported(static_cast<rwd::SimdLevel>(9)));
+    EXPECT_THROW(rwd::require_simd(static_cast<rwd::SimdLevel>(9)), rwd::Error);
 }
 
 } // namespace

@@ -76,9 +76,9 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
     check_attention_shape(s, kv_type, "attention");
     if (!q || !k || !v || !out || !scratch) throw Error("attention: null pointer");
     require_simd(level);
-    const auto body = level == SimdLevel::Scalar ? detail::attend_scalar
-                      : level == SimdLevel::Avx2 ? detail::attend_avx2
-                                                 : detail::attend_avx512;
+    const auto body = simd_has_avx512(level) ? detail::attend_avx512
+                      : simd_has_avx2(level)   ? detail::attend_avx2
+                                               : detail::attend_scalar;
 
     // Work unit: a tile of up to kAttendTokens tokens against one KV head, i.e. the `group` query
     // heads sharing it for each token of the tile.

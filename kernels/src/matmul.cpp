@@ -93,7 +93,7 @@ void matmul_quant(const MatrixView& w, const float* x, int64_t n_tokens, float* 
     }
 
     auto body = detail::quant_rows_scalar;
-    if (level == SimdLevel::Avx512 && cpu_features().avx512vnni) body = detail::quant_rows_avx512vnni;
+    if (simd_has_avx512(level) && cpu_features().avx512vnni) body = detail::quant_rows_avx512vnni;
     else if (level != SimdLevel::Scalar) body = detail::quant_rows_avx2;
 
     for_row_ranges(pool, w.rows, w.rows * w.cols * n_tokens, [&](int64_t r0, int64_t r1) { body(job, r0, r1); });
@@ -146,8 +146,8 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std
     }
 
     auto body = detail::matmul_rows_scalar;
-    if (level == SimdLevel::Avx2) body = detail::matmul_rows_avx2;
-    else if (level == SimdLevel::Avx512) body = detail::matmul_rows_avx512;
+    if (simd_has_avx512(level)) body = detail::matmul_rows_avx512;
+    else if (simd_has_avx2(level)) body = detail::matmul_rows_avx2;
 
     for_row_ranges(pool, w.rows, w.rows * w.cols * n_tokens, [&](int64_t r0, int64_t r1) { body(job, r0, r1); });
 }

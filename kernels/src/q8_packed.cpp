@@ -120,14 +120,13 @@ namespace {
 
 // Whether this CPU runs `k`; no allocation (matmul_q8_packed asks on every call of the hot path).
 bool q8_kernel_supported(Q8Kernel k) {
-    const SimdLevel l = detect_simd();
     const CpuFeatures& f = cpu_features();
     switch (k) {
     case Q8Kernel::Scalar: return true;
-    case Q8Kernel::Avx2: return l >= SimdLevel::Avx2;
-    case Q8Kernel::AvxVnni: return l >= SimdLevel::Avx2 && f.avxvnni;
-    case Q8Kernel::Avx512: return l >= SimdLevel::Avx512;
-    case Q8Kernel::Avx512Vnni: return l >= SimdLevel::Avx512 && f.avx512vnni;
+    case Q8Kernel::Avx2: return simd_supported(SimdLevel::Avx2);
+    case Q8Kernel::AvxVnni: return simd_supported(SimdLevel::AvxVnni);
+    case Q8Kernel::Avx512: return simd_supported(SimdLevel::Avx512);
+    case Q8Kernel::Avx512Vnni: return simd_supported(SimdLevel::Avx512) && f.avx512vnni;
     default: return false;
     }
 }
@@ -146,7 +145,8 @@ Q8Kernel q8_kernel_for(SimdLevel level) {
     const CpuFeatures& f = cpu_features();
     switch (level) {
     case SimdLevel::Scalar: return Q8Kernel::Scalar;
-    case SimdLevel::Avx2: return f.avxvnni ? Q8Kernel::AvxVnni : Q8Kernel::Avx2;
+    case SimdLevel::Avx2: return Q8Kernel::Avx2; // plain AVX2: maddubs/madd, even where AVX-VNNI exists
+    case SimdLevel::AvxVnni: return Q8Kernel::AvxVnni;
     case SimdLevel::Avx512: return f.avx512vnni ? Q8Kernel::Avx512Vnni : Q8Kernel::Avx512;
     }
     return Q8Kernel::Scalar;

@@ -53,12 +53,20 @@ CpuFeatures detect() {
     return f;
 }
 
+bool has_avx2(const CpuFeatures& f) { return f.avx2 && f.fma && f.f16c; }
+bool has_avx512(const CpuFeatures& f) { return has_avx2(f) && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq; }
+
 SimdLevel level_of(const CpuFeatures& f) {
-    const bool avx2 = f.avx2 && f.fma && f.f16c;
-    if (avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) return SimdLevel::Avx512;
-    if (avx2) return SimdLevel::Avx2;
+    if (has_avx512(f)) return SimdLevel::Avx512;
+    if (has_avx2(f)) return f.avxvnni ? SimdLevel::AvxVnni : SimdLevel::Avx2;
     return SimdLevel::Scalar;
 }
+
+bool is_level(SimdLevel l) {
+    return l == SimdLevel::Scalar || l == SimdLevel::Avx2 || l == SimdLevel::AvxVnni || l == SimdLevel::Avx512;
+}
+
+constexpr SimdLevel kAllLevels[] = {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::AvxVnni, SimdLevel::Avx512};
 
 } // namespace
 
@@ -76,23 +84,42 @@ const char* simd_name(SimdLevel l) {
     switch (l) {
     case SimdLevel::Scalar: return "scalar";
     case SimdLevel::Avx2: return "avx2";
+    case SimdLevel::AvxVnni: return "avx-vnni";
     case SimdLevel::Avx512: return "avx512";
     }
     return "unknown";
 }
 
+SimdLevel parse_simd(const char* name) {
+    const std::string n = name ? name : "";
+    for (SimdLevel l : kAllLevels)
+        if (n == simd_name(l)) return l;
+    if (n == "avxvnni") return SimdLevel::AvxVnni;
+    throw Error(ErrorCode::argument, "unknown SIMD level '" + n + "' (expected scalar, avx2, avx-vnni or avx512)");
+}
+
+bool simd_supported(SimdLevel l) {
+    const CpuFeatures& f = cpu_features();
+    switch (l) {
+    case SimdLevel::Scalar: return true;
+    case SimdLevel::Avx2: return has_avx2(f);
+    case SimdLevel::AvxVnni: return has_avx2(f) && f.avxvnni;
+    case SimdLevel::Avx512: return has_avx512(f);
+    }
+    return false;
+}
+
 void require_simd(SimdLevel l) {
-    if (l != SimdLevel::Scalar && l != SimdLevel::Avx2 && l != SimdLevel::Avx512)
-        throw Error("unknown SIMD level " + std::to_string(int(l)));
-    if (int(l) > int(detect_simd()))
+    if (!is_level(l)) throw Error("unknown SIMD level " + std::to_string(int(l)));
+    if (!simd_supported(l))
         throw Error(ErrorCode::unsupported, std::string("SIMD level ") + simd_name(l) + " is not supported by this CPU (it has " +
                     simd_name(detect_simd()) + ")");
 }
 
 std::vector<SimdLevel> supported_simd_levels() {
     std::vector<SimdLevel> v;
-    for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512})
-        if (int(l) <= int(detect_simd())) v.push_back(l);
+    for (SimdLevel l : kAllLevels)
+        if (simd_supported(l)) v.push_back(l);
     return v;
 }
 

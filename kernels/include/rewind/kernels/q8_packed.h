@@ -56,7 +56,8 @@ enum class Q8Kernel { Auto, Scalar, Avx2, AvxVnni, Avx512, Avx512Vnni };
 const char* q8_kernel_name(Q8Kernel k);
 // Every body this CPU can run (Scalar first): what the tests compare.
 std::vector<Q8Kernel> supported_q8_kernels();
-// The body Auto means at `level` on this CPU.
+// The body Auto means at `level` on this CPU: Scalar, Avx2 (maddubs, even where the CPU has
+// AVX-VNNI: the level is a cap), AvxVnni, Avx512 (Avx512Vnni where the CPU has it).
 Q8Kernel q8_kernel_for(SimdLevel level);
 
 // y[t*w.rows + r] = sum_k W[r,k] * x[t,k] for a matrix with w.packed set (repack_q8_0) and
