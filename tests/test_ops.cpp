@@ -5,6 +5,7 @@
 #include <Eigen/Core>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -209,6 +210,35 @@ TEST(Swiglu, MatchesReference) {
     EXPECT_THROW(swiglu(nullptr, u.data(), 4, u.data()), Error);
     if (detect_simd() != SimdLevel::Avx512) {
         EXPECT_THROW(swiglu(g.data(), u.data(), 4, u.data(), SimdLevel::Avx512), Error);
+    }
+}
+
+TEST(Swiglu, EveryLevelGivesTheScalarModelsBits) {
+    // The scalar body reproduces the AVX2 body's exp exactly, so a model's logits do not depend on
+    // the SIMD level it runs at: random inputs over exp's whole range, the clamp edges, zeros,
+    // infinities, NaN (its sign and payload aside: compared as "is NaN").
+    auto g = randn(4096, 21, 40.0f);
+    const float inf = std::numeric_limits<float>::infinity();
+    for (float e : {-87.0f, -86.99999f, -87.00001f, 88.3762626647949f, 88.37627f, 88.0f, -88.0f, 0.0f, -0.0f, 1e-30f,
+                    -1e-30f, 1e-45f, 0.5f, -0.5f, 1.5f, 2.5f, inf, -inf, std::numeric_limits<float>::quiet_NaN(),
+                    std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()})
+        g.push_back(e);
+    for (int i = -2000; i <= 2000; ++i) g.push_back(float(i) * 0.0441f); // n rounding ties and near-ties
+    std::vector<float> u(g.size(), 1.0f);
+    const auto n = int64_t(g.size());
+    std::vector<float> want(g.size());
+    swiglu(g.data(), u.data(), n, want.data(), SimdLevel::Scalar);
+    for (SimdLevel level : levels()) {
+        std::vector<float> out(g.size());
+        swiglu(g.data(), u.data(), n, out.data(), level);
+        for (size_t i = 0; i < g.size(); ++i) {
+            if (std::isnan(want[i])) {
+                EXPECT_TRUE(std::isnan(out[i])) << simd_name(level) << " g " << g[i];
+                continue;
+            }
+            EXPECT_EQ(std::memcmp(&out[i], &want[i], 4), 0)
+                << simd_name(level) << " g " << g[i] << ": " << out[i] << " vs scalar " << want[i];
+        }
     }
 }
 

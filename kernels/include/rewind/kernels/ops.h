@@ -43,10 +43,10 @@ void rope(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_heads,
 
 // out[i] = silu(gate[i]) * up[i]   (n elements; out may alias gate or up)
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
-// The same at a forced SIMD level (the overload above uses detect_simd()): Scalar uses expf, Avx2
-// and Avx512 a vector exp. Values may differ slightly between levels, never with n. Throws
-// rwd::Error on null pointers (argument), a negative n (shape) or a level this CPU lacks
-// (unsupported).
+// The same at a forced SIMD level (the overload above uses detect_simd()). Every level computes
+// the same bits: the AVX2 body's vector exp (a Cephes-style polynomial, about 1-2 ulp from expf),
+// which the scalar body reproduces exactly. Throws rwd::Error on null pointers (argument), a
+// negative n (shape) or a level this CPU lacks (unsupported).
 void swiglu(const float* gate, const float* up, int64_t n, float* out, SimdLevel level);
 
 // out[i] = gelu(gate[i]) * up[i] with GELU's tanh form, 0.5x(1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))),
