@@ -102,6 +102,11 @@ Context::Context(std::shared_ptr<const Model> model, ContextOptions opts) : mode
     if (opts_.max_batch < 1) throw Error("Context: max_batch must be >= 1, got " + std::to_string(opts_.max_batch));
     if (opts_.numerics != Numerics::Exact && opts_.numerics != Numerics::LlamaCpp)
         throw Error("Context: unknown Numerics value " + std::to_string(static_cast<int>(opts_.numerics)));
+    try {
+        require_simd(opts_.simd);
+    } catch (const Error& e) {
+        throw Error(e.code(), std::string("Context: ") + e.what());
+    }
     const LlamaHparams& hp = model_->hparams();
     opts_.max_batch = std::min(opts_.max_batch, hp.n_ctx_train);
     require_device(opts_.device);
@@ -309,25 +314,26 @@ void Context::run_pass(Segment* segs, int64_t n_segs, int64_t nt) {
     const float eps = hp.rms_eps;
     const std::span<std::byte> mm(b.mm_scratch);
     const bool exact = opts_.numerics == Numerics::Exact;
+    const SimdLevel level = opts_.simd; // every kernel call below runs at this level
     // y = x · Wᵀ for n rows, in rewind's order or (Numerics::LlamaCpp, F32 weights) ggml's.
     // LlamaCpp numerics keep Q8_0 in the file's layout: its per-lane block sums are ggml's order,
     // closer to llama.cpp's logits than the packed bodies' (the original pages fault back in).
     auto matmul = [&](const MatrixView& w, const float* x, int64_t rows, float* y) {
         if (!exact && matmul_ggml_supports(w.type)) {
-            matmul_ggml(w, x, rows, y, pool);
+            matmul_ggml(w, x, rows, y, pool, level);
         } else if (!exact && w.packed) {
             MatrixView plain = w;
             plain.packed = nullptr;
-            rwd::matmul(plain, x, rows, y, mm, pool);
+            rwd::matmul(plain, x, rows, y, mm, pool, level);
         } else {
-            rwd::matmul(w, x, rows, y, mm, pool);
+            rwd::matmul(w, x, rows, y, mm, pool, level);
         }
     };
     // out = act(gate) * up over one row of n_ff: SiLU or GELU, with LlamaCpp numerics as ggml-cpu
     // computes them (its vector expf, its F16 GELU table).
     auto ffn_act = [&](const float* gate, const float* up, int64_t count, float* out) {
         if (arch.act == FfnAct::Silu) {
-            if (exact) swiglu(gate, up, count, out);
+            if (exact) swiglu(gate, up, count, out, level);
             else swiglu_ggml(gate, up, count, out);
         } else {
             if (exact) geglu(gate, up, count, out);
@@ -348,8 +354,9 @@ void Context::run_pass(Segment* segs, int64_t n_segs, int64_t nt) {
             for (const Out& o : outs) matmul(*o.w, x, rows, o.y);
             return;
         }
-        const Q8Input xq = quantize_input(x, rows, outs.begin()->w->cols, mm);
-        for (const Out& o : outs) matmul_q8_packed(*o.w, xq, o.y, pool);
+        const Q8Input xq = quantize_input(x, rows, outs.begin()->w->cols, mm, level);
+        const Q8Kernel body = q8_kernel_for(level);
+        for (const Out& o : outs) matmul_q8_packed(*o.w, xq, o.y, pool, body);
     };
     const size_t tok_row_bytes = dtype_row_bytes(m.tok_embd.type, E);
     const auto n_layer = static_cast<int64_t>(m.layers.size());
@@ -456,7 +463,7 @@ void Context::run_pass(Segment* segs, int64_t n_segs, int64_t nt) {
             const float* q = b.q.data() + (sg.off + a0) * Q;
             if (exact) {
                 attention(s, q, cache.k_layer(il), cache.v_layer(il), cache.dtype(), b.attn.data() + dst * Q,
-                          b.att_scratch.data(), pool);
+                          b.att_scratch.data(), pool, level);
             } else {
                 // ggml picks its body from the rows of the whole pass (llama.cpp drops unused rows
                 // only after the last layer's attention), not from the rows computed here.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "rewind/device.h"
+#include "rewind/kernels/simd.h"
 #include "rewind/kernels/thread_pool.h"
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
@@ -48,6 +49,16 @@ struct ContextOptions {
     // number of tokens in its pass (they differ from the CPU's within rounding). Numerics::LlamaCpp
     // and n_threads do not apply there.
     Device device{};
+    // The highest SIMD level the CPU kernels of this context may use (rewind/kernels/simd.h):
+    // every kernel call of a pass (matrix products of every weight type, activation quantization,
+    // attention, SwiGLU) runs the best body this level allows, so a machine can time a pass as a
+    // CPU without its higher instruction sets would run it. Per context: two contexts of one
+    // process (target and draft) may use different levels. With Numerics::Exact every level gives
+    // the same bits for quantized weights (Q8_0 repacked, Q4_0 .. Q6_K); F32/F16/BF16 weights and
+    // Q8_0 in the file's layout still sum in each level's own order (README: SIMD levels). At any
+    // one level a token's logits never depend on the pass size or thread count. Weight layouts
+    // repacked at load serve every level. Ignored by the CUDA device.
+    SimdLevel simd = detect_simd();
 };
 
 // Which rows get logits: every new token (verification), the last one (prompt, decode), or none
@@ -71,7 +82,8 @@ public:
     // nothing, except the first time one meets a longer KV cache: the scratch then grows to that
     // cache's capacity, once, before anything else changes (a file claiming a context of 2^31
     // positions costs nothing until such a cache exists). Throws rwd::Error (argument) on a
-    // null model, n_threads or max_batch < 1, or an unknown Numerics value; (unsupported) when
+    // null model, n_threads or max_batch < 1, or an unknown Numerics or SimdLevel value;
+    // (unsupported) for a SIMD level this CPU lacks (naming it and the CPU's best), when
     // opts.device cannot run here (rewind/device.h: require_device), or for the CUDA device with
     // Numerics::LlamaCpp or a weight type it lacks; (capacity) when device memory runs out.
     Context(std::shared_ptr<const Model> model, ContextOptions opts = {});
