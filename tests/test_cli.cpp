@@ -20,6 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "rewind/kernels/simd.h"
+
 namespace {
 
 const std::string kShared = REWIND_SHARED_DIR;
@@ -254,4 +256,23 @@ TEST_F(Cli, BatchWritesOneLinePerRequestEachEqualToGenerate) {
     ASSERT_TRUE(WIFEXITED(r.status));
     EXPECT_EQ(WEXITSTATUS(r.status), 8) << r.out;
     std::filesystem::remove(path);
+}
+
+// --simd caps the kernels' level: the same tokens at every level this machine runs; an unknown
+// level is an argument error that names it.
+TEST_F(Cli, SimdLevelCapGivesTheSameTokens) {
+    const std::string base = "generate -m " + kShared + "/models/pycode-4m-q8_0.gguf -p 'def add(a, b):' -n 12 --ignore-eos --json";
+    const CliRun best = run(base);
+    ASSERT_EQ(best.status, 0) << best.out;
+    const auto want = nlohmann::json::parse(best.out).at("generated_ids");
+    for (const char* level : {"scalar", "avx2"}) {
+        if (!rwd::simd_supported(rwd::parse_simd(level))) continue; // a CPU without AVX2 runs scalar only
+        const CliRun r = run(base + " --simd " + level);
+        ASSERT_EQ(r.status, 0) << level << ": " << r.out;
+        EXPECT_EQ(nlohmann::json::parse(r.out).at("generated_ids"), want) << level;
+    }
+    const CliRun bad = run(base + " --simd avx3");
+    ASSERT_TRUE(WIFEXITED(bad.status));
+    EXPECT_EQ(WEXITSTATUS(bad.status), 8) << "argument: " << bad.out;
+    EXPECT_NE(bad.out.find("avx3"), std::string::npos) << bad.out;
 }

@@ -49,6 +49,7 @@ struct BenchCliOptions {
     bool adaptive = false, adaptive_only = false;
     int repeat = 3, warmup = 1, threads = 1;
     std::string device = "cpu";
+    std::string simd;       // --simd: cap on the CPU kernels' level (empty: the CPU's best)
     float temp = 0.0f;
     uint64_t seed = 0;
     std::string json_path, svg_path, markdown_path;
@@ -108,6 +109,7 @@ std::string canonical_command(const BenchCliOptions& o, const std::string& model
     if (o.adaptive_only) c << " --adaptive-only";
     c << " --repeat " << o.repeat << " --warmup " << o.warmup << " -t " << o.threads;
     if (o.device != "cpu") c << " --device " << o.device;
+    if (!o.simd.empty()) c << " --simd " << o.simd;
     c << " --temp " << o.temp << " --seed " << o.seed;
     if (o.no_cost) c << " --no-cost-curve";
     else c << " --prefix " << o.cost_prefix << " --cost-repeat " << o.cost_repeat;
@@ -142,6 +144,9 @@ private:
     bool drawn_ = false;
 };
 
+// --simd as a level (the CPU's best when not given); Context refuses one this CPU lacks.
+SimdLevel simd_of(const BenchCliOptions& o) { return o.simd.empty() ? detect_simd() : parse_simd(o.simd.c_str()); }
+
 int64_t max_of(const std::vector<int64_t>& ns) {
     if (ns.empty()) throw Error("bench: --n is empty");
     int64_t m = 0;
@@ -162,7 +167,9 @@ int run_cost_curve(const BenchCliOptions& o, const std::string& model_path) {
     auto model = Model::load(model_path, ModelOptions{.repack_q8_0 = !o.no_repack});
     const int64_t hp_ctx = model->hparams().n_ctx_train;
     const Device device = parse_device(o.device);
-    Context ctx(model, ContextOptions{.n_threads = o.threads, .max_batch = std::max<int64_t>(max_n, 256), .device = device});
+    const SimdLevel simd = simd_of(o);
+    Context ctx(model, ContextOptions{.n_threads = o.threads, .max_batch = std::max<int64_t>(max_n, 256), .device = device,
+                                      .simd = simd});
 
     rb::BenchResult r;
     r.setup.model_path = model_path;
@@ -173,6 +180,7 @@ int run_cost_curve(const BenchCliOptions& o, const std::string& model_path) {
     for (int64_t n : o.cost_n) ns.push_back(std::to_string(n));
     r.setup.command_line = "rewind bench --cost-curve -m " + arg(model_path) + " -t " + std::to_string(o.threads) +
                            (device.kind == DeviceKind::Cpu ? std::string() : " --device " + device_name(device)) +
+                           (o.simd.empty() ? std::string() : " --simd " + std::string(simd_name(simd))) +
                            " --n " + join(ns, ",") + " --prefix " + std::to_string(o.cost_prefix) + " --repeat " +
                            std::to_string(repeat) + " --prompt-tokens " + std::to_string(o.prompt_tokens) +
                            " --decode-tokens " + std::to_string(o.decode_tokens) + " --long-prefix " +
@@ -180,6 +188,7 @@ int run_cost_curve(const BenchCliOptions& o, const std::string& model_path) {
                            " --cost-warmup " + std::to_string(o.cost_warmup) +
                            (o.project.empty() ? std::string() : " --project " + arg(o.project));
     r.machine = rb::detect_machine();
+    r.machine.simd = rb::simd_label(simd);
 
     // The machine's bandwidth first, while nothing else of ours runs.
     if (o.bandwidth_mib > 0) {
@@ -223,9 +232,9 @@ int run_cost_curve(const BenchCliOptions& o, const std::string& model_path) {
     }
 
     const auto& hp = model->hparams();
-    std::printf("model: %s (%s, %lld layers, n_embd %lld, weights %s)\n\n", model_path.c_str(),
+    std::printf("model: %s (%s, %lld layers, n_embd %lld, weights %s), SIMD %s\n\n", model_path.c_str(),
                 hp.architecture.c_str(), static_cast<long long>(hp.n_layer), static_cast<long long>(hp.n_embd),
-                dtype_name(model->layers.at(0).wq.type));
+                dtype_name(model->layers.at(0).wq.type), r.machine.simd.c_str());
     if (device.kind == DeviceKind::Cuda) {
         // Decode is bound by reading the weights: bytes per token x tokens/s against the peak.
         const DeviceDescription dd = describe_device(device);
@@ -296,7 +305,7 @@ int run_concurrency(const BenchCliOptions& o, const std::string& model_path) {
     }
     const ModelOptions mo{.repack_q8_0 = !o.no_repack};
     auto model = Model::load(model_path, mo);
-    Context ctx(model, ContextOptions{.n_threads = o.threads, .device = parse_device(o.device)});
+    Context ctx(model, ContextOptions{.n_threads = o.threads, .device = parse_device(o.device), .simd = simd_of(o)});
     SamplerOptions so;
     so.temperature = o.temp;
     so.seed = o.seed;
@@ -464,6 +473,7 @@ int run_bench(const BenchCliOptions& o) {
     ro.warmup = o.warmup;
     ro.n_threads = o.threads;
     ro.device = parse_device(o.device);
+    ro.simd = simd_of(o);
     ro.sampler.temperature = o.temp;
     ro.sampler.seed = o.seed;
     ro.max_tokens = o.n_predict;
@@ -526,6 +536,10 @@ void register_bench(CLI::App& app, Runner& run) {
     cmd->add_option("--warmup", o->warmup, "Untimed warm-up rounds")->capture_default_str();
     cmd->add_option("-t,--threads", o->threads, "Threads of the target and draft contexts")->capture_default_str();
     cmd->add_option("--device", o->device, "Where target and draft run: cpu, cuda or cuda:N")->capture_default_str();
+    cmd->add_option("--simd", o->simd,
+                    "Cap the CPU kernels at this SIMD level: scalar, avx2 (plain AVX2, no VNNI), avx-vnni or avx512 "
+                    "(default: the best this CPU has; a level it lacks is an error). Quantized models give the same "
+                    "bits at every level");
     cmd->add_option("--temp", o->temp, "Sampling temperature (0 or below: greedy, as in llama.cpp)")->capture_default_str();
     cmd->add_option("--seed", o->seed, "Sampling seed")->capture_default_str();
     cmd->add_option("--json", o->json_path, "Write every raw figure, the machine and settings as JSON");

@@ -39,6 +39,7 @@ struct GenerateFlags {
     uint64_t seed = 0;
     int threads = 1;
     std::string device = "cpu";
+    std::string simd; // cap on the CPU kernels' level (empty: the CPU's best)
     int64_t ctx_size = 0; // 0: the model's context length
     std::string kv_type = "auto";   // f32, or f16 with --numerics llamacpp (llama.cpp's default)
     std::string numerics = "exact";
@@ -71,6 +72,9 @@ void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
         ->capture_default_str();
     cmd.add_option("-t,--threads", f.threads, "Threads")->capture_default_str();
     cmd.add_option("--device", f.device, "Where the forward pass runs: cpu, cuda or cuda:N")->capture_default_str();
+    cmd.add_option("--simd", f.simd,
+                   "Cap the CPU kernels at this SIMD level: scalar, avx2, avx-vnni or avx512 (default: the best this "
+                   "CPU has). Quantized models give the same output at every level");
     cmd.add_flag("--no-repack", f.no_repack, "Keep Q8_0, Q4_K and Q6_K weights in the file's layout (no repacking at load)");
     cmd.add_option("-c,--ctx-size", f.ctx_size, "KV cache capacity in tokens; 0 = the model's context, at most 4096")
         ->capture_default_str();
@@ -144,12 +148,13 @@ KvCacheOptions to_cache_options(const GenerateFlags& f) {
 }
 
 ContextOptions to_context_options(const GenerateFlags& f) {
+    const SimdLevel simd = f.simd.empty() ? detect_simd() : parse_simd(f.simd.c_str());
     if (f.numerics == "llamacpp")
         // llama.cpp's default ubatch passes prompts of up to 512 tokens whole; its roundings
         // depend on that pass size.
         return ContextOptions{.n_threads = f.threads, .max_batch = 512, .numerics = Numerics::LlamaCpp,
-                              .device = parse_device(f.device)};
-    return ContextOptions{.n_threads = f.threads, .device = parse_device(f.device)};
+                              .device = parse_device(f.device), .simd = simd};
+    return ContextOptions{.n_threads = f.threads, .device = parse_device(f.device), .simd = simd};
 }
 
 std::string read_prompt(const GenerateFlags& f) {

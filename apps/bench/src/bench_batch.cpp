@@ -22,7 +22,8 @@ std::unique_ptr<sp::GuessSource> source_for(const BatchRunOptions& opts, const W
     sp::parse_source_kind(opts.spec, spec);
     if (spec.kind == sp::SourceKind::Ref || spec.kind == sp::SourceKind::Auto) spec.references = item.references;
     if (spec.kind == sp::SourceKind::Draft || spec.kind == sp::SourceKind::Auto) spec.draft = opts.draft;
-    spec.draft_options.context = ContextOptions{.n_threads = ctx.options().n_threads, .device = ctx.options().device};
+    spec.draft_options.context =
+        ContextOptions{.n_threads = ctx.options().n_threads, .device = ctx.options().device, .simd = ctx.options().simd};
     return sp::make_guess_source(spec, ctx.model(), capacity);
 }
 

@@ -32,12 +32,13 @@ struct Outcome {
 class Engine {
 public:
     Engine(const BenchModels& models, const RunnerOptions& opts)
-        : opts_(opts), target_(models.target, ContextOptions{.n_threads = opts.n_threads, .device = opts.device}),
+        : opts_(opts), target_(models.target, ContextOptions{.n_threads = opts.n_threads, .device = opts.device, .simd = opts.simd}),
           cache_(*models.target) {
         if (models.draft) {
             sp::DraftSourceOptions d;
             d.context.n_threads = opts.n_threads;
             d.context.device = opts.device;
+            d.context.simd = opts.simd;
             draft_ = std::make_unique<sp::DraftSource>(models.draft, *models.target, cache_.capacity(), d);
         }
     }
@@ -146,6 +147,7 @@ BenchResult run_bench(const BenchModels& models, const std::vector<WorkItem>& it
     validate(models, items, opts);
     BenchResult result;
     result.machine = detect_machine();
+    result.machine.simd = simd_label(opts.simd);
     result.setup.threads = opts.n_threads;
     result.setup.device = device_name(opts.device);
     result.setup.temperature = opts.sampler.temperature;
@@ -267,6 +269,11 @@ MachineInfo detect_machine() {
     m.simd = simd_name(detect_simd());
     m.cores = static_cast<int>(std::thread::hardware_concurrency());
     return m;
+}
+
+std::string simd_label(SimdLevel used) {
+    if (used == detect_simd()) return simd_name(used);
+    return std::string(simd_name(used)) + " (capped; CPU " + simd_name(detect_simd()) + ")";
 }
 
 } // namespace rwd::bench

@@ -60,7 +60,7 @@ struct ItemResult {
 
 struct MachineInfo {
     std::string cpu_model; // /proc/cpuinfo "model name"
-    std::string simd;      // the kernels' level: scalar, avx2, avx512
+    std::string simd;      // the kernels' level: scalar, avx2, avx-vnni, avx512 (bench_runner.h: simd_label)
     int cores = 0;         // hardware threads the OS reports
     // The 1-minute load average when the run started (/proc/loadavg; -1 if unknown): a load well
     // above the thread count means other work shared the cores and the timings are noisy.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "rewind/device.h"
+#include "rewind/kernels/simd.h"
 #include "rewind/model.h"
 #include "rewind/sampler.h"
 #include "rewind/bench/bench_cost.h"
@@ -25,12 +26,17 @@ enum class KModes { Fixed, Adaptive, Both };
 // empty list, a baseline source, or k outside [1, 255].
 std::vector<Config> make_configs(std::span<const Source> sources, std::span<const int> ks, KModes modes);
 
+// The SIMD level a run used, as the reports print it: "avx512", or "avx2 (capped; CPU avx512)"
+// when a lower level than the CPU's best was asked for.
+std::string simd_label(SimdLevel used);
+
 struct RunnerOptions {
     std::vector<Config> configs;  // speculative configurations; the baseline is added first
     int repeat = 3;               // timed requests per item and configuration (median kept)
     int warmup = 1;               // untimed rounds of the first item under every configuration
     int n_threads = 1;            // target's and draft's contexts
     Device device{};              // where target and draft run (rewind/device.h)
+    SimdLevel simd = detect_simd(); // cap on the CPU kernels' level, target and draft (ContextOptions::simd)
     SamplerOptions sampler;       // greedy by default
     int64_t max_tokens = 0;       // > 0: overrides every item's max_tokens
     bool cost_curve = true;       // measure the verification cost curve after the items
