@@ -9,8 +9,9 @@
 
 namespace rwd::bench {
 
-// Reads (sums 64-bit words) and copies (memcpy into a second buffer) `bytes` split over `threads`
-// threads, `repeats` times each after one untimed pass; keeps the best. Throws rwd::Error on
+// Reads (sums 64-bit words, plainly and with software prefetch: the faster counts) and copies
+// (memcpy into a second buffer) `bytes` of huge-page memory split over `threads` threads, `repeats`
+// times each after one untimed pass; keeps the best. Throws rwd::Error on
 // threads < 1, repeats < 1 or bytes below 1 MiB.
 MemoryBandwidth measure_memory_bandwidth(int threads, int64_t bytes = int64_t{512} << 20, int repeats = 5);
 
