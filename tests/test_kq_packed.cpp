@@ -107,7 +107,7 @@ TEST(KqPacked, EveryBodyGivesTheFileLayoutsBits) {
             for (int64_t rows : {16, 37, 64})
                 for (int64_t cols : {256, 768}) {
                     const auto w = make(type, rows, cols, uint32_t(rows + cols + kind), kind);
-                    for (int64_t n : {1, 2, 5, 9, 10, 17, 19}) {
+                    for (int64_t n : {1, 2, 3, 4, 5, 9, 10, 17, 19}) {
                         auto x = test::randn(size_t(n * cols), uint32_t(n + 7 * kind));
                         if (kind == 2)
                             for (size_t i = 0; i < x.size(); ++i) x[i] = i % 3 == 0 ? -1.0f : 1.0f; // activations -127 / 127
@@ -138,6 +138,47 @@ TEST(KqPacked, TokenAndThreadCountsNeverChangeAResult) {
             }
         }
     }
+}
+
+// One quantize_kq_input shared by a Q4_K and a Q6_K matrix (as Q, K, V or gate, up share it),
+// the tokens quantized on a pool or not: each product is matmul's, bit for bit.
+TEST(KqPacked, SharedInputGivesEachMatmulsBits) {
+    ThreadPool p2(2), p3(3);
+    const auto a = make(DType::Q4_K, 40, 512, 3, 0), b = make(DType::Q6_K, 21, 512, 4, 1);
+    for (int64_t n : {1, 2, 9, 17, 40}) { // 40 x 512: enough values for the pool to split the tokens
+        const auto x = test::randn(size_t(n * 512), uint32_t(n));
+        for (SimdLevel level : supported_simd_levels())
+            for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &p2, &p3}) {
+                std::vector<std::byte> scratch(kq_input_bytes(n, 512));
+                const KqInput xq = quantize_kq_input(x.data(), n, 512, scratch, pool, level);
+                for (const Packed* w : {a.get(), b.get()}) {
+                    std::vector<float> y(size_t(n * w->rows), NAN);
+                    matmul_kq_packed(w->view(), xq, y.data(), pool, level);
+                    ASSERT_TRUE(same_bits(y, run(w->view(), x, n, nullptr, level)))
+                        << simd_name(level) << " " << dtype_name(w->type) << " n " << n;
+                }
+            }
+    }
+}
+
+TEST(KqPacked, SharedInputRefusesBadInput) {
+    const auto w = make(DType::Q4_K, 16, 512, 1, 0);
+    std::vector<float> x(2 * 512, 0.5f), y(2 * 16);
+    std::vector<std::byte> scratch(kq_input_bytes(2, 512));
+    EXPECT_THROW(kq_input_bytes(-1, 512), Error);
+    EXPECT_THROW(kq_input_bytes(1, 300), Error);
+    EXPECT_THROW(quantize_kq_input(nullptr, 2, 512, scratch), Error);
+    EXPECT_THROW(quantize_kq_input(x.data(), 0, 512, scratch), Error);
+    EXPECT_THROW(quantize_kq_input(x.data(), 2, 512, {scratch.data(), scratch.size() - 1}), Error);
+    EXPECT_THROW(quantize_kq_input(x.data(), 2, 512, {scratch.data() + 1, scratch.size() - 4}), Error);
+    const KqInput xq = quantize_kq_input(x.data(), 2, 512, scratch, nullptr, SimdLevel::Scalar);
+    EXPECT_THROW(matmul_kq_packed(w->plain(), xq, y.data(), nullptr, SimdLevel::Scalar), Error); // not packed
+    EXPECT_THROW(matmul_kq_packed(w->view(), xq, nullptr, nullptr, SimdLevel::Scalar), Error);
+    const auto narrow = make(DType::Q4_K, 16, 256, 1, 0);
+    EXPECT_THROW(matmul_kq_packed(narrow->view(), xq, y.data(), nullptr, SimdLevel::Scalar), Error); // cols differ
+    KqInput none = xq;
+    none.act = nullptr;
+    EXPECT_THROW(matmul_kq_packed(w->view(), none, y.data(), nullptr, SimdLevel::Scalar), Error);
 }
 
 TEST(KqPacked, RefusesBadInput) {

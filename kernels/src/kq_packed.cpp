@@ -10,6 +10,7 @@
 
 #include "kq_packed_impl.h"
 #include "row_groups.h"
+#include "matmul_quant.h"
 #include "matmul_quant_unpack.h"
 #include "rewind/error.h"
 
@@ -138,6 +139,59 @@ void repack_kq(const MatrixView& w, std::span<std::byte> dst, ThreadPool* pool) 
         }
     };
     parallel_rows(pool, groups, pack);
+}
+
+size_t kq_input_bytes(int64_t n_tokens, int64_t cols) {
+    if (n_tokens < 0) throw Error(ErrorCode::shape, "kq_input_bytes: negative token count");
+    if (cols <= 0 || cols % 256 != 0)
+        throw Error(ErrorCode::shape, "kq_input_bytes: " + std::to_string(cols) + " columns is not a positive multiple of 256");
+    return size_t(n_tokens) * detail::quant_act_bytes(DType::Q4_K, cols);
+}
+
+namespace {
+// Below this many input values quantize_kq_input stays on the calling thread: waking the pool
+// would cost about what the work does.
+constexpr int64_t kMinParallelQuantValues = 16 * 1024;
+} // namespace
+
+KqInput quantize_kq_input(const float* x, int64_t n_tokens, int64_t cols, std::span<std::byte> scratch, ThreadPool* pool,
+                          SimdLevel level) {
+    if (!x) throw Error(ErrorCode::argument, "quantize_kq_input: null input");
+    if (n_tokens <= 0) throw Error(ErrorCode::shape, "quantize_kq_input: non-positive token count " + std::to_string(n_tokens));
+    const size_t need = kq_input_bytes(n_tokens, cols);
+    if (!scratch.data() || scratch.size() < need)
+        throw Error(ErrorCode::shape, "quantize_kq_input: scratch of " + std::to_string(scratch.size()) + " bytes, need " + std::to_string(need));
+    if (reinterpret_cast<uintptr_t>(scratch.data()) % alignof(float) != 0)
+        throw Error(ErrorCode::shape, "quantize_kq_input: scratch must be 4-byte aligned");
+    require_simd(level);
+    const size_t ab = need / size_t(n_tokens);
+    // The quantizer matmul uses for these types at this level (so the same blocks).
+    auto quantize = [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+            std::byte* a = scratch.data() + size_t(t) * ab;
+            if (level != SimdLevel::Scalar) detail::quantize_act256_avx2(x + t * cols, cols, a);
+            else detail::quantize_act(DType::Q4_K, x + t * cols, cols, a);
+        }
+    };
+    if (n_tokens > 1 && n_tokens * cols >= kMinParallelQuantValues) parallel_rows(pool, n_tokens, quantize);
+    else quantize(0, n_tokens);
+    return KqInput{scratch.data(), ab, n_tokens, cols};
+}
+
+void matmul_kq_packed(const MatrixView& w, const KqInput& x, float* y, ThreadPool* pool, SimdLevel level) {
+    if (!y || !x.act) throw Error(ErrorCode::argument, "matmul_kq_packed: null pointer");
+    if (!w.packed) throw Error(ErrorCode::argument, "matmul_kq_packed: matrix has no packed data (repack_kq)");
+    check("matmul_kq_packed", w.type, w.rows, w.cols);
+    if (x.cols != w.cols || x.n_tokens <= 0 || x.act_bytes != detail::quant_act_bytes(w.type, w.cols))
+        throw Error(ErrorCode::shape, "matmul_kq_packed: input of " + std::to_string(x.n_tokens) + " x " + std::to_string(x.cols) +
+                    " for a matrix of " + std::to_string(w.cols) + " columns");
+    if (reinterpret_cast<uintptr_t>(w.packed) % 64 != 0) throw Error(ErrorCode::argument, "matmul_kq_packed: packed data not 64-byte aligned");
+    require_simd(level);
+    const int64_t nb = w.cols / 256;
+    const size_t sbb = sb_bytes(w.type);
+    const detail::KqPackedJob job{w.type, static_cast<const std::byte*>(w.packed), sbb * size_t(nb), sbb, nb, w.rows,
+                                  x.act, x.act_bytes, x.n_tokens, y};
+    detail::matmul_kq_packed(job, pool, level);
 }
 
 namespace detail {

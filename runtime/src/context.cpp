@@ -21,6 +21,7 @@
 #include "rewind/kernels/attention.h"
 #include "rewind/kernels/dtype.h"
 #include "rewind/kernels/ggml_compat.h"
+#include "rewind/kernels/kq_packed.h"
 #include "rewind/kernels/matmul.h"
 #include "rewind/kernels/ops.h"
 #include "rewind/kernels/q8_packed.h"
@@ -325,6 +326,10 @@ void Context::run_pass(Segment* segs, int64_t n_segs, int64_t nt) {
             MatrixView plain = w;
             plain.packed = nullptr;
             rwd::matmul(plain, x, rows, y, mm, pool, level);
+        } else if (w.packed && kq_repackable(w.type)) {
+            // Packed K-quant: the same quantization and product matmul makes, the tokens'
+            // quantization split over the pool instead of on this thread.
+            matmul_kq_packed(w, quantize_kq_input(x, rows, w.cols, mm, pool, level), y, pool, level);
         } else {
             rwd::matmul(w, x, rows, y, mm, pool, level);
         }
@@ -340,23 +345,30 @@ void Context::run_pass(Segment* segs, int64_t n_segs, int64_t nt) {
             else geglu_ggml(gate, up, count, out);
         }
     };
-    // Products of several matrices over one input (Q, K, V; gate, up): packed Q8_0 matrices share
-    // a single quantization of x (the same one each would make alone, so the same bits).
+    // Products of several matrices over one input (Q, K, V; gate, up): packed Q8_0 matrices, or
+    // packed K-quant ones (Q4_K and Q6_K alike: both read Q8_K blocks), share a single quantization
+    // of x (the same one each would make alone, so the same bits).
     struct Out {
         const MatrixView* w;
         float* y;
     };
     auto matmul_shared = [&](std::initializer_list<Out> outs, const float* x, int64_t rows) {
-        bool shared = exact;
-        for (const Out& o : outs)
-            shared = shared && o.w->packed && o.w->type == DType::Q8_0 && o.w->cols == outs.begin()->w->cols;
-        if (!shared) {
-            for (const Out& o : outs) matmul(*o.w, x, rows, o.y);
-            return;
+        const int64_t cols = outs.begin()->w->cols;
+        bool shared_q8 = exact, shared_kq = exact;
+        for (const Out& o : outs) {
+            shared_q8 = shared_q8 && o.w->packed && o.w->type == DType::Q8_0 && o.w->cols == cols;
+            shared_kq = shared_kq && o.w->packed && kq_repackable(o.w->type) && o.w->cols == cols;
         }
-        const Q8Input xq = quantize_input(x, rows, outs.begin()->w->cols, mm, level);
-        const Q8Kernel body = q8_kernel_for(level);
-        for (const Out& o : outs) matmul_q8_packed(*o.w, xq, o.y, pool, body);
+        if (shared_q8) {
+            const Q8Input xq = quantize_input(x, rows, cols, mm, level);
+            const Q8Kernel body = q8_kernel_for(level);
+            for (const Out& o : outs) matmul_q8_packed(*o.w, xq, o.y, pool, body);
+        } else if (shared_kq) {
+            const KqInput xq = quantize_kq_input(x, rows, cols, mm, pool, level);
+            for (const Out& o : outs) matmul_kq_packed(*o.w, xq, o.y, pool, level);
+        } else {
+            for (const Out& o : outs) matmul(*o.w, x, rows, o.y);
+        }
     };
     const size_t tok_row_bytes = dtype_row_bytes(m.tok_embd.type, E);
     const auto n_layer = static_cast<int64_t>(m.layers.size());

@@ -32,4 +32,33 @@ size_t kq_packed_bytes(DType type, int64_t rows, int64_t cols);
 // Reads w.data once. Throws rwd::Error on another type, null weights, a small or misaligned dst.
 void repack_kq(const MatrixView& w, std::span<std::byte> dst, ThreadPool* pool = nullptr);
 
+// Activations quantized for the packed products: per token, cols/256 Q8_K blocks (matmul_quant.h's
+// Act256), exactly as matmul makes them for a Q4_K/Q5_K/Q6_K matrix. Several matrices that read the
+// same input (Q, K, V; gate, up), whatever their K-quant types, can share one quantization and get
+// the same bits as each matmul alone.
+struct KqInput {
+    const std::byte* act = nullptr; // [n_tokens] x act_bytes
+    size_t act_bytes = 0;           // bytes of one token's blocks
+    int64_t n_tokens = 0;
+    int64_t cols = 0;
+};
+
+// Scratch bytes quantize_kq_input needs: matmul_scratch_bytes(DType::Q4_K, n_tokens, cols).
+// Throws rwd::Error (shape) for a negative count or cols not a positive multiple of 256.
+size_t kq_input_bytes(int64_t n_tokens, int64_t cols);
+
+// Quantizes x: [n_tokens, cols] into scratch (4-byte aligned), tokens split over the pool (each
+// token's blocks are computed alone, so the split never changes them). The result lives as long as
+// scratch is not reused. Throws rwd::Error on null x (argument), non-positive sizes, cols not a
+// multiple of 256, scratch too small or misaligned (shape), a level this CPU lacks (unsupported).
+KqInput quantize_kq_input(const float* x, int64_t n_tokens, int64_t cols, std::span<std::byte> scratch,
+                          ThreadPool* pool = nullptr, SimdLevel level = detect_simd());
+
+// y[t*w.rows + r] = sum_k W[r,k] * x[t,k] for a Q4_K/Q6_K matrix with w.packed set (repack_kq) and
+// activations from quantize_kq_input: the bits matmul gives. Throws rwd::Error on a null y or
+// input, a matrix without packed data or of another type, mismatched cols, or a level this CPU
+// lacks.
+void matmul_kq_packed(const MatrixView& w, const KqInput& x, float* y, ThreadPool* pool,
+                      SimdLevel level = detect_simd());
+
 } // namespace rwd
