@@ -187,6 +187,35 @@ TEST(Attention, RejectsBadArguments) {
     }
 }
 
+// The once-for-a-cache size (Context sizes its scratch by it) covers every call a cache of that
+// capacity can make: any token count up to the pass limit, any last position, with a window too.
+// No single shape is such a bound: a 17-token call near the end of a context needs more than a
+// 256-token one there (its tile is 17 tokens, theirs 16).
+TEST(Attention, ScratchUptoCoversEveryCallOfACache) {
+    struct Bound {
+        int64_t max_tokens, capacity, n_head, n_head_kv, head_dim;
+    };
+    for (const Bound b : {Bound{256, 512, 3, 1, 32}, Bound{256, 4113, 32, 8, 64}, Bound{40, 9001, 4, 2, 16},
+                          Bound{17, 131, 6, 2, 8}, Bound{1, 200, 2, 2, 8}}) {
+        SCOPED_TRACE(::testing::Message() << b.max_tokens << " tokens, capacity " << b.capacity);
+        const int64_t n = std::min(b.max_tokens, b.capacity);
+        const AttentionShape all{n, b.capacity - n, b.n_head, b.n_head_kv, b.head_dim};
+        const int64_t bound = attention_scratch_floats_upto(all, 2);
+        int64_t worst = 0;
+        for (int64_t t = 1; t <= n; ++t) {
+            for (int64_t p0 = 0; p0 + t <= b.capacity; ++p0) {
+                AttentionShape s{t, p0, b.n_head, b.n_head_kv, b.head_dim};
+                worst = std::max(worst, attention_scratch_floats(s, 2));
+                s.window = 7;
+                worst = std::max(worst, attention_scratch_floats(s, 2));
+            }
+        }
+        EXPECT_GE(bound, worst);
+        EXPECT_LE(bound, worst + 2 * 16) << "a bound far above the need wastes memory"; // rounding only
+    }
+    EXPECT_THROW(attention_scratch_floats_upto({2, 3, 4, 2, 8}, 0), Error);
+}
+
 // Sliding window: only the last `window` positions are visible (llama.cpp's standard SWA); the
 // result matches the reference, equals plain attention over exactly those positions, and keeps
 // a token's bits whatever the token count, thread count and SIMD level.

@@ -378,6 +378,22 @@ TEST(ForwardHotPath, AttentionScratchFollowsTheCacheNotTheClaimedContext) {
     EXPECT_TRUE(same_bits(again, want));
 }
 
+// A 17-token verification at the very end of a full context, with a Context that allows 256-token
+// passes: its attention tile (17 tokens) is larger than a 256-token pass's (16), so sizing the
+// scratch by the longest pass alone was too small there ("attention scratch too small").
+TEST(ForwardHotPath, SeventeenTokensAtTheEndOfTheContextFit) {
+    const auto model = load("pycode-600k");
+    const int64_t n_ctx = model->hparams().n_ctx_train;
+    std::mt19937 rng(6);
+    const auto prompt = random_tokens(rng, n_ctx - 17, model->n_vocab());
+    const auto tail = random_tokens(rng, 17, model->n_vocab());
+    Context ctx(model, {.n_threads = 2, .max_batch = 256});
+    KvCache cache(*model, {.capacity = n_ctx});
+    ctx.forward(cache, prompt, Logits::None);
+    EXPECT_NO_THROW(ctx.forward(cache, tail, Logits::All));
+    EXPECT_EQ(cache.size(), n_ctx);
+}
+
 // Every bad input throws rwd::Error before anything changes.
 TEST(ForwardErrors, BadInputLeavesCacheUnchanged) {
     auto model = load("pycode-4m");

@@ -66,6 +66,29 @@ int64_t attention_scratch_floats(const AttentionShape& s, int n_threads) {
     return int64_t(n_threads) * slot_floats(s);
 }
 
+int64_t attention_scratch_floats_upto(const AttentionShape& s, int n_threads) {
+    if (n_threads < 1) throw Error("attention_scratch_floats_upto: n_threads must be >= 1");
+    check_attention_shape(s, DType::F32, "attention_scratch_floats_upto");
+    // A call's slot holds unit_tokens x group score rows of score_stride floats. unit_tokens <=
+    // min(n_tokens, clamp(kAttendScoreFloats / stride, 1, kAttendTokens)) for every shape with that
+    // stride, and the slot grows with both, so the largest of these bounds over every stride up to
+    // the last one bounds every call. Past kAttendScoreFloats the tile is one token: the bound grows
+    // with the stride and its largest is at the end, so the loop stops there.
+    const int64_t group = s.n_head / s.n_head_kv;
+    const int64_t last = score_stride(s);
+    int64_t most = 0;
+    auto consider = [&](int64_t stride) {
+        const int64_t tile = std::min<int64_t>(
+            s.n_tokens, std::clamp<int64_t>(kAttendScoreFloats / stride, 1, detail::kAttendTokens));
+        most = std::max(most, detail::attend_scratch_floats(tile * group, stride, s.head_dim));
+    };
+    for (int64_t stride = detail::kAttendBlock; stride < last && stride <= kAttendScoreFloats;
+         stride += detail::kAttendBlock)
+        consider(stride);
+    consider(last);
+    return int64_t(n_threads) * (((most + 15) / 16) * 16);
+}
+
 void attention(const AttentionShape& s, const float* q, const void* k, const void* v, DType kv_type, float* out,
                float* scratch, ThreadPool* pool) {
     attention(s, q, k, v, kv_type, out, scratch, pool, detect_simd());

@@ -35,6 +35,12 @@ int64_t attention_scratch(Numerics numerics, const AttentionShape& s, int n_thre
     return numerics == Numerics::Exact ? attention_scratch_floats(s, n_threads)
                                        : attention_ggml_scratch_floats(s, n_threads);
 }
+// Scratch floats enough for every call of at most s.n_tokens tokens ending by s.pos0 + s.n_tokens.
+int64_t attention_scratch_upto(Numerics numerics, const AttentionShape& s, int n_threads) {
+    // ggml's slot does not depend on the positions.
+    return numerics == Numerics::Exact ? attention_scratch_floats_upto(s, n_threads)
+                                       : attention_ggml_scratch_floats(s, n_threads);
+}
 
 // Allocator whose value-less construct() default-initialises, so that resize() of a vector of
 // floats reserves memory without writing it: the pages of rows a pass never reaches (most of the
@@ -295,12 +301,12 @@ void Context::forward_batch(std::span<BatchItem> items) {
 }
 
 void Context::fit_attention(int64_t capacity) {
-    // The longest attention call of such a cache: max_batch tokens ending at its last position
-    // (the scratch a shape needs grows with its last position; run_pass checks every call).
+    // Every attention call of such a cache: up to max_batch tokens ending by its last position
+    // (run_pass still checks each call against the scratch).
     const LlamaHparams& hp = model_->hparams();
     const int64_t n = std::min(opts_.max_batch, capacity);
     const AttentionShape s{n, capacity - n, hp.n_head, hp.n_head_kv, hp.head_dim()};
-    const auto need = static_cast<size_t>(attention_scratch(opts_.numerics, s, pool_->size()));
+    const auto need = static_cast<size_t>(attention_scratch_upto(opts_.numerics, s, pool_->size()));
     if (need > buf_->att_scratch.size()) buf_->att_scratch.resize(need);
 }
 

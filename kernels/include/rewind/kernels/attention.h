@@ -24,6 +24,11 @@ struct AttentionShape {
 // Scratch floats needed: one slot per thread of the pool (pass pool->size(), or 1 without a
 // pool); a slot holds score rows for the query heads of one KV head and a few accumulators.
 int64_t attention_scratch_floats(const AttentionShape& s, int n_threads);
+// Scratch floats enough for EVERY call of at most s.n_tokens tokens ending at or before position
+// s.pos0 + s.n_tokens (any pos0, any window; s's heads and head_dim): what a caller sizes once for
+// all passes of a cache of that capacity. The need of one shape is not monotone in its token count
+// or its last position (the token tile shrinks as score rows grow), so no single shape is a bound.
+int64_t attention_scratch_floats_upto(const AttentionShape& s, int n_threads);
 
 // q:   [n_tokens, n_head, head_dim] float
 // k,v: [>= pos0 + n_tokens, n_head_kv, head_dim] of kv_type (F32 or F16)
