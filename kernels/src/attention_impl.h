@@ -105,7 +105,7 @@ inline int64_t attend_scratch_floats(int64_t rows, int64_t score_stride, int64_t
 //           from +0: L[j] = fma(q[i], k[p][i], L[j]); tree16(L): L[j] += L[j+w] for w = 8, 4, 2, 1
 //           (j < w), then L[0]
 //   m     = max over p of s[p] (exact in any order)
-//   e[p]  = exp_model(s[p] - m), the Cephes-style expf of simd_math_avx2.h step by step (attention_scalar.cpp)
+//   e[p]  = exp_avx2_model(s[p] - m), the Cephes-style expf of simd_math_avx2.h step by step (simd_math_model.h)
 //   sum   = tree16(L) of the 16 lane sums L[j] = e[j] + e[j+16] + ... (ascending, from +0); inv = 1 / sum
 //   out[d]= (fma chain over p ascending, from +0: acc = fma(e[p], v[p][d], acc)) * inv
 // The scalar body computes exactly this with std::fma; the AVX2 and AVX-512 bodies hold the 16

@@ -6,35 +6,11 @@
 #include <cstring>
 
 #include "attention_impl.h"
+#include "simd_math_model.h"
 
 namespace rwd::detail {
 
 namespace {
-
-// exp_avx2 / exp_avx512 lane by lane: the same clamps (max/min return the bound for NaN, as
-// maxps/minps with the bound second), the same rounding (nearest even), the same fma steps.
-float exp_model(float x) {
-    const float lo = -87.0f, hi = 88.3762626647949f;
-    const bool zero = x < lo, inf = x > hi;
-    x = x > lo ? x : lo;
-    x = x < hi ? x : hi;
-    const float n = std::nearbyint(x * 1.44269504088896341f);
-    float r = std::fma(-n, 0.693359375f, x);
-    r = std::fma(-n, -2.12194440e-4f, r);
-    float y = 1.9875691500e-4f;
-    y = std::fma(y, r, 1.3981999507e-3f);
-    y = std::fma(y, r, 8.3334519073e-3f);
-    y = std::fma(y, r, 4.1665795894e-2f);
-    y = std::fma(y, r, 1.6666665459e-1f);
-    y = std::fma(y, r, 5.0000001201e-1f);
-    y = std::fma(y, r * r, r + 1.0f);
-    const uint32_t bits = uint32_t(int32_t(n) + 127) << 23;
-    float p2;
-    std::memcpy(&p2, &bits, 4);
-    y = y * p2;
-    if (inf) y = INFINITY;
-    return zero ? 0.0f : y;
-}
 
 // The fixed sum of 16 lanes: j + j+8, j + j+4, j + j+2, then 0 + 1 (overwrites l).
 float tree16(float l[16]) {
@@ -62,7 +38,7 @@ void attend_scalar(const AttendGroup& a) {
         }
         float lanes[16] = {};
         for (int64_t p = 0; p < n; ++p) {
-            e[p] = exp_model(e[p] - m);
+            e[p] = exp_avx2_model(e[p] - m);
             lanes[p % 16] += e[p];
         }
         const float inv = 1.0f / tree16(lanes);

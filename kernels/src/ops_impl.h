@@ -6,7 +6,5 @@ namespace rwd::detail {
 
 // SwiGLU with the AVX2 exp (see simd_math_avx2.h); out may alias gate or up.
 void swiglu_avx2(const float* gate, const float* up, int64_t n, float* out);
-// exp_avx2 (simd_math_avx2.h) for one float, bit for bit: the scalar SwiGLU's exp.
-float exp_avx2_model(float x);
 
 } // namespace rwd::detail

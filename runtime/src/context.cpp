@@ -99,7 +99,8 @@ struct Context::Buffers {
     RunBuffer<float> logits; // [B, V]
     std::vector<int32_t> pos;  // [B]     absolute positions
     std::vector<Segment> segs; // [B]     forward_batch's sequences (each >= 1 token)
-    std::vector<float> att_scratch;            // attention_scratch(numerics, longest pass, threads)
+    std::vector<float> att_scratch;            // attention_scratch_upto(numerics, att_capacity's calls, threads)
+    int64_t att_capacity = 0;                  // the longest cache att_scratch serves every call of
     std::vector<std::byte> mm_scratch;         // max matmul_scratch_bytes over the model's weights
 };
 
@@ -302,12 +303,15 @@ void Context::forward_batch(std::span<BatchItem> items) {
 
 void Context::fit_attention(int64_t capacity) {
     // Every attention call of such a cache: up to max_batch tokens ending by its last position
-    // (run_pass still checks each call against the scratch).
+    // (run_pass still checks each call against the scratch). A shorter cache's calls are among
+    // them, so once fitted a pass costs one comparison here.
+    if (capacity <= buf_->att_capacity) return;
     const LlamaHparams& hp = model_->hparams();
     const int64_t n = std::min(opts_.max_batch, capacity);
     const AttentionShape s{n, capacity - n, hp.n_head, hp.n_head_kv, hp.head_dim()};
     const auto need = static_cast<size_t>(attention_scratch_upto(opts_.numerics, s, pool_->size()));
     if (need > buf_->att_scratch.size()) buf_->att_scratch.resize(need);
+    buf_->att_capacity = capacity;
 }
 
 void Context::run_pass(Segment* segs, int64_t n_segs, int64_t nt) {
