@@ -167,11 +167,8 @@ KqInput quantize_kq_input(const float* x, int64_t n_tokens, int64_t cols, std::s
     const size_t ab = need / size_t(n_tokens);
     // The quantizer matmul uses for these types at this level (so the same blocks).
     auto quantize = [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t) {
-            std::byte* a = scratch.data() + size_t(t) * ab;
-            if (level != SimdLevel::Scalar) detail::quantize_act256_avx2(x + t * cols, cols, a);
-            else detail::quantize_act(DType::Q4_K, x + t * cols, cols, a);
-        }
+        for (int64_t t = t0; t < t1; ++t)
+            detail::quantize_act_at(DType::Q4_K, x + t * cols, cols, scratch.data() + size_t(t) * ab, level);
     };
     if (n_tokens > 1 && n_tokens * cols >= kMinParallelQuantValues) parallel_rows(pool, n_tokens, quantize);
     else quantize(0, n_tokens);

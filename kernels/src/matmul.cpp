@@ -72,12 +72,8 @@ void matmul_quant(const MatrixView& w, const float* x, int64_t n_tokens, float* 
                     " bytes, need " + std::to_string(need));
     if (reinterpret_cast<uintptr_t>(scratch.data()) % alignof(float) != 0)
         throw Error(ErrorCode::shape, std::string("matmul: ") + dtype_name(w.type) + " scratch must be 4-byte aligned");
-    const bool simd_act = level != SimdLevel::Scalar && detail::quant_unit(w.type) == 256;
-    for (int64_t t = 0; t < n_tokens; ++t) {
-        std::byte* a = scratch.data() + size_t(t) * job.act_bytes;
-        if (simd_act) detail::quantize_act256_avx2(x + t * w.cols, w.cols, a);
-        else detail::quantize_act(w.type, x + t * w.cols, w.cols, a);
-    }
+    for (int64_t t = 0; t < n_tokens; ++t)
+        detail::quantize_act_at(w.type, x + t * w.cols, w.cols, scratch.data() + size_t(t) * job.act_bytes, level);
     job.act = scratch.data();
 
     if (w.packed) { // Q4_K/Q6_K repacked at load (repack_kq): the same arithmetic, so the same bits

@@ -45,6 +45,13 @@ size_t quant_act_bytes(DType t, int64_t cols);
 void quantize_act(DType t, const float* x, int64_t cols, void* act);
 // The same for the 256-blocks (cols a multiple of 256) with AVX2: the same bytes.
 void quantize_act256_avx2(const float* x, int64_t cols, void* act);
+// One token's activations for weight type t by the body `level` allows (AVX2 for the 256-blocks,
+// else scalar): every product that quantizes for t calls this, so shared and unshared inputs hold
+// the same bytes.
+inline void quantize_act_at(DType t, const float* x, int64_t cols, void* act, SimdLevel level) {
+    if (level != SimdLevel::Scalar && quant_unit(t) == 256) quantize_act256_avx2(x, cols, act);
+    else quantize_act(t, x, cols, act);
+}
 
 struct QuantJob {
     DType type;
