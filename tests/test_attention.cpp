@@ -294,6 +294,8 @@ TEST(Attention, EveryLevelGivesTheScalarModelsBits) {
         {{1, 0, 4, 2, 16}, 0},    {{9, 40, 6, 2, 32}, 0},   {{5, 3, 3, 1, 12}, 0},    {{3, 17, 4, 2, 20}, 0},
         {{17, 47, 8, 2, 8}, 0},   {{2, 300, 2, 1, 64}, 0},  {{7, 121, 4, 1, 40}, 9},  {{9, 64, 8, 2, 128}, 0},
         {{1, 127, 8, 2, 128}, 0}, {{4, 190, 6, 3, 100}, 70}, {{17, 63, 3, 3, 4}, 0},  {{20, 5, 5, 5, 33}, 0},
+        // The Llama shape's unit (9 tokens x 4 heads, 64 dimensions) and a masked 4-vector row.
+        {{9, 130, 8, 2, 64}, 0},  {{6, 70, 4, 1, 57}, 0},
     };
     for (DType type : {DType::F32, DType::F16}) {
         for (const Shape& sh : shapes) {

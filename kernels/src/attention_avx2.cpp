@@ -165,7 +165,8 @@ void pv_dims(const float* vb, int64_t hd, const float* const* w, float* const* o
     const int64_t last_n = rest - 8 * (c - 1);
     if (c == 1) pv_rows<R, 1>(vb, hd, d, last_n, w, out, p0, p1);
     else if (c == 2) pv_rows<R, 2>(vb, hd, d, last_n, w, out, p0, p1);
-    else pv_rows<R, 3>(vb, hd, d, last_n, w, out, p0, p1);
+    else if (c == 3) pv_rows<R, 3>(vb, hd, d, last_n, w, out, p0, p1);
+    else pv_rows<R, 4>(vb, hd, d, last_n, w, out, p0, p1); // 25 .. 31 dimensions left
 }
 
 // One row's scores [0, n) into softmax numerators in place; returns 1 / their sum: 16 lane sums
