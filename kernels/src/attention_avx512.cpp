@@ -134,7 +134,7 @@ template <int R, int C>
 inline void pv_rows(const float* vb, int64_t hd, int64_t d0, __mmask16 last, const float* const* w, float* const* out,
                     int64_t p0, int64_t p1) {
     __m512 acc[R][C];
-#pragma GCC unroll 3
+#pragma GCC unroll 6
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) acc[r][c] = _mm512_maskz_loadu_ps(c == C - 1 ? last : __mmask16(0xFFFF), out[r] + d0 + 16 * c);
@@ -143,14 +143,14 @@ inline void pv_rows(const float* vb, int64_t hd, int64_t d0, __mmask16 last, con
         __m512 vv[C];
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) vv[c] = _mm512_maskz_loadu_ps(c == C - 1 ? last : __mmask16(0xFFFF), vr + 16 * c);
-#pragma GCC unroll 3
+#pragma GCC unroll 6
         for (int r = 0; r < R; ++r) {
             const __m512 wb = _mm512_set1_ps(w[r][p]);
 #pragma GCC unroll 8
             for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(wb, vv[c], acc[r][c]);
         }
     }
-#pragma GCC unroll 3
+#pragma GCC unroll 6
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) _mm512_mask_storeu_ps(out[r] + d0 + 16 * c, c == C - 1 ? last : __mmask16(0xFFFF), acc[r][c]);
@@ -159,6 +159,18 @@ inline void pv_rows(const float* vb, int64_t hd, int64_t d0, __mmask16 last, con
 // Every dimension of R rows: whole 128-dimension chunks, then one chunk of the rest (last vector masked).
 template <int R>
 void pv_dims(const float* vb, int64_t hd, const float* const* w, float* const* out, int64_t p0, int64_t p1) {
+    if constexpr (R > 3) {
+        // More rows only where at most 4 vectors per row fit in registers (head_dim <= 64).
+        const int64_t c = (hd + 15) / 16;
+        const __mmask16 last = first_lanes(hd - 16 * (c - 1));
+        switch (c) {
+        case 1: pv_rows<R, 1>(vb, hd, 0, last, w, out, p0, p1); break;
+        case 2: pv_rows<R, 2>(vb, hd, 0, last, w, out, p0, p1); break;
+        case 3: pv_rows<R, 3>(vb, hd, 0, last, w, out, p0, p1); break;
+        default: pv_rows<R, 4>(vb, hd, 0, last, w, out, p0, p1); break;
+        }
+        return;
+    }
     int64_t d = 0;
     for (; hd - d >= 128; d += 128) pv_rows<R, 8>(vb, hd, d, 0xFFFF, w, out, p0, p1);
     const int64_t rest = hd - d;
@@ -238,9 +250,11 @@ void attend(const AttendGroup& a) {
     for (int64_t r = 0; r < rows; ++r) a.inv[r] = softmax_numerators(a.scores + r * a.score_stride, a.n_pos_row(r));
 
     for (int64_t r = 0; r < rows; ++r) std::memset(a.out_row(r), 0, size_t(hd) * sizeof(float));
-    constexpr int64_t kRv = 3; // output rows per V load: 3 x 8 accumulators + 8 V vectors
+    // Output rows per V load: 3 x 8 accumulators + 8 V vectors for 128 dimensions; up to 64
+    // dimensions 6 x 4 accumulators, so each V vector and weight load serves twice the FMAs.
+    constexpr int64_t kRv = 6;
     // 4 rows (one token) as 2 + 2 rather than 3 + 1: the same loads, less loop overhead.
-    const int64_t step = rows == 4 ? 2 : kRv;
+    const int64_t step = rows == 4 ? 2 : hd <= 64 ? 6 : 3;
     for (int64_t pb = 0; pb < n_max; pb += kB) {
         const int64_t pe = std::min(n_max, pb + kB);
         copy_rows<T>(a, a.v, pb, pe - pb, blk);
@@ -255,7 +269,10 @@ void attend(const AttendGroup& a) {
             // Positions every row of the chunk sees together, then each row alone to its own end
             // (rows of later tokens see a few more).
             const int64_t shared = std::clamp<int64_t>(a.n_pos_row(r0) - pb, 0, pe - pb);
-            if (R == 3) pv_dims<3>(blk, hd, w, out, 0, shared);
+            if (R == 6) pv_dims<6>(blk, hd, w, out, 0, shared);
+            else if (R == 5) pv_dims<5>(blk, hd, w, out, 0, shared);
+            else if (R == 4) pv_dims<4>(blk, hd, w, out, 0, shared);
+            else if (R == 3) pv_dims<3>(blk, hd, w, out, 0, shared);
             else if (R == 2) pv_dims<2>(blk, hd, w, out, 0, shared);
             else pv_dims<1>(blk, hd, w, out, 0, shared);
             for (int64_t r = 0; r < R; ++r) {
