@@ -74,14 +74,19 @@ inline __m512 reduce16(const __m512 a[16]) {
 
 // Scores of 4 query rows at 4 positions whose K rows (float) start at krow[p]: 16 lane sums acc = fma(q[i], k[i], acc) over
 // i ascending (lane i % 16), then the tree; times scale into dst[r][p].
-inline void score_4x4(const float* const* q, const std::byte* const* krow, int64_t hd, __m512 scale, float* const* dst) {
+// kSteps > 0: head_dim is exactly 16 * kSteps (unrolled, no masks); 0: any head_dim.
+template <int kSteps>
+__attribute__((always_inline)) inline void score_4x4(const float* const* q, const std::byte* const* krow, int64_t hd,
+                                                     __m512 scale, float* const* dst) {
+    if constexpr (kSteps > 0) hd = 16 * kSteps;
     __m512 acc[4][4];
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r)
 #pragma GCC unroll 4
         for (int p = 0; p < 4; ++p) acc[r][p] = _mm512_setzero_ps();
+#pragma GCC unroll 8
     for (int64_t i = 0; i < hd; i += 16) {
-        const __mmask16 m = first_lanes(hd - i);
+        const __mmask16 m = kSteps > 0 ? __mmask16(0xFFFF) : first_lanes(hd - i);
         __m512 qv[4];
 #pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) qv[r] = _mm512_maskz_loadu_ps(m, q[r] + i);
@@ -107,7 +112,8 @@ inline void score_4x4(const float* const* q, const std::byte* const* krow, int64
 // Scores of every row at positions [pb, pb + cnt) from float K rows at `k`, `rs` bytes apart,
 // 4 rows x 4 positions at a time. Missing rows of the last group repeat row 0 into `spare`;
 // positions past cnt repeat the last row, and their scores land in the stride's spare slots.
-inline void block_scores(const AttendGroup& a, const std::byte* k, size_t rs, int64_t pb, int64_t cnt, __m512 scale, float* spare) {
+template <int kSteps>
+void block_scores(const AttendGroup& a, const std::byte* k, size_t rs, int64_t pb, int64_t cnt, __m512 scale, float* spare) {
     const int64_t rows = a.rows();
     for (int64_t r0 = 0; r0 < rows; r0 += 4) {
         const float* q[4];
@@ -122,7 +128,7 @@ inline void block_scores(const AttendGroup& a, const std::byte* k, size_t rs, in
             for (int64_t p = 0; p < 4; ++p) krow[p] = k + size_t(std::min(p0 + p, cnt - 1)) * rs;
             float* d[4];
             for (int64_t r = 0; r < 4; ++r) d[r] = dst[r] == spare ? spare : dst[r] + p0;
-            score_4x4(q, krow, a.head_dim, scale, d);
+            score_4x4<kSteps>(q, krow, a.head_dim, scale, d);
         }
     }
 }
@@ -245,7 +251,10 @@ void attend(const AttendGroup& a) {
     for (int64_t pb = 0; pb < n_max; pb += kB) {
         const int64_t cnt = std::min(kB, n_max - pb);
         copy_rows<T>(a, a.k, pb, cnt, blk);
-        block_scores(a, reinterpret_cast<const std::byte*>(blk), size_t(hd) * 4, pb, cnt, scale, spare);
+        const auto* kb = reinterpret_cast<const std::byte*>(blk);
+        if (hd == 64) block_scores<4>(a, kb, size_t(hd) * 4, pb, cnt, scale, spare);
+        else if (hd == 128) block_scores<8>(a, kb, size_t(hd) * 4, pb, cnt, scale, spare);
+        else block_scores<0>(a, kb, size_t(hd) * 4, pb, cnt, scale, spare);
     }
     for (int64_t r = 0; r < rows; ++r) a.inv[r] = softmax_numerators(a.scores + r * a.score_stride, a.n_pos_row(r));
 
