@@ -105,7 +105,8 @@ uint64_t BatchDecoder::submit(BatchRequest req) {
                                              std::to_string(ctx_.options().max_batch) + " tokens can carry");
     // As many positions as plain decoding could fill: then stops (ContextFull included) fall
     // exactly where generate_plain's do with a cache of the whole context.
-    const int64_t capacity = std::min(n_ctx, P + req.generate.max_tokens);
+    // (Written so that a huge max_tokens, e.g. INT64_MAX from the C API, cannot overflow.)
+    const int64_t capacity = req.generate.max_tokens >= n_ctx - P ? n_ctx : P + req.generate.max_tokens;
     const uint64_t need = kv_bytes_for(capacity);
     if (opts_.kv_budget_bytes > 0 && need > opts_.kv_budget_bytes - std::min(kv_in_use_, opts_.kv_budget_bytes))
         throw Error(ErrorCode::capacity, "batch decoding: admitting a request of " + std::to_string(capacity) +
@@ -157,6 +158,12 @@ uint64_t BatchDecoder::submit(BatchRequest req) {
     kv_in_use_ += need;
     active_.push_back(std::move(r));
     return active_.back()->id;
+}
+
+const BatchResult* BatchDecoder::progress(uint64_t id) const {
+    for (const auto& r : active_)
+        if (r->id == id) return &r->res;
+    return nullptr;
 }
 
 bool BatchDecoder::cancel(uint64_t id) {

@@ -119,6 +119,12 @@ public:
     // on untouched. Guesses are trimmed to pass_tokens (and max_batch), so the pass always fits.
     std::vector<BatchResult> step();
 
+    // What active request `id` has so far: its generated tokens and stats (stop, error and the
+    // timings of its end are not final until step() retires it), or null if no active request
+    // has that id. Valid until the next submit(), step() or the decoder's end. For callers that
+    // show a request's progress (the C API's per-request query).
+    const BatchResult* progress(uint64_t id) const;
+
     size_t active() const { return active_.size(); }
     bool idle() const { return active_.empty(); }
     uint64_t kv_bytes_in_use() const { return kv_in_use_; }
