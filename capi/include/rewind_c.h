@@ -152,7 +152,8 @@ typedef enum rewind_stop {
     REWIND_STOP_MAX_TOKENS = 0,
     REWIND_STOP_END_OF_GENERATION = 1,
     REWIND_STOP_STRING = 2,
-    REWIND_STOP_CONTEXT_FULL = 3
+    REWIND_STOP_CONTEXT_FULL = 3,
+    REWIND_STOP_CANCELLED = 4 /* a batch request ended by rewind_batch_cancel */
 } rewind_stop;
 
 /* What a generation did. For plain decoding, passes == emitted and no guesses. */
@@ -197,6 +198,130 @@ REWIND_C_API rewind_status rewind_generate_speculative(rewind_context* ctx, rewi
                                                        const rewind_generate_options* opts,
                                                        const rewind_spec_options* spec, rewind_token* out_tokens,
                                                        size_t out_capacity, size_t* n_out, rewind_stats* stats);
+
+/* ---- Continuous batching ----------------------------------------------------------------
+ * Many requests decode together: each rewind_batch_step is one forward pass that carries the
+ * next prompt chunk of every request still reading its prompt and, for the others, each one's
+ * pending token and its own guesses (when it has a source); each request then keeps its own
+ * accepted prefix. Requests join (rewind_batch_add) and leave (when they end, or are cancelled)
+ * between steps. A request's tokens equal its own rewind_generate output on a cache holding its
+ * prompt, with the same options, whoever else is in the batch (a token's logits do not depend on
+ * the pass, the batch or the thread count).
+ *
+ * A request is RUNNING from rewind_batch_add until the step in which it ends; it is then DONE
+ * (a stop rule ended it), FAILED (its own error ended it: the others and the step go on) or
+ * CANCELLED, and stays queryable, its tokens kept, until rewind_batch_take or
+ * rewind_batch_release forgets it. Request ids count up from 1 and are never reused in a batch.
+ * A batch, like a context, must not be used from two threads at once. */
+
+typedef struct rewind_batch rewind_batch;
+
+typedef struct rewind_batch_options {
+    /* Bytes of KV cache all running requests may hold together (0: no limit). A request's cache,
+     * min(model context, prompt + max_tokens) positions, is allocated when it is added and freed
+     * when it ends; rewind_batch_add refuses (capacity) a request that does not fit. */
+    uint64_t kv_budget_bytes;
+    int kv_f16;               /* store K/V in half precision */
+    int64_t prefill_chunk;    /* prompt tokens per step over all requests reading one, >= 1 */
+    int64_t pass_tokens;      /* pending tokens + guesses per step, >= 0 (0: the context's
+                               * max_batch); guesses beyond it are dropped, least likely first */
+    int share_prefixes;       /* copy a prompt prefix a running request already holds */
+    int cost_model;           /* keep a guess only while it pays for its row in the pass */
+    double pass_fixed_seconds; /* the cost model's pass time a + b * rows when both are > 0 */
+    double pass_row_seconds;   /* (finite, >= 0); otherwise fitted from the batch's own passes */
+} rewind_batch_options;
+/* No KV budget, F32 K/V, prefill chunk 64, pass_tokens 0, prefixes shared, no cost model. */
+REWIND_C_API rewind_batch_options rewind_batch_default_options(void);
+
+/* A batch over `model` with its own context (ctx_opts; NULL: defaults). The batch owns that
+ * context because every step uses it for the batch's whole life; its max_batch bounds the rows of
+ * one pass and so the number of running requests. opts may be NULL (defaults). The batch keeps
+ * the model alive. Errors: argument (NULL model or out, options out of range). */
+REWIND_C_API rewind_status rewind_batch_new(const rewind_model* model, const rewind_context_options* ctx_opts,
+                                            const rewind_batch_options* opts, rewind_batch** out);
+/* Frees the batch and every request in it (running ones are dropped). */
+REWIND_C_API void rewind_batch_free(rewind_batch* batch);
+
+/* Adds a request: the prompt (n_prompt >= 1 ids, BOS included if the model wants one),
+ * generation options as rewind_generate's (max_tokens >= 0; past the context the request ends
+ * with REWIND_STOP_CONTEXT_FULL, as rewind_generate does on a cache of the whole context), and
+ * spec: NULL for plain decoding, or a source and k as rewind_generate_speculative takes (a draft
+ * source runs its own draft cache, outside the KV budget). Its prompt runs in the next steps.
+ * Writes its id to *request_id. On failure nothing is added and no other request changes.
+ * Errors: argument (NULL batch, prompt, opts or request_id; an empty prompt; an id outside the
+ * vocabulary; bad sampler options; an unknown source, k outside 1..255, references or a draft
+ * the source would ignore or lacks), capacity (a prompt longer than the model's context; the
+ * KV budget would be exceeded; as many requests running as the context's max_batch), state (a
+ * draft whose vocabulary differs; a batch broken by an earlier internal failure). */
+REWIND_C_API rewind_status rewind_batch_add(rewind_batch* batch, const rewind_token* prompt, size_t n_prompt,
+                                            const rewind_generate_options* opts, const rewind_spec_options* spec,
+                                            uint64_t* request_id);
+
+/* One step (one forward pass) over every running request; requests that end in it become DONE,
+ * FAILED or CANCELLED. *n_active gets the number still running (0: nothing left to do; a step
+ * with no request is not an error). A request that fails (its source throws, its pass is refused)
+ * ends FAILED with its own status and message; the step still returns REWIND_OK.
+ * Errors: argument (NULL batch or n_active; nothing runs), state (a batch broken by an earlier
+ * internal failure), internal (out of memory in the middle of a pass: request states are then
+ * undefined, so the batch is marked broken and every later add or step refuses with state). */
+REWIND_C_API rewind_status rewind_batch_step(rewind_batch* batch, int64_t* n_active);
+
+/* Asks running request `id` to end: at the next step it ends CANCELLED (stop
+ * REWIND_STOP_CANCELLED) without running again, its tokens so far kept; until then it stays
+ * RUNNING. Errors: argument (NULL batch, an id the batch does not hold), state (the request has
+ * already ended). */
+REWIND_C_API rewind_status rewind_batch_cancel(rewind_batch* batch, uint64_t request_id);
+
+/* Requests running (0 for NULL), and the KV bytes their caches hold. */
+REWIND_C_API int64_t rewind_batch_n_active(const rewind_batch* batch);
+REWIND_C_API uint64_t rewind_batch_kv_bytes(const rewind_batch* batch);
+
+typedef enum rewind_request_state {
+    REWIND_REQUEST_RUNNING = 0,
+    REWIND_REQUEST_DONE = 1,
+    REWIND_REQUEST_FAILED = 2,
+    REWIND_REQUEST_CANCELLED = 3
+} rewind_request_state;
+
+typedef struct rewind_request_info {
+    int32_t state;                /* a rewind_request_state */
+    int32_t status;               /* REWIND_OK, or the rewind_status of a FAILED request's error */
+    int64_t n_tokens;             /* tokens generated so far (prompt excluded) */
+    int64_t prompt_tokens_shared; /* prompt positions copied from another request's cache */
+    double first_token_seconds;   /* from rewind_batch_add to its first token (0: none yet) */
+    double latency_seconds;       /* from rewind_batch_add to its end (0: running) */
+    /* emitted, passes (steps that judged its tokens), proposed, accepted, prompt_tokens (run for
+     * it, shared ones excluded), prompt_seconds (add to prompt read), generate_seconds (the wall
+     * time of the steps it decoded in), stop (a rewind_stop: meaningful once DONE or CANCELLED). */
+    rewind_stats stats;
+} rewind_request_info;
+
+/* The state of request `id`, running or ended. Errors: argument (NULL batch or out, an id the
+ * batch does not hold). */
+REWIND_C_API rewind_status rewind_batch_request_info(const rewind_batch* batch, uint64_t request_id,
+                                                     rewind_request_info* out);
+/* Its tokens generated so far (all of them once ended), as rewind_tokenize fills its buffer.
+ * Errors: argument (as request_info; NULL n_tokens), capacity. */
+REWIND_C_API rewind_status rewind_batch_request_tokens(const rewind_batch* batch, uint64_t request_id,
+                                                       rewind_token* tokens, size_t capacity, size_t* n_tokens);
+/* A FAILED request's message ("" for any other), as rewind_detokenize fills its buffer.
+ * Errors: argument (as request_info; NULL n_bytes), capacity. */
+REWIND_C_API rewind_status rewind_batch_request_error(const rewind_batch* batch, uint64_t request_id, char* buf,
+                                                      size_t buf_size, size_t* n_bytes);
+/* The ids of the requests that have ended and are not yet taken or released, in the order they
+ * were added, as rewind_tokenize fills its buffer. Errors: argument (NULL batch or n_ids),
+ * capacity. */
+REWIND_C_API rewind_status rewind_batch_finished(const rewind_batch* batch, uint64_t* ids, size_t capacity,
+                                                 size_t* n_ids);
+/* Takes an ended request out of the batch: its tokens (as rewind_batch_request_tokens) and its
+ * info (info may be NULL), then forgets it. On failure nothing is forgotten. Errors: argument
+ * (as request_tokens), state (the request is still running), capacity (the tokens do not fit:
+ * *n_tokens says how many). */
+REWIND_C_API rewind_status rewind_batch_take(rewind_batch* batch, uint64_t request_id, rewind_token* tokens,
+                                             size_t capacity, size_t* n_tokens, rewind_request_info* info);
+/* Forgets an ended request without copying anything. Errors: argument (NULL batch, an id the
+ * batch does not hold), state (still running: cancel it first). */
+REWIND_C_API rewind_status rewind_batch_release(rewind_batch* batch, uint64_t request_id);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,7 @@
 #include "rewind/generate.h"
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
+#include "rewind/speculate/batch_decoder.h"
 #include "rewind/speculate/decoder.h"
 #include "rewind/speculate/source_factory.h"
 #include "rewind/version.h"
@@ -34,6 +35,24 @@ struct rewind_cache {
     std::shared_ptr<const rwd::Model> model;
     rwd::KvCache kv;
     std::vector<rwd::TokenId> tokens;
+};
+
+// A batch: its own context (BatchDecoder keeps a reference to it for its whole life), the
+// decoder, and one entry per request until the caller takes or releases it.
+struct rewind_batch {
+    struct Entry {
+        uint64_t id = 0;
+        int64_t prompt_size = 0;
+        rewind_request_state state = REWIND_REQUEST_RUNNING;
+        bool cancel_asked = false;
+        rwd::speculate::BatchResult result; // once ended
+    };
+    std::shared_ptr<const rwd::Model> model;
+    rwd::KvType kv_type = rwd::KvType::F32;
+    std::unique_ptr<rwd::Context> ctx;
+    std::unique_ptr<rwd::speculate::BatchDecoder> dec;
+    std::vector<Entry> entries; // by id (= the order requests were added)
+    bool broken = false;        // a step failed in the middle of a pass: refuse add and step
 };
 
 namespace {
@@ -146,7 +165,7 @@ int32_t stop_of(rwd::StopReason r) {
     case rwd::StopReason::EndOfGeneration: return REWIND_STOP_END_OF_GENERATION;
     case rwd::StopReason::StopString: return REWIND_STOP_STRING;
     case rwd::StopReason::ContextFull: return REWIND_STOP_CONTEXT_FULL;
-    case rwd::StopReason::Callback: break;
+    case rwd::StopReason::Callback: return REWIND_STOP_CANCELLED;
     }
     return REWIND_STOP_MAX_TOKENS;
 }
@@ -166,6 +185,75 @@ void fill_stats(rewind_stats* s, const rwd::GenerateResult& r) {
     s->prompt_seconds = r.prompt_seconds;
     s->generate_seconds = r.generate_seconds;
     s->stop = stop_of(r.stop);
+}
+
+// What rewind_spec_options describe, for the source factory (which checks the rest).
+rwd::speculate::SourceSpec source_spec(const rewind_spec_options* spec, rwd::KvType cache_type) {
+    need(spec->source, "the source name");
+    rwd::speculate::SourceSpec ss;
+    rwd::speculate::parse_source_kind(spec->source, ss);
+    if (spec->n_references > 0) need(spec->references, "references");
+    for (size_t i = 0; i < spec->n_references; ++i) {
+        need(spec->references[i], "a reference");
+        ss.references.emplace_back(spec->references[i]);
+    }
+    if (spec->draft) ss.draft = spec->draft->model;
+    ss.draft_options.cache_type = cache_type;
+    return ss;
+}
+
+// The entry of request `id`, which the batch must hold (entries are sorted by id).
+template <class B>
+auto& entry_of(B* batch, uint64_t id) {
+    auto& es = batch->entries;
+    const auto it = std::lower_bound(es.begin(), es.end(), id, [](const auto& e, uint64_t v) { return e.id < v; });
+    if (it == es.end() || it->id != id)
+        throw Error(ErrorCode::argument, "the batch holds no request " + std::to_string(id) +
+                                             " (never added, or already taken or released)");
+    return *it;
+}
+
+// A request's result: the decoder's progress while it runs, its own copy once ended.
+const rwd::speculate::BatchResult& result_of(const rewind_batch* batch, const rewind_batch::Entry& e) {
+    if (e.state != REWIND_REQUEST_RUNNING) return e.result;
+    const rwd::speculate::BatchResult* r = batch->dec->progress(e.id);
+    if (!r) throw Error(ErrorCode::state, "request " + std::to_string(e.id) + " is not in the decoder");
+    return *r;
+}
+
+const char* state_name(rewind_request_state s) {
+    switch (s) {
+    case REWIND_REQUEST_RUNNING: return "running";
+    case REWIND_REQUEST_DONE: return "done";
+    case REWIND_REQUEST_FAILED: return "failed";
+    case REWIND_REQUEST_CANCELLED: return "cancelled";
+    }
+    return "unknown";
+}
+
+void fill_info(rewind_request_info* out, const rewind_batch::Entry& e, const rwd::speculate::BatchResult& r) {
+    rewind_request_info info{};
+    info.state = e.state;
+    info.status = e.state == REWIND_REQUEST_FAILED ? status_of(r.error_code) : REWIND_OK;
+    info.n_tokens = static_cast<int64_t>(r.tokens.size());
+    info.prompt_tokens_shared = r.prompt_tokens_shared;
+    info.first_token_seconds = r.queue_to_first_token_seconds;
+    info.latency_seconds = e.state == REWIND_REQUEST_RUNNING ? 0.0 : r.latency_seconds;
+    info.stats.emitted = r.stats.emitted;
+    info.stats.passes = r.stats.passes;
+    info.stats.proposed = r.stats.proposed;
+    info.stats.accepted = r.stats.accepted;
+    info.stats.prompt_tokens = e.prompt_size - r.prompt_tokens_shared;
+    info.stats.prompt_seconds = r.stats.prompt_seconds;
+    info.stats.generate_seconds = r.stats.propose_seconds + r.stats.verify_seconds;
+    info.stats.stop = stop_of(r.stop);
+    *out = info;
+}
+
+void check_usable(const rewind_batch* batch) {
+    if (batch->broken)
+        throw Error(ErrorCode::state, "the batch failed in the middle of a step (out of memory) and can no longer "
+                                      "run; free it");
 }
 
 } // namespace
@@ -411,15 +499,7 @@ rewind_status rewind_generate_speculative(rewind_context* ctx, rewind_cache* cac
         if (so.generate.max_tokens > 0) need(out_tokens, "out_tokens");
         so.k = spec->k;
         so.k_policy = spec->adaptive ? sp::KPolicy::Adaptive : sp::KPolicy::Fixed;
-        sp::SourceSpec ss;
-        sp::parse_source_kind(spec->source, ss);
-        if (spec->n_references > 0) need(spec->references, "references");
-        for (size_t i = 0; i < spec->n_references; ++i) {
-            need(spec->references[i], "a reference");
-            ss.references.emplace_back(spec->references[i]);
-        }
-        if (spec->draft) ss.draft = spec->draft->model;
-        ss.draft_options.cache_type = cache->kv.type();
+        const sp::SourceSpec ss = source_spec(spec, cache->kv.type());
         if (cache->tokens.empty()) throw Error(ErrorCode::state, "the cache holds no tokens (append a prompt first)");
         auto source = sp::make_guess_source(ss, ctx->ctx.model(), cache->kv.capacity());
         sp::SpeculativeDecoder dec(ctx->ctx, cache->kv, *source, so);
@@ -432,6 +512,212 @@ rewind_status rewind_generate_speculative(rewind_context* ctx, rewind_cache* cac
             stats->proposed = r.stats.proposed;
             stats->accepted = r.stats.accepted;
         }
+    });
+}
+
+// ---- Continuous batching ----
+
+rewind_batch_options rewind_batch_default_options(void) {
+    const rwd::speculate::BatchOptions d;
+    rewind_batch_options o{};
+    o.kv_budget_bytes = d.kv_budget_bytes;
+    o.kv_f16 = d.kv_type == rwd::KvType::F16 ? 1 : 0;
+    o.prefill_chunk = d.prefill_chunk;
+    o.pass_tokens = d.pass_tokens;
+    o.share_prefixes = d.share_prefixes ? 1 : 0;
+    o.cost_model = d.cost_model ? 1 : 0;
+    o.pass_fixed_seconds = d.pass_fixed_seconds;
+    o.pass_row_seconds = d.pass_row_seconds;
+    return o;
+}
+
+rewind_status rewind_batch_new(const rewind_model* model, const rewind_context_options* ctx_opts,
+                               const rewind_batch_options* opts, rewind_batch** out) {
+    return guarded("rewind_batch_new", [&] {
+        need(out, "out");
+        *out = nullptr;
+        need(model, "the model");
+        const rewind_context_options co = ctx_opts ? *ctx_opts : rewind_context_default_options();
+        const rewind_batch_options bo = opts ? *opts : rewind_batch_default_options();
+        auto b = std::make_unique<rewind_batch>();
+        b->model = model->model;
+        b->kv_type = bo.kv_f16 ? rwd::KvType::F16 : rwd::KvType::F32;
+        b->ctx = std::make_unique<rwd::Context>(model->model,
+                                                rwd::ContextOptions{.n_threads = co.n_threads, .max_batch = co.max_batch});
+        b->dec = std::make_unique<rwd::speculate::BatchDecoder>(
+            *b->ctx, rwd::speculate::BatchOptions{.kv_budget_bytes = bo.kv_budget_bytes,
+                                                  .kv_type = b->kv_type,
+                                                  .prefill_chunk = bo.prefill_chunk,
+                                                  .pass_tokens = bo.pass_tokens,
+                                                  .share_prefixes = bo.share_prefixes != 0,
+                                                  .cost_model = bo.cost_model != 0,
+                                                  .pass_fixed_seconds = bo.pass_fixed_seconds,
+                                                  .pass_row_seconds = bo.pass_row_seconds});
+        *out = b.release();
+    });
+}
+
+void rewind_batch_free(rewind_batch* batch) {
+    if (!batch) return;
+    batch->dec.reset(); // before the context it refers to
+    delete batch;
+}
+
+rewind_status rewind_batch_add(rewind_batch* batch, const rewind_token* prompt, size_t n_prompt,
+                               const rewind_generate_options* opts, const rewind_spec_options* spec,
+                               uint64_t* request_id) {
+    namespace sp = rwd::speculate;
+    return guarded("rewind_batch_add", [&] {
+        need(batch, "the batch");
+        need(request_id, "request_id");
+        check_usable(batch);
+        if (n_prompt == 0) throw Error(ErrorCode::argument, "the prompt is empty (a request needs at least one id)");
+        need(prompt, "the prompt");
+        const rwd::Model& model = *batch->model;
+        const int64_t n_ctx = model.hparams().n_ctx_train;
+        sp::BatchRequest req;
+        req.generate = generate_options(opts, SIZE_MAX); // no output buffer: any max_tokens >= 0
+        req.prompt.assign(prompt, prompt + n_prompt);
+        if (spec) {
+            if (spec->k < 1 || spec->k > sp::SpeculativeOptions::kMaxK)
+                throw Error(ErrorCode::argument, "k must be in [1, " + std::to_string(sp::SpeculativeOptions::kMaxK) +
+                                                     "], got " + std::to_string(spec->k));
+            const sp::SourceSpec ss = source_spec(spec, batch->kv_type);
+            // The positions the request's cache will have (as BatchDecoder::submit sizes it).
+            const auto P = static_cast<int64_t>(n_prompt);
+            const int64_t cap = P >= n_ctx || req.generate.max_tokens >= n_ctx - P ? n_ctx : P + req.generate.max_tokens;
+            req.source = sp::make_guess_source(ss, model, std::max<int64_t>(cap, 1));
+            req.k = spec->k;
+            req.k_policy = spec->adaptive ? sp::KPolicy::Adaptive : sp::KPolicy::Fixed;
+        }
+        // Room first, so that recording the request after submit() cannot fail.
+        auto& es = batch->entries;
+        if (es.size() == es.capacity()) es.reserve(std::max<size_t>(8, 2 * es.size()));
+        rewind_batch::Entry e;
+        e.prompt_size = static_cast<int64_t>(n_prompt);
+        e.id = batch->dec->submit(std::move(req));
+        batch->entries.push_back(std::move(e));
+        *request_id = batch->entries.back().id;
+    });
+}
+
+rewind_status rewind_batch_step(rewind_batch* batch, int64_t* n_active) {
+    return guarded("rewind_batch_step", [&] {
+        need(batch, "the batch");
+        need(n_active, "n_active");
+        check_usable(batch);
+        std::vector<rwd::speculate::BatchResult> ended;
+        try {
+            ended = batch->dec->step();
+        } catch (...) {
+            // step() handles every request's own failure; what escapes it (out of memory) may
+            // have left a pass half judged.
+            batch->broken = true;
+            throw;
+        }
+        for (rwd::speculate::BatchResult& r : ended) {
+            rewind_batch::Entry& e = entry_of(batch, r.id);
+            e.state = r.failed ? REWIND_REQUEST_FAILED : r.cancelled ? REWIND_REQUEST_CANCELLED : REWIND_REQUEST_DONE;
+            e.result = std::move(r);
+        }
+        *n_active = static_cast<int64_t>(batch->dec->active());
+    });
+}
+
+rewind_status rewind_batch_cancel(rewind_batch* batch, uint64_t request_id) {
+    return guarded("rewind_batch_cancel", [&] {
+        need(batch, "the batch");
+        rewind_batch::Entry& e = entry_of(batch, request_id);
+        if (e.state != REWIND_REQUEST_RUNNING)
+            throw Error(ErrorCode::state, "request " + std::to_string(request_id) + " has already ended (" +
+                                              state_name(e.state) + ")");
+        if (!batch->dec->cancel(request_id))
+            throw Error(ErrorCode::state, "request " + std::to_string(request_id) + " is not in the decoder");
+        e.cancel_asked = true;
+    });
+}
+
+int64_t rewind_batch_n_active(const rewind_batch* b) { return b ? static_cast<int64_t>(b->dec->active()) : 0; }
+uint64_t rewind_batch_kv_bytes(const rewind_batch* b) { return b ? b->dec->kv_bytes_in_use() : 0; }
+
+rewind_status rewind_batch_request_info(const rewind_batch* batch, uint64_t request_id, rewind_request_info* out) {
+    return guarded("rewind_batch_request_info", [&] {
+        need(batch, "the batch");
+        need(out, "out");
+        const rewind_batch::Entry& e = entry_of(batch, request_id);
+        fill_info(out, e, result_of(batch, e));
+    });
+}
+
+rewind_status rewind_batch_request_tokens(const rewind_batch* batch, uint64_t request_id, rewind_token* tokens,
+                                          size_t capacity, size_t* n_tokens) {
+    return guarded("rewind_batch_request_tokens", [&] {
+        need(batch, "the batch");
+        need(n_tokens, "n_tokens");
+        const rewind_batch::Entry& e = entry_of(batch, request_id);
+        copy_out(result_of(batch, e).tokens, tokens, capacity, n_tokens);
+    });
+}
+
+rewind_status rewind_batch_request_error(const rewind_batch* batch, uint64_t request_id, char* buf, size_t buf_size,
+                                         size_t* n_bytes) {
+    return guarded("rewind_batch_request_error", [&] {
+        need(batch, "the batch");
+        need(n_bytes, "n_bytes");
+        const rewind_batch::Entry& e = entry_of(batch, request_id);
+        const std::string empty;
+        const std::string& msg = e.state == REWIND_REQUEST_FAILED ? e.result.error : empty;
+        if (msg.size() + 1 > buf_size || !buf) {
+            *n_bytes = msg.size();
+            throw Error(ErrorCode::capacity, std::to_string(msg.size()) + " bytes and a NUL do not fit a buffer of " +
+                                                 std::to_string(buf_size));
+        }
+        std::memcpy(buf, msg.data(), msg.size());
+        buf[msg.size()] = '\0';
+        *n_bytes = msg.size();
+    });
+}
+
+rewind_status rewind_batch_finished(const rewind_batch* batch, uint64_t* ids, size_t capacity, size_t* n_ids) {
+    return guarded("rewind_batch_finished", [&] {
+        need(batch, "the batch");
+        need(n_ids, "n_ids");
+        size_t n = 0;
+        for (const auto& e : batch->entries) n += e.state != REWIND_REQUEST_RUNNING ? 1 : 0;
+        *n_ids = n;
+        if (n > capacity)
+            throw Error(ErrorCode::capacity,
+                        std::to_string(n) + " ids do not fit a buffer of " + std::to_string(capacity));
+        if (n > 0) need(ids, "the id buffer");
+        size_t i = 0;
+        for (const auto& e : batch->entries)
+            if (e.state != REWIND_REQUEST_RUNNING) ids[i++] = e.id;
+    });
+}
+
+rewind_status rewind_batch_take(rewind_batch* batch, uint64_t request_id, rewind_token* tokens, size_t capacity,
+                                size_t* n_tokens, rewind_request_info* info) {
+    return guarded("rewind_batch_take", [&] {
+        need(batch, "the batch");
+        need(n_tokens, "n_tokens");
+        rewind_batch::Entry& e = entry_of(batch, request_id);
+        if (e.state == REWIND_REQUEST_RUNNING)
+            throw Error(ErrorCode::state, "request " + std::to_string(request_id) +
+                                              " is still running (step until it ends, or cancel it)");
+        copy_out(e.result.tokens, tokens, capacity, n_tokens);
+        if (info) fill_info(info, e, e.result);
+        batch->entries.erase(batch->entries.begin() + (&e - batch->entries.data()));
+    });
+}
+
+rewind_status rewind_batch_release(rewind_batch* batch, uint64_t request_id) {
+    return guarded("rewind_batch_release", [&] {
+        need(batch, "the batch");
+        rewind_batch::Entry& e = entry_of(batch, request_id);
+        if (e.state == REWIND_REQUEST_RUNNING)
+            throw Error(ErrorCode::state, "request " + std::to_string(request_id) +
+                                              " is still running (cancel it and step first)");
+        batch->entries.erase(batch->entries.begin() + (&e - batch->entries.data()));
     });
 }
 
