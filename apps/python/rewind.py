@@ -7,6 +7,11 @@ the standard library's ctypes.
     session.append_text("def parse_args(argv):")
     text, stats = session.generate(64, source="auto", k=4)
 
+    batch = rewind.Batch(model)                   # continuous batching: many requests at once
+    batch.add("import os\n", max_tokens=32, source="ngram")
+    for result in batch.run_until_done():
+        print(result.id, result.stop_reason, result.text)
+
 The shared library is found from $REWIND_LIBRARY, else as librewind_c.so beside this file, in
 ../lib of an installed prefix, or on the loader's path. Failures raise rewind.Error, whose
 `status` names the kind ("io", "format", "unsupported", "shape", "capacity", "argument",
@@ -15,10 +20,11 @@ The shared library is found from $REWIND_LIBRARY, else as librewind_c.so beside 
 import ctypes
 import os
 
-__all__ = ["Error", "Model", "Context", "Cache", "Session", "Stats", "GenerateOptions", "version"]
+__all__ = ["Error", "Model", "Context", "Cache", "Session", "Stats", "GenerateOptions", "Batch", "Result", "version"]
 
 _STATUS = ["ok", "io", "format", "unsupported", "shape", "capacity", "argument", "state", "internal"]
-_STOP = ["max_tokens", "end_of_generation", "stop_string", "context_full"]
+_STOP = ["max_tokens", "end_of_generation", "stop_string", "context_full", "cancelled"]
+_STATE = ["running", "done", "failed", "cancelled"]
 _CAPACITY = 5
 
 
@@ -92,6 +98,31 @@ class Stats(ctypes.Structure):
                 f"accepted={self.accepted}, stop={self.stop_reason!r})")
 
 
+class _BatchOptions(ctypes.Structure):
+    _fields_ = [
+        ("kv_budget_bytes", ctypes.c_uint64),
+        ("kv_f16", ctypes.c_int),
+        ("prefill_chunk", ctypes.c_int64),
+        ("pass_tokens", ctypes.c_int64),
+        ("share_prefixes", ctypes.c_int),
+        ("cost_model", ctypes.c_int),
+        ("pass_fixed_seconds", ctypes.c_double),
+        ("pass_row_seconds", ctypes.c_double),
+    ]
+
+
+class _RequestInfo(ctypes.Structure):
+    _fields_ = [
+        ("state", ctypes.c_int32),
+        ("status", ctypes.c_int32),
+        ("n_tokens", ctypes.c_int64),
+        ("prompt_tokens_shared", ctypes.c_int64),
+        ("first_token_seconds", ctypes.c_double),
+        ("latency_seconds", ctypes.c_double),
+        ("stats", Stats),
+    ]
+
+
 def _find_library():
     env = os.environ.get("REWIND_LIBRARY")
     if env:
@@ -135,6 +166,20 @@ _SIGNATURES = {
     "rewind_generate": (ctypes.c_int, [_P, _P, ctypes.POINTER(GenerateOptions), _tok_p, ctypes.c_size_t, _size_p, ctypes.POINTER(Stats)]),
     "rewind_spec_default_options": (_SpecOptions, []),
     "rewind_generate_speculative": (ctypes.c_int, [_P, _P, ctypes.POINTER(GenerateOptions), ctypes.POINTER(_SpecOptions), _tok_p, ctypes.c_size_t, _size_p, ctypes.POINTER(Stats)]),
+    "rewind_batch_default_options": (_BatchOptions, []),
+    "rewind_batch_new": (ctypes.c_int, [_P, ctypes.POINTER(_ContextOptions), ctypes.POINTER(_BatchOptions), ctypes.POINTER(_P)]),
+    "rewind_batch_free": (None, [_P]),
+    "rewind_batch_add": (ctypes.c_int, [_P, _tok_p, ctypes.c_size_t, ctypes.POINTER(GenerateOptions), ctypes.POINTER(_SpecOptions), ctypes.POINTER(ctypes.c_uint64)]),
+    "rewind_batch_step": (ctypes.c_int, [_P, ctypes.POINTER(ctypes.c_int64)]),
+    "rewind_batch_cancel": (ctypes.c_int, [_P, ctypes.c_uint64]),
+    "rewind_batch_n_active": (ctypes.c_int64, [_P]),
+    "rewind_batch_kv_bytes": (ctypes.c_uint64, [_P]),
+    "rewind_batch_request_info": (ctypes.c_int, [_P, ctypes.c_uint64, ctypes.POINTER(_RequestInfo)]),
+    "rewind_batch_request_tokens": (ctypes.c_int, [_P, ctypes.c_uint64, _tok_p, ctypes.c_size_t, _size_p]),
+    "rewind_batch_request_error": (ctypes.c_int, [_P, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t, _size_p]),
+    "rewind_batch_finished": (ctypes.c_int, [_P, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t, _size_p]),
+    "rewind_batch_take": (ctypes.c_int, [_P, ctypes.c_uint64, _tok_p, ctypes.c_size_t, _size_p, ctypes.POINTER(_RequestInfo)]),
+    "rewind_batch_release": (ctypes.c_int, [_P, ctypes.c_uint64]),
 }
 for _name, (_res, _args) in _SIGNATURES.items():
     _f = getattr(_lib, _name)
@@ -283,6 +328,20 @@ def _options(max_tokens, temperature, seed, stop, stop_at_eog, keep):
     return o
 
 
+def _spec(source, k, adaptive, references, draft, keep):
+    spec = _lib.rewind_spec_default_options()
+    spec.source = source.encode()
+    spec.k = k
+    spec.adaptive = int(adaptive)
+    if references:
+        arr, count = _c_strings(references)
+        keep.append(arr)
+        spec.references = ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p))
+        spec.n_references = count
+    spec.draft = draft._h if draft is not None else None
+    return spec
+
+
 def generate(ctx, cache, max_tokens=128, source=None, k=4, adaptive=False, references=(), draft=None,
              temperature=0.0, seed=0, stop=(), stop_at_eog=True):
     """Generates from the sequence in `cache`; the ids are appended to it and returned with the
@@ -296,16 +355,7 @@ def generate(ctx, cache, max_tokens=128, source=None, k=4, adaptive=False, refer
     if source is None:
         _check(_lib.rewind_generate(ctx._h, cache._h, ctypes.byref(opts), out, max_tokens, ctypes.byref(n), ctypes.byref(stats)))
     else:
-        spec = _lib.rewind_spec_default_options()
-        spec.source = source.encode()
-        spec.k = k
-        spec.adaptive = int(adaptive)
-        if references:
-            arr, count = _c_strings(references)
-            keep.append(arr)
-            spec.references = ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p))
-            spec.n_references = count
-        spec.draft = draft._h if draft is not None else None
+        spec = _spec(source, k, adaptive, references, draft, keep)
         _check(_lib.rewind_generate_speculative(ctx._h, cache._h, ctypes.byref(opts), ctypes.byref(spec), out, max_tokens, ctypes.byref(n), ctypes.byref(stats)))
     return list(out[: n.value]), stats
 
@@ -336,3 +386,158 @@ class Session:
 
     def text(self):
         return self.model.detokenize(self.cache.tokens())
+
+
+class Result:
+    """A batch request: `id`, `state` ("running", "done", "failed", "cancelled"), the generated
+    `tokens` and their `text`, `stop_reason` (once ended), `stats` (Stats), `error` (a
+    rewind.Error when it failed, else None), `prompt_tokens_shared` (prompt positions copied from
+    another request), `first_token_seconds` and `latency_seconds` (from add)."""
+
+    def __init__(self, request_id, info, tokens, text, error):
+        self.id = request_id
+        self.state = _STATE[info.state] if 0 <= info.state < len(_STATE) else str(info.state)
+        self.tokens = tokens
+        self.text = text
+        self.stats = info.stats
+        self.error = error
+        self.prompt_tokens_shared = info.prompt_tokens_shared
+        self.first_token_seconds = info.first_token_seconds
+        self.latency_seconds = info.latency_seconds
+
+    @property
+    def stop_reason(self):
+        return self.stats.stop_reason if self.state in ("done", "cancelled") else None
+
+    def __repr__(self):
+        return f"Result(id={self.id}, state={self.state!r}, tokens={len(self.tokens)}, stop={self.stop_reason!r})"
+
+
+class Batch:
+    """Continuous batching: requests decode together, one forward pass per step(), each with its
+    own prompt, sampling and guess source; they join (add) and leave (when they end, or cancel)
+    between steps. Each request's tokens equal what it would generate alone.
+
+        batch = rewind.Batch(model)
+        a = batch.add("def f(x):\n", max_tokens=64)
+        b = batch.add([1, 500, 37], max_tokens=16, source="ngram", k=4)
+        for result in batch.run_until_done():
+            print(result.id, result.stop_reason, result.text)
+
+    Failures raise rewind.Error and change nothing; a request that fails while running ends with
+    state "failed" and its own `error`, the others go on."""
+
+    def __init__(self, model, n_threads=1, max_batch=256, kv_budget_bytes=0, kv_f16=False, prefill_chunk=64,
+                 pass_tokens=0, share_prefixes=True, cost_model=False):
+        self.model = model
+        co = _ContextOptions(n_threads, max_batch)
+        bo = _lib.rewind_batch_default_options()
+        bo.kv_budget_bytes = kv_budget_bytes
+        bo.kv_f16 = int(kv_f16)
+        bo.prefill_chunk = prefill_chunk
+        bo.pass_tokens = pass_tokens
+        bo.share_prefixes = int(share_prefixes)
+        bo.cost_model = int(cost_model)
+        self._prompts = {}  # id -> prompt ids, for the text of what follows them
+        self._h = _P()
+        _check(_lib.rewind_batch_new(model._h, ctypes.byref(co), ctypes.byref(bo), ctypes.byref(self._h)))
+
+    def __del__(self):
+        if getattr(self, "_h", None):
+            _lib.rewind_batch_free(self._h)
+            self._h = None
+
+    def __len__(self):
+        """Requests running."""
+        return _lib.rewind_batch_n_active(self._h)
+
+    @property
+    def kv_bytes(self):
+        """Bytes of KV cache the running requests hold."""
+        return _lib.rewind_batch_kv_bytes(self._h)
+
+    def add(self, prompt, max_tokens=128, source=None, k=4, adaptive=False, references=(), draft=None,
+            temperature=0.0, seed=0, stop=(), stop_at_eog=True):
+        """Adds a request and returns its id. `prompt` is text (tokenized with the model's BOS
+        rule) or a list of ids; source None decodes plainly, else "ngram", "ref", "draft" or
+        "auto" guesses k tokens a step (other arguments as rewind.generate). A request that does
+        not fit the KV budget raises Error("capacity"), and the batch is unchanged."""
+        ids = self.model.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
+        keep = []
+        opts = _options(max_tokens, temperature, seed, stop, stop_at_eog, keep)
+        spec = _spec(source, k, adaptive, references, draft, keep) if source is not None else None
+        arr, n = _ids(ids)
+        rid = ctypes.c_uint64(0)
+        _check(_lib.rewind_batch_add(self._h, arr, n, ctypes.byref(opts), ctypes.byref(spec) if spec is not None else None,
+                                     ctypes.byref(rid)))
+        self._prompts[rid.value] = ids
+        return rid.value
+
+    def step(self):
+        """One forward pass over every running request; returns how many still run."""
+        n = ctypes.c_int64(0)
+        _check(_lib.rewind_batch_step(self._h, ctypes.byref(n)))
+        return n.value
+
+    def cancel(self, request_id):
+        """Ends a running request at the next step (its tokens so far are kept)."""
+        _check(_lib.rewind_batch_cancel(self._h, request_id))
+
+    def _tokens(self, request_id):
+        n = ctypes.c_size_t(0)
+        status = _lib.rewind_batch_request_tokens(self._h, request_id, None, 0, ctypes.byref(n))
+        if status != _CAPACITY:
+            _check(status)
+        buf = (ctypes.c_int32 * max(n.value, 1))()
+        _check(_lib.rewind_batch_request_tokens(self._h, request_id, buf, n.value, ctypes.byref(n)))
+        return list(buf[: n.value])
+
+    def _error(self, request_id, info):
+        if info.state != 2:  # REWIND_REQUEST_FAILED
+            return None
+        n = ctypes.c_size_t(0)
+        status = _lib.rewind_batch_request_error(self._h, request_id, None, 0, ctypes.byref(n))
+        if status != _CAPACITY:
+            _check(status)
+        buf = ctypes.create_string_buffer(n.value + 1)
+        _check(_lib.rewind_batch_request_error(self._h, request_id, buf, n.value + 1, ctypes.byref(n)))
+        name = _STATUS[info.status] if 0 <= info.status < len(_STATUS) else str(info.status)
+        return Error(name, buf.raw[: n.value].decode("utf-8", "replace"))
+
+    def _text(self, request_id, tokens):
+        prompt = self._prompts.get(request_id, [])
+        before = self.model.detokenize(prompt)
+        after = self.model.detokenize(prompt + tokens)
+        return after[len(before):] if after.startswith(before) else self.model.detokenize(tokens)
+
+    def result(self, request_id):
+        """The request's Result so far (running or ended), without taking it out."""
+        info = _RequestInfo()
+        _check(_lib.rewind_batch_request_info(self._h, request_id, ctypes.byref(info)))
+        tokens = self._tokens(request_id)
+        return Result(request_id, info, tokens, self._text(request_id, tokens), self._error(request_id, info))
+
+    def finished(self):
+        """Takes every ended request out of the batch: their Results, in the order they were added."""
+        n = ctypes.c_size_t(0)
+        status = _lib.rewind_batch_finished(self._h, None, 0, ctypes.byref(n))
+        if status != _CAPACITY:
+            _check(status)
+        ids = (ctypes.c_uint64 * max(n.value, 1))()
+        _check(_lib.rewind_batch_finished(self._h, ids, n.value, ctypes.byref(n)))
+        out = []
+        for rid in ids[: n.value]:
+            r = self.result(rid)
+            _check(_lib.rewind_batch_release(self._h, rid))
+            self._prompts.pop(rid, None)
+            out.append(r)
+        return out
+
+    def run_until_done(self):
+        """Steps until no request runs, yielding each request's Result as it ends (requests
+        added meanwhile, e.g. from the loop's body, are run too)."""
+        while True:
+            yield from self.finished()
+            if len(self) == 0:
+                return
+            self.step()

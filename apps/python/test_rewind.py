@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Tests of apps/python/rewind.py (ctest runs them with Debian's python3): speculative output
-equals plain decoding, errors carry their status, a cache saved and loaded continues exactly."""
+equals plain decoding, errors carry their status, a cache saved and loaded continues exactly,
+batched requests each equal their own decoding, and the README's batch example is
+batch_example.py."""
 import os
 import sys
 import tempfile
@@ -75,6 +77,90 @@ class RewindTest(unittest.TestCase):
         ids, _ = rewind.generate(s.context, loaded, 12, stop_at_eog=False)
         self.assertEqual(loaded.tokens()[-12:], ids)
         self.assertEqual(self.model.detokenize(loaded.tokens()), whole)  # as if never truncated
+
+    def alone(self, prompt, max_tokens, **kw):
+        """What a request generates decoding alone (plainly: speculation is lossless)."""
+        cache = rewind.Cache(self.model)
+        ctx = rewind.Context(self.model)
+        ids = self.model.tokenize(prompt) if isinstance(prompt, str) else prompt
+        arr, n = rewind._ids(ids)
+        rewind._check(rewind._lib.rewind_append(ctx._h, cache._h, arr, n))
+        tokens, _ = rewind.generate(ctx, cache, max_tokens, **kw)
+        return tokens
+
+    def test_batch_requests_equal_their_own_decoding(self):
+        batch = rewind.Batch(self.model, n_threads=2, prefill_chunk=16)
+        reqs = [(PROMPT, 40, {}), ("class Parser:\n    def __init__(self):\n", 24, {"source": "ngram", "k": 4}),
+                ("def f(x):\n    return x", 32, {"source": "ngram", "k": 6, "temperature": 0.8, "seed": 5}),
+                (self.model.tokenize(PROMPT + "    parser = "), 20, {"source": "auto", "draft": self.draft})]
+        want = {}
+        for prompt, n, kw in reqs:
+            rid = batch.add(prompt, max_tokens=n, stop_at_eog=False, **kw)
+            plain_kw = {key: v for key, v in kw.items() if key in ("temperature", "seed")}
+            want[rid] = self.alone(prompt, n, stop_at_eog=False, **plain_kw)
+        self.assertEqual(len(batch), 4)
+        seen = []
+        for r in batch.run_until_done():
+            self.assertEqual(r.state, "done")
+            self.assertEqual(r.stop_reason, "max_tokens")
+            self.assertEqual(r.tokens, want[r.id])
+            self.assertEqual(r.stats.emitted, len(r.tokens))
+            self.assertLessEqual(r.stats.accepted, r.stats.proposed)
+            self.assertIsNone(r.error)
+            seen.append(r.id)
+        self.assertEqual(sorted(seen), sorted(want))
+        self.assertEqual(len(batch), 0)
+        self.assertEqual(batch.kv_bytes, 0)
+
+    def test_batch_cancel_and_errors(self):
+        batch = rewind.Batch(self.model)
+        a = batch.add(PROMPT, max_tokens=40, stop_at_eog=False)
+        b = batch.add("import re\n", max_tokens=30, source="ngram", stop_at_eog=False)
+        for _ in range(6):
+            batch.step()
+        self.assertEqual(batch.result(a).state, "running")
+        batch.cancel(a)
+        batch.step()
+        cancelled = batch.result(a)
+        self.assertEqual((cancelled.state, cancelled.stop_reason), ("cancelled", "cancelled"))
+        self.assertEqual(cancelled.tokens, self.alone(PROMPT, 40, stop_at_eog=False)[: len(cancelled.tokens)])
+        with self.assertRaises(rewind.Error) as e:
+            batch.cancel(a)  # already ended
+        self.assertEqual(e.exception.status, "state")
+        # Bad requests: their own errors, the batch unchanged.
+        running, kv = len(batch), batch.kv_bytes
+        for prompt, kw, status in [([1, self.model.n_vocab], {}, "argument"), ([], {}, "argument"),
+                                   ([1] * (self.model.n_ctx + 1), {}, "capacity"),
+                                   ("x", {"source": "telepathy"}, "argument"), ("x", {"source": "ngram", "k": 0}, "argument")]:
+            with self.subTest(prompt=prompt[:3], kw=kw):
+                with self.assertRaises(rewind.Error) as e:
+                    batch.add(prompt, max_tokens=8, **kw)
+                self.assertEqual(e.exception.status, status)
+                self.assertEqual((len(batch), batch.kv_bytes), (running, kv))
+        with self.assertRaises(rewind.Error) as e:
+            batch.result(999)
+        self.assertEqual(e.exception.status, "argument")
+        done = {r.id: r for r in batch.run_until_done()}
+        self.assertEqual(sorted(done), [a, b])
+        self.assertEqual(done[b].tokens, self.alone("import re\n", 30, stop_at_eog=False))
+        # A KV budget too small for any request: refused, nothing admitted.
+        tiny = rewind.Batch(self.model, kv_budget_bytes=1)
+        with self.assertRaises(rewind.Error) as e:
+            tiny.add(PROMPT, max_tokens=8)
+        self.assertEqual(e.exception.status, "capacity")
+        self.assertEqual((len(tiny), tiny.kv_bytes), (0, 0))
+
+    def test_readme_batch_example_is_batch_example_py(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "..", "..", "README.md")) as f:
+            readme = f.read()
+        marker = "<!-- the file apps/python/batch_example.py"
+        self.assertIn(marker, readme)
+        block = readme[readme.index(marker):]
+        block = block[block.index("```python\n") + len("```python\n"):]
+        block = block[: block.index("```\n")]
+        with open(os.path.join(here, "batch_example.py")) as f:
+            self.assertEqual(block, f.read(), "README.md's batch example differs from apps/python/batch_example.py")
 
 
 if __name__ == "__main__":
