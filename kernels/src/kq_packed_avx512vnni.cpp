@@ -12,7 +12,6 @@ struct Zmm16 {
     using F = __m512;
     static constexpr int kLanes = 16;
     static constexpr int kSub = 9;
-    static constexpr bool kI16Sums = false; // vpdpbusd sums straight into int32
     static I load(const uint8_t* p) { return _mm512_load_si512(p); }
     static I izero() { return _mm512_setzero_si512(); }
     static I set1_8(char c) { return _mm512_set1_epi8(c); }

@@ -1,7 +1,9 @@
-// The packed Q4_K/Q6_K engine shared by the SIMD bodies (kq_packed_avx2.cpp, _avx512vnni), written
-// once over a traits type V: V::kLanes rows per vector (8 or 16), so a group of 16 rows is
-// kVec = 16 / kLanes vectors. Per super-block and sub-block, the group's quants are unpacked once
-// into registers and applied to every token of the tile: exact int32 sums per (token, row) --
+// The packed Q4_K/Q6_K engine for bodies whose registers hold a whole tile (kq_packed_avx512vnni.cpp),
+// written over a traits type V: V::kLanes rows per vector (8 or 16), so a group of 16 rows is
+// kVec = 16 / kLanes vectors. (The AVX2 body, with 16 ymm registers, has its own tile shape in
+// kq_packed_avx2.cpp; the arithmetic stated here is the contract for both.) Per super-block and
+// sub-block, the group's quants are unpacked once into registers and applied to every token of
+// the tile: exact int32 sums per (token, row) --
 // isum = sum_j sc_j * dot_j, msum = sum_k c_k * bsum_k -- then the float steps of matmul_quant.h,
 // super-blocks ascending. Layouts: kq_packed_impl.h. Included only by ISA-specific files; an
 // anonymous namespace keeps code built with one ISA's flags from being merged into another's.
@@ -92,15 +94,7 @@ inline void kq_tile(const KqPackedJob& job, int64_t g, int64_t t0) {
 #pragma GCC unroll 16
                 for (int t = 0; t < NT; ++t) {
                     const int8_t* x = a[t][b].qs + 32 * j;
-                    if constexpr (T == DType::Q4_K && V::kI16Sums) {
-                        // Without VNNI: maddubs pair sums of 4-bit quants are at most 2 * 15 * 127,
-                        // so eight of them add up exactly in int16 (<= 30480); one madd applies the
-                        // sub-block scale (sc_j in both halves of each row's lane).
-                        typename V::I p = V::maddubs(w[0], load_i32(x));
-#pragma GCC unroll 8
-                        for (int c = 1; c < 8; ++c) p = V::add16(p, V::maddubs(w[c], load_i32(x + 4 * c)));
-                        isum[t][v] = V::add(isum[t][v], V::madd(p, V::or_(s0, V::template slli32<16>(s0))));
-                    } else if constexpr (T == DType::Q4_K && NT >= 4) { // other tokens hide the chain's latency
+                    if constexpr (T == DType::Q4_K && NT >= 4) { // other tokens hide the chain's latency
                         I p = V::izero();
 #pragma GCC unroll 8
                         for (int c = 0; c < 8; ++c) p = V::dot(p, w[c], load_i32(x + 4 * c));
