@@ -1,26 +1,89 @@
 // AVX2 body of the packed Q8_0 product for CPUs without VNNI: 8 rows per ymm (two per group),
-// |w| x (x carrying w's sign) with maddubs, pairs summed to int32 with madd.
-#include "q8_packed_body.h"
+// |w| x (x carrying w's sign) with maddubs, pairs summed to int32 with madd. Arithmetic as
+// q8_packed_body.h states (exact int32 block dot, then s = fma(float(isum), d_w * d_x, s)).
+// The tile shape is this body's own: with 16 ymm registers, the shared engine's tile (|w| and w
+// for both 8-row halves, 32 vectors, plus per-token sums) is all spills. Here one half's eight
+// |w| vectors stay in registers, w is read from L1 as vpsignb's memory operand, and every token of
+// the tile takes its block dot against them; the float sums live in a small L1 array.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "q8_packed_impl.h"
 
 namespace rwd::detail {
 namespace {
 
-struct Avx2 : Ymm8 {
-    struct P {
-        __m256i a; // |w| as unsigned bytes (-128 -> 128)
-        __m256i w;
-    };
-    static P prep(I w) { return P{_mm256_sign_epi8(w, w), w}; }
-    static I init(int32_t) { return _mm256_setzero_si256(); }
-    // |x| <= 127: negation is exact and pair sums (<= 2 * 128 * 127) cannot saturate.
-    static I dot(I acc, const P& w, int32_t x4) {
-        const __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(x4), w.w);
-        return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w.a, sx), _mm256_set1_epi16(1)));
+inline __m256i bcast4(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+void q8p_tile_avx2(const Q8PackedJob& job, int64_t g, int64_t t0, int64_t nt) {
+    const int64_t nb = job.nb, n = job.x.n_tokens;
+    const std::byte* grp = job.w + size_t(g) * job.group_bytes;
+    const auto* qs = reinterpret_cast<const int8_t*>(grp);
+    const auto* sc = reinterpret_cast<const uint16_t*>(grp + size_t(nb) * kQ8PackBlockBytes);
+    const __m256i ones = _mm256_set1_epi16(1);
+
+    alignas(32) __m256 acc[kQ8MaxTile][2]; // [token][half]
+    for (int64_t t = 0; t < nt; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+
+    for (int64_t b = 0; b < nb; ++b) {
+        const int8_t* wb = qs + b * kQ8PackBlockBytes;
+        // 8 KiB ahead, every line (as q8_packed_body.h's engine).
+        for (int l = 0; l < 8; ++l) _mm_prefetch(reinterpret_cast<const char*>(wb + 16 * kQ8PackBlockBytes + 64 * l), _MM_HINT_T0);
+#pragma GCC unroll 1
+        for (int v = 0; v < 2; ++v) {
+            const int8_t* wv = wb + v * 32; // [8 column groups, 64 bytes apart][8 rows][4]
+            __m256i a[8];
+            for (int q = 0; q < 8; ++q) {
+                const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(wv + 64 * q));
+                a[q] = _mm256_sign_epi8(w, w); // |w| as unsigned bytes (-128 -> 128)
+            }
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + b * kQ8PackRows + v * 8)));
+            const int8_t* xb = job.x.qs + (b * n + t0) * 32;
+            const float* dx = job.x.d + b * n + t0;
+#pragma GCC unroll 1
+            for (int64_t t = 0; t < nt; ++t, xb += 32) {
+                // |x| <= 127: negation is exact and pair sums (<= 2 * 128 * 127) cannot saturate.
+                __m256i p[8];
+                for (int q = 0; q < 8; ++q) {
+                    const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(wv + 64 * q));
+                    p[q] = _mm256_madd_epi16(_mm256_maddubs_epi16(a[q], _mm256_sign_epi8(bcast4(xb + 4 * q), w)), ones);
+                }
+                const __m256i is = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(p[0], p[1]), _mm256_add_epi32(p[2], p[3])),
+                                                    _mm256_add_epi32(_mm256_add_epi32(p[4], p[5]), _mm256_add_epi32(p[6], p[7])));
+                acc[t][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_set1_ps(dx[t])), acc[t][v]);
+            }
+        }
     }
-};
+
+    const int64_t r0 = g * kQ8PackRows;
+    const int64_t nr = job.rows - r0 < kQ8PackRows ? job.rows - r0 : kQ8PackRows;
+    for (int64_t t = 0; t < nt; ++t) {
+        float* y = job.y + (t0 + t) * job.rows + r0;
+        if (nr == kQ8PackRows) {
+            _mm256_storeu_ps(y, acc[t][0]);
+            _mm256_storeu_ps(y + 8, acc[t][1]);
+        } else {
+            alignas(32) float tmp[kQ8PackRows];
+            _mm256_store_ps(tmp, acc[t][0]);
+            _mm256_store_ps(tmp + 8, acc[t][1]);
+            std::memcpy(y, tmp, size_t(nr) * sizeof(float));
+        }
+    }
+}
 
 } // namespace
 
-void q8p_groups_avx2(const Q8PackedJob& job, int64_t g0, int64_t g1) { q8p_groups<Avx2>(job, g0, g1); }
+void q8p_groups_avx2(const Q8PackedJob& job, int64_t g0, int64_t g1) {
+    const int64_t n = job.x.n_tokens;
+    const int64_t tiles = (n + kQ8MaxTile - 1) / kQ8MaxTile;
+    const int64_t per = (n + tiles - 1) / tiles;
+    for (int64_t g = g0; g < g1; ++g)
+        for (int64_t t0 = 0; t0 < n; t0 += per) q8p_tile_avx2(job, g, t0, t0 + per < n ? per : n - t0);
+}
 
 } // namespace rwd::detail

@@ -1,5 +1,7 @@
-// The packed-Q8_0 engine shared by the SIMD bodies (q8_packed_avx2.cpp, _avxvnni, _avx512,
-// _avx512vnni), written once over a traits type V: V::kLanes rows per vector (8 or 16), so a group
+// The packed-Q8_0 engine shared by the SIMD bodies q8_packed_avxvnni.cpp and _avx512 (the AVX2
+// body, with 16 ymm registers, has its own tile shape in q8_packed_avx2.cpp, and the AVX-512 VNNI
+// body its own in q8_packed_avx512vnni.cpp; the arithmetic stated here is the contract for all),
+// written once over a traits type V: V::kLanes rows per vector (8 or 16), so a group
 // of 16 rows is kVec = 16 / kLanes vectors. For each block, the group's weights are loaded (and
 // prepared: offset for vpdpbusd, or |w| for maddubs) once and applied to every token of the tile;
 // per token and row: an exact int32 block dot, then s = fma(float(isum), d_w * d_x, s), blocks
