@@ -28,6 +28,7 @@ inline void tile(const Q8PackedJob& job, int64_t g, int64_t t0) {
     const float* xd = job.x.d + t0;
     const int32_t* xs = job.x.sum + t0;
     const __m512i off = _mm512_set1_epi8(char(0x80));
+    const std::byte* next = grp + job.group_bytes;
 
     __m512 acc[NT];
 #pragma GCC unroll 9
@@ -39,11 +40,19 @@ inline void tile(const Q8PackedJob& job, int64_t g, int64_t t0) {
         const float* xdb = xd + b * n;
         const int32_t* xsb = xs + b * n;
         // Software prefetch far ahead (the weights stream from DRAM; compute for many tokens
-        // must not leave the memory queue idle). Past a group's blocks this runs into its scales
-        // and then the next group, which is what this thread reads next; never faults.
+        // must not leave the memory queue idle), in the order this thread reads: block b + 16 of
+        // this group or, past its last block, of the next group (this thread's next work, or
+        // harmless), and that block's scale line. A group's scales sit after its blocks but are
+        // read from its first block on: without their own prefetch every group starts with a
+        // demand miss on them. A prefetch never faults.
+        const int64_t pb = b + kPrefetchBlocks;
+        const std::byte* pw = pb < nb ? grp + pb * kQ8PackBlockBytes : next + (pb - nb) * kQ8PackBlockBytes;
 #pragma GCC unroll 8
-        for (int l = 0; l < 8; ++l)
-            _mm_prefetch(reinterpret_cast<const char*>(wb + kPrefetchBlocks * kQ8PackBlockBytes + 64 * l), _MM_HINT_T0);
+        for (int l = 0; l < 8; ++l) _mm_prefetch(reinterpret_cast<const char*>(pw + 64 * l), _MM_HINT_T0);
+        if ((pb & 1) == 0) { // one 64-byte line holds the scales of two blocks
+            const std::byte* ps = pb < nb ? grp + nb * kQ8PackBlockBytes + pb * 32 : next + nb * kQ8PackBlockBytes + (pb - nb) * 32;
+            _mm_prefetch(reinterpret_cast<const char*>(ps), _MM_HINT_T0);
+        }
         __m512i w[8];
 #pragma GCC unroll 8
         for (int q = 0; q < 8; ++q) w[q] = _mm512_xor_si512(_mm512_load_si512(wb + q * 64), off); // w + 128
