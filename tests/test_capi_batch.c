@@ -239,6 +239,35 @@ static void test_cancel(Request* rs) {
     rewind_batch_free(b);
 }
 
+/* Half-precision K/V: each request equals plain decoding on a half-precision cache. A context of
+ * max_batch 2 carries at most two requests: a third is refused (capacity), the batch unchanged. */
+static void test_kv_f16_and_max_batch(Request* rs) {
+    rewind_batch_options bo = rewind_batch_default_options();
+    bo.kv_f16 = 1;
+    rewind_context_options co = rewind_context_default_options();
+    co.max_batch = 2;
+    rewind_batch* b = NULL;
+    OK(rewind_batch_new(g_model, &co, &bo, &b));
+    Request r[2] = {rs[0], rs[1]};
+    for (int i = 0; i < 2; ++i) {
+        rewind_cache* c = NULL;
+        OK(rewind_cache_new(g_model, 0, 1, &c));
+        OK(rewind_append(g_ctx, c, r[i].ids, r[i].n_ids));
+        rewind_generate_options go = options_of(&r[i]);
+        OK(rewind_generate(g_ctx, c, &go, r[i].expect, kMaxOut, &r[i].n_expect, NULL));
+        rewind_cache_free(c);
+        add(b, &r[i]);
+    }
+    rewind_generate_options go = options_of(&rs[2]);
+    uint64_t id = 777;
+    FAILS(rewind_batch_add(b, rs[2].ids, rs[2].n_ids, &go, NULL, &id), REWIND_ERR_CAPACITY);
+    CHECK(id == 777 && rewind_batch_n_active(b) == 2);
+    while (step(b) > 0) {
+    }
+    for (int i = 0; i < 2; ++i) take_and_compare(b, &r[i], want_stop(&r[i]));
+    rewind_batch_free(b);
+}
+
 /* Bad requests get their own error, the batch unchanged; a request whose max_tokens runs past
  * the context ends CONTEXT_FULL exactly where plain decoding does. */
 static void test_bad_requests(Request* ok, Request* long_prompt) {
@@ -383,6 +412,7 @@ int main(void) {
     test_mixed_requests_equal_their_own_output(rs);
     test_kv_budget(&rs[0], &rs[3]);
     test_cancel(rs);
+    test_kv_f16_and_max_batch(rs);
 
     /* A prompt that leaves room for a few tokens only, asking for INT64_MAX of them. */
     static Request long_prompt = {.max_tokens = INT64_MAX, .stop_at_eog = 0};
