@@ -80,12 +80,9 @@ class RewindTest(unittest.TestCase):
 
     def alone(self, prompt, max_tokens, **kw):
         """What a request generates decoding alone (plainly: speculation is lossless)."""
-        cache = rewind.Cache(self.model)
-        ctx = rewind.Context(self.model)
-        ids = self.model.tokenize(prompt) if isinstance(prompt, str) else prompt
-        arr, n = rewind._ids(ids)
-        rewind._check(rewind._lib.rewind_append(ctx._h, cache._h, arr, n))
-        tokens, _ = rewind.generate(ctx, cache, max_tokens, **kw)
+        s = rewind.Session(self.model)
+        s.append_tokens(self.model.tokenize(prompt) if isinstance(prompt, str) else prompt)
+        tokens, _ = rewind.generate(s.context, s.cache, max_tokens, **kw)
         return tokens
 
     def test_batch_requests_equal_their_own_decoding(self):
