@@ -1,5 +1,6 @@
 # Installation and packaging: `cmake --install build --prefix P` puts the static libraries, the
-# public headers (with the generated rewind/version.h) and the CLI (apps/CMakeLists.txt) under P, and a CMake package
+# public headers (with the generated rewind/version.h), the C API's shared library and its Python
+# module, and the CLI (apps/CMakeLists.txt) under P, and a CMake package
 # (find_package(rewind CONFIG) -> rewind::rewind) and rewind.pc beside the libraries.
 include(CMakePackageConfigHelpers)
 
@@ -33,6 +34,11 @@ foreach(dir kernels/include models/include runtime/include speculate/include cap
   endif()
 endforeach()
 install(FILES ${REWIND_GENERATED_INCLUDE_DIR}/rewind/version.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rewind)
+# The Python module (ctypes over librewind_c.so) two levels below the library, where it looks
+# for it whatever LIBDIR is (lib, lib64, lib/<multiarch>): PYTHONPATH=P/LIBDIR/rewind/python.
+if(TARGET rewind_c)
+  install(FILES ${PROJECT_SOURCE_DIR}/apps/python/rewind.py DESTINATION ${CMAKE_INSTALL_LIBDIR}/rewind/python)
+endif()
 
 install(EXPORT rewindTargets NAMESPACE rewind:: FILE rewindTargets.cmake DESTINATION ${REWIND_CMAKE_DIR})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/rewindConfig.cmake.in

@@ -12,8 +12,9 @@ the standard library's ctypes.
     for result in batch.run_until_done():
         print(result.id, result.stop_reason, result.text)
 
-The shared library is found from $REWIND_LIBRARY, else as librewind_c.so beside this file, in
-../lib of an installed prefix, or on the loader's path. Failures raise rewind.Error, whose
+The shared library is found from $REWIND_LIBRARY, else as librewind_c.so beside this file, two
+levels up (`cmake --install` puts this file in LIBDIR/rewind/python, beside the library), in
+../../lib, or on the loader's path. Failures raise rewind.Error, whose
 `status` names the kind ("io", "format", "unsupported", "shape", "capacity", "argument",
 "state", "internal").
 """
@@ -128,7 +129,8 @@ def _find_library():
     if env:
         return env
     here = os.path.dirname(os.path.abspath(__file__))
-    for p in (os.path.join(here, "librewind_c.so"), os.path.join(here, "..", "..", "lib", "librewind_c.so")):
+    for p in (os.path.join(here, "librewind_c.so"), os.path.join(here, "..", "..", "librewind_c.so"),
+              os.path.join(here, "..", "..", "lib", "librewind_c.so")):
         if os.path.exists(p):
             return p
     return "librewind_c.so"

@@ -3,7 +3,7 @@
 # prefix; check every installed header compiles on its own and includes nothing of GoogleTest,
 # CLI11, ICU, Eigen or nlohmann-json; build tests/consumer with only find_package(rewind), and
 # the same file with only pkg-config; run both on a shared model and compare their output with
-# the installed `rewind generate` on the same settings.
+# the installed `rewind generate` on the same settings; run the installed Python module.
 #   tests/consumer/check.sh BUILD_DIR [SHARED_DIR]
 set -euo pipefail
 [ -n "${CHECK_TRACE:-}" ] && set -x
@@ -50,6 +50,37 @@ prompt=$'def parse_args(argv):\n    parser = argparse.ArgumentParser()\n'
 cmp "$tmp/cli.txt" "$tmp/example.txt"
 cmp "$tmp/cli.txt" "$tmp/pc_example.txt"
 echo "== the example's output equals rewind generate's ($(wc -c <"$tmp/cli.txt") bytes)"
+
+# The installed Python module finds the installed librewind_c.so by itself (no REWIND_LIBRARY) and
+# runs a batch whose requests equal their own decoding.
+echo "== the installed Python module"
+pymod=$(find "$prefix" -path '*/rewind/python/rewind.py' | head -n 1)
+if [ -z "$pymod" ]; then
+  echo "check.sh: rewind.py is not installed" >&2
+  exit 1
+fi
+if command -v python3 >/dev/null; then
+  env -u REWIND_LIBRARY PYTHONPATH="$(dirname "$pymod")" python3 - "$model" "$prefix" <<'PY'
+import os
+import sys
+
+import rewind
+
+model_path, prefix = sys.argv[1], sys.argv[2]
+assert os.path.realpath(rewind._lib._name).startswith(os.path.realpath(prefix)), rewind._lib._name
+model = rewind.Model(model_path)
+batch = rewind.Batch(model)
+prompts = {batch.add(p, max_tokens=16, source=s, stop_at_eog=False): p
+           for p, s in [("def f(x):\n", None), ("import os\nimport sys\n", "ngram")]}
+for r in batch.run_until_done():
+    alone = rewind.Session(model)
+    alone.append_text(prompts[r.id])
+    assert alone.generate(16, stop_at_eog=False)[0] == r.text, f"request {r.id} differs from its own decoding"
+print(f"rewind {rewind.version()} from {rewind._lib._name}: {len(prompts)} batched requests equal their own decoding")
+PY
+else
+  echo "(no python3: the module is installed but not run)"
+fi
 
 # The README shows this example verbatim: keep them equal.
 readme=$here/../../README.md
