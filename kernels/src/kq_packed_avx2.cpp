@@ -48,8 +48,10 @@ inline __m256i hi2y(__m256i h, int i, __m256i m30) {
 }
 inline __m256i load(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
 
-template <DType T>
-void kq_tile_avx2(const KqPackedJob& job, int64_t g, int64_t t0, int nt) {
+// NT > 0: a tile of exactly NT tokens (compile-time, for the 1-token decode pass); 0: nt tokens.
+template <DType T, int NT>
+void kq_tile_avx2(const KqPackedJob& job, int64_t g, int64_t t0, int nt_) {
+    const int nt = NT > 0 ? NT : nt_;
     const auto* grp = reinterpret_cast<const uint8_t*>(job.w + size_t(g) * job.group_bytes);
     const auto* act = reinterpret_cast<const uint8_t*>(job.act + size_t(t0) * job.act_bytes);
     const size_t ab = job.act_bytes;
@@ -71,7 +73,7 @@ void kq_tile_avx2(const KqPackedJob& job, int64_t g, int64_t t0, int nt) {
         // [8 rows][4 columns] unpacked once, then every token's dots against them.
 #pragma GCC unroll 1
         for (int j = 0; j < 8; ++j) {
-#pragma GCC unroll 1
+#pragma GCC unroll 2
             for (int v = 0; v < 2; ++v) {
                 __m256i w[8];
                 __m256i s0, s1;
@@ -121,14 +123,17 @@ void kq_tile_avx2(const KqPackedJob& job, int64_t g, int64_t t0, int nt) {
             }
         }
 
-        // msum = sum_k c_k * bsum_k as pairs of 16-sums (Q4_K (m_j, m_j) against sub-block j's two
-        // sums; Q6_K (sc_2j, sc_2j+1), times 32 below), then the float steps, per half and token.
+        // msum = sum_k c_k * bsum_k by madd over pairs (Q4_K (m_2j, m_2j+1) against sub-blocks 2j and
+        // 2j+1's sums; Q6_K (sc_2j, sc_2j+1) against two 16-sums, times 32 below), then the float
+        // steps, per half and token.
 #pragma GCC unroll 1
         for (int v = 0; v < 2; ++v) {
             __m256i pair[8];
             for (int j = 0; j < 8; ++j) {
                 if constexpr (T == DType::Q4_K) {
-                    pair[j] = pair16(widen_u8(sb + 2176 + 16 * j + v * 8));
+                    if (j < 4) // (m_2j, m_2j+1): against (bsum_4j + bsum_4j+1, bsum_4j+2 + bsum_4j+3)
+                        pair[j] = _mm256_or_si256(widen_u8(sb + 2176 + 16 * (2 * j) + v * 8),
+                                                  _mm256_slli_epi32(widen_u8(sb + 2176 + 16 * (2 * j + 1) + v * 8), 16));
                 } else {
                     const __m256i a0 = widen_i8(sb + 3072 + 16 * (2 * j) + v * 8);
                     const __m256i a1 = widen_i8(sb + 3072 + 16 * (2 * j + 1) + v * 8);
@@ -142,9 +147,20 @@ void kq_tile_avx2(const KqPackedJob& job, int64_t g, int64_t t0, int nt) {
             for (int t = 0; t < nt; ++t, a += ab) {
                 const auto* bs = reinterpret_cast<const int16_t*>(a + offsetof(Act256, bsums));
                 __m256i m0 = _mm256_setzero_si256(), m1 = _mm256_setzero_si256();
-                for (int j = 0; j < 8; j += 2) {
-                    m0 = _mm256_add_epi32(m0, _mm256_madd_epi16(pair[j], _mm256_set1_epi32(load_i32(bs + 2 * j))));
-                    m1 = _mm256_add_epi32(m1, _mm256_madd_epi16(pair[j + 1], _mm256_set1_epi32(load_i32(bs + 2 * j + 2))));
+                if constexpr (T == DType::Q4_K) {
+                    // A sub-block's min applies to both its 16-sums: add those first (exact, at
+                    // most 32 * 127 in magnitude), then one madd serves two sub-blocks.
+                    const __m128i h = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bs)),
+                                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(bs + 8)));
+                    m0 = _mm256_add_epi32(_mm256_madd_epi16(pair[0], _mm256_broadcastd_epi32(h)),
+                                          _mm256_madd_epi16(pair[1], _mm256_broadcastd_epi32(_mm_srli_si128(h, 4))));
+                    m1 = _mm256_add_epi32(_mm256_madd_epi16(pair[2], _mm256_broadcastd_epi32(_mm_srli_si128(h, 8))),
+                                          _mm256_madd_epi16(pair[3], _mm256_broadcastd_epi32(_mm_srli_si128(h, 12))));
+                } else {
+                    for (int j = 0; j < 8; j += 2) {
+                        m0 = _mm256_add_epi32(m0, _mm256_madd_epi16(pair[j], _mm256_set1_epi32(load_i32(bs + 2 * j))));
+                        m1 = _mm256_add_epi32(m1, _mm256_madd_epi16(pair[j + 1], _mm256_set1_epi32(load_i32(bs + 2 * j + 2))));
+                    }
                 }
                 const __m256i msum = _mm256_add_epi32(m0, m1);
                 float dxs;
@@ -186,7 +202,11 @@ void kq_groups_avx2(const KqPackedJob& job, int64_t g0, int64_t g1) {
     const int64_t tiles = (n + kTile - 1) / kTile;
     const int64_t per = (n + tiles - 1) / tiles;
     for (int64_t g = g0; g < g1; ++g)
-        for (int64_t t0 = 0; t0 < n; t0 += per) kq_tile_avx2<T>(job, g, t0, int(t0 + per < n ? per : n - t0));
+        for (int64_t t0 = 0; t0 < n; t0 += per) {
+            const int nt = int(t0 + per < n ? per : n - t0);
+            if (nt == 1) kq_tile_avx2<T, 1>(job, g, t0, 1);
+            else kq_tile_avx2<T, 0>(job, g, t0, nt);
+        }
 }
 
 } // namespace
