@@ -1,7 +1,7 @@
-// Q4_K/Q6_K repacked at load (kq_packed.h): every body this CPU runs (scalar model, AVX2, AVX-512
-// VNNI), on every SIMD level, gives bit for bit what matmul computes on the file's layout -- for
-// quantized rows, random bit patterns in every field, extreme blocks (no int overflow or
-// saturation), partial row groups, any token count and any thread count -- plus the errors.
+// Q4_K/Q6_K repacked at load (kq_packed.h): every body this CPU runs (scalar model, AVX2,
+// AVX-VNNI, AVX-512 VNNI), on every SIMD level, gives bit for bit what matmul computes on the
+// file's layout -- for quantized rows, random bit patterns in every field, extreme blocks (no int
+// overflow or saturation), partial row groups, any token count and any thread count -- plus the errors.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -233,6 +233,7 @@ void kqp_groups_scalar(const KqPackedJob& job, int64_t g0, int64_t g1) {
 void matmul_kq_packed(const KqPackedJob& job, ThreadPool* pool, SimdLevel level) {
     auto body = kqp_groups_scalar;
     if (simd_has_avx512(level) && cpu_features().avx512vnni) body = kqp_groups_avx512vnni;
+    else if (level != SimdLevel::Scalar && level != SimdLevel::Avx2 && cpu_features().avxvnni) body = kqp_groups_avxvnni;
     else if (level != SimdLevel::Scalar) body = kqp_groups_avx2;
     const int64_t groups = (job.rows + kKqPackRows - 1) / kKqPackRows;
     const int64_t macs = job.rows * job.nb * 256 * job.n_tokens;

@@ -41,6 +41,7 @@ struct KqPackedJob {
 // Each computes y for row groups [g0, g1) and every token.
 void kqp_groups_scalar(const KqPackedJob& job, int64_t g0, int64_t g1);
 void kqp_groups_avx2(const KqPackedJob& job, int64_t g0, int64_t g1);
+void kqp_groups_avxvnni(const KqPackedJob& job, int64_t g0, int64_t g1);
 void kqp_groups_avx512vnni(const KqPackedJob& job, int64_t g0, int64_t g1);
 
 // The packed product for the matmul front end: activations already quantized (quantize_act),

@@ -2,7 +2,7 @@
 // interleaved in 4-byte column groups per 256-column super-block, nibbles (and Q6_K's high bits)
 // side by side across rows, the sub-block scales and fp16 factors as vectors across rows. A body
 // then unpacks a super-block for 16 rows with a few vector instructions, once, and applies it to
-// every token of the pass (vpdpbusd where the CPU has AVX512-VNNI).
+// every token of the pass (vpdpbusd where the CPU has AVX512-VNNI or AVX-VNNI, maddubs on AVX2).
 //
 // The arithmetic is exactly the one kernels/src/matmul_quant.h states for the file's layout (same
 // exact int sums per (token, row, super-block), same float sequence), so a packed matrix gives the

@@ -1,0 +1,194 @@
+// The packed Q4_K/Q6_K engine of the 8-lane (ymm) bodies, kq_packed_avx2.cpp and _avxvnni.cpp,
+// over a policy D that takes one token's dots for 8 rows x 32 columns (D::q4, D::q6: exact int32,
+// sub-block scales applied; D::scale: the form of the scales D wants). Arithmetic as
+// kq_packed_body.h states. Why not that file's engine: with 16 ymm registers, a tile that keeps
+// the int and float sums of several tokens x two halves plus eight weight vectors in registers
+// spills most of them (the generated code stored and reloaded broadcasts and sums around every
+// maddubs). Here one half's eight weight vectors stay in registers while every token of the pass
+// (up to kTile) takes its dots against them; the per-token int32 and float sums live in small L1
+// arrays, one load and store per (token, half, 32 columns) against eight multiply instructions.
+// So one sweep of the weights serves the whole pass. Included only by ISA-specific files (the
+// anonymous namespace keeps one ISA's code from being merged into another's).
+#pragma once
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstring>
+
+#include "kq_packed_impl.h"
+#include "matmul_quant.h"
+
+namespace rwd::detail {
+
+namespace {
+
+// Tokens per sweep of the weights: a verification pass of up to 16 guesses + 1 in one.
+constexpr int kTile = 17;
+
+inline int32_t load_i32(const void* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+inline __m256i bcast4(const int8_t* p) { return _mm256_set1_epi32(load_i32(p)); }
+inline __m256i widen_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+inline __m256i widen_i8(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+inline __m256 scales(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+// Bits 4..5 of the quants of column group i (0..3) from a Q6_K high-bits vector, in place.
+inline __m256i hi2y(__m256i h, int i, __m256i m30) {
+    switch (i) {
+    case 0: return _mm256_and_si256(_mm256_slli_epi16(h, 4), m30);
+    case 1: return _mm256_and_si256(_mm256_slli_epi16(h, 2), m30);
+    case 2: return _mm256_and_si256(h, m30);
+    default: return _mm256_and_si256(_mm256_srli_epi16(h, 2), m30);
+    }
+}
+inline __m256i load(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// NT > 0: a tile of exactly NT tokens (compile-time, for the 1-token decode pass); 0: nt tokens.
+template <class D, DType T, int NT>
+void kq_tile_ymm(const KqPackedJob& job, int64_t g, int64_t t0, int nt_) {
+    const int nt = NT > 0 ? NT : nt_;
+    const auto* grp = reinterpret_cast<const uint8_t*>(job.w + size_t(g) * job.group_bytes);
+    const auto* act = reinterpret_cast<const uint8_t*>(job.act + size_t(t0) * job.act_bytes);
+    const size_t ab = job.act_bytes;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+
+    alignas(32) __m256 acc[kTile][2];   // [token][half] float sums
+    alignas(32) __m256i isum[kTile][2]; // [token][half] int32 sums of one super-block
+    for (int t = 0; t < nt; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+
+    for (int64_t b = 0; b < job.nb; ++b) {
+        const uint8_t* sb = grp + size_t(b) * job.sb_bytes;
+        const uint8_t* ab0 = act + size_t(b) * sizeof(Act256); // token 0's block b; token t at + t * ab
+        // Two super-blocks ahead, every line (as kq_packed_body.h's engine).
+        for (size_t l = 0; l < job.sb_bytes; l += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(sb + 2 * job.sb_bytes + l), _MM_HINT_T0);
+        for (int t = 0; t < nt; ++t) isum[t][0] = isum[t][1] = _mm256_setzero_si256();
+
+        // isum: per sub-block (Q4_K) or chunk of 32 (Q6_K) j and half v, eight weight vectors
+        // [8 rows][4 columns] unpacked once, then every token's dots against them.
+#pragma GCC unroll 1
+        for (int j = 0; j < 8; ++j) {
+#pragma GCC unroll 2
+            for (int v = 0; v < 2; ++v) {
+                __m256i w[8];
+                __m256i s0, s1;
+                if constexpr (T == DType::Q4_K) {
+                    for (int k = 0; k < 4; ++k) {
+                        const __m256i raw = load(sb + (j * 4 + k) * 64 + v * 32);
+                        w[k] = _mm256_and_si256(raw, m4);
+                        w[k + 4] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                    }
+                    s0 = s1 = D::scale(widen_u8(sb + 2048 + 16 * j + v * 8));
+                } else {
+                    const __m256i h0 = load(sb + 2048 + (2 * j) * 64 + v * 32);
+                    const __m256i h1 = load(sb + 2048 + (2 * j + 1) * 64 + v * 32);
+                    for (int k = 0; k < 4; ++k) {
+                        const __m256i raw = load(sb + (j * 4 + k) * 64 + v * 32);
+                        w[k] = _mm256_or_si256(_mm256_and_si256(raw, m4), hi2y(h0, k, m30));
+                        w[k + 4] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), hi2y(h1, k, m30));
+                    }
+                    s0 = D::scale(widen_i8(sb + 3072 + 16 * (2 * j) + v * 8));
+                    s1 = D::scale(widen_i8(sb + 3072 + 16 * (2 * j + 1) + v * 8));
+                }
+                const int8_t* x = reinterpret_cast<const int8_t*>(ab0 + offsetof(Act256, qs)) + 32 * j;
+#pragma GCC unroll 1
+                for (int t = 0; t < nt; ++t, x += ab) {
+                    __m256i d;
+                    if constexpr (T == DType::Q4_K) d = D::q4(w, x, s0);
+                    else d = D::q6(w, x, s0, s1);
+                    isum[t][v] = _mm256_add_epi32(isum[t][v], d);
+                }
+            }
+        }
+
+        // msum = sum_k c_k * bsum_k by madd over pairs (Q4_K (m_2j, m_2j+1) against sub-blocks 2j and
+        // 2j+1's sums; Q6_K (sc_2j, sc_2j+1) against two 16-sums, times 32 below), then the float
+        // steps, per half and token.
+#pragma GCC unroll 1
+        for (int v = 0; v < 2; ++v) {
+            __m256i pair[8];
+            for (int j = 0; j < 8; ++j) {
+                if constexpr (T == DType::Q4_K) {
+                    if (j < 4) // (m_2j, m_2j+1): against (bsum_4j + bsum_4j+1, bsum_4j+2 + bsum_4j+3)
+                        pair[j] = _mm256_or_si256(widen_u8(sb + 2176 + 16 * (2 * j) + v * 8),
+                                                  _mm256_slli_epi32(widen_u8(sb + 2176 + 16 * (2 * j + 1) + v * 8), 16));
+                } else {
+                    const __m256i a0 = widen_i8(sb + 3072 + 16 * (2 * j) + v * 8);
+                    const __m256i a1 = widen_i8(sb + 3072 + 16 * (2 * j + 1) + v * 8);
+                    pair[j] = _mm256_or_si256(_mm256_and_si256(a0, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(a1, 16));
+                }
+            }
+            const __m256 d1 = scales(sb + (T == DType::Q4_K ? 2304 : 3328) + 16 * v);
+            const __m256 d2 = T == DType::Q4_K ? scales(sb + 2336 + 16 * v) : _mm256_setzero_ps();
+            const uint8_t* a = ab0;
+#pragma GCC unroll 1
+            for (int t = 0; t < nt; ++t, a += ab) {
+                const auto* bs = reinterpret_cast<const int16_t*>(a + offsetof(Act256, bsums));
+                __m256i m0 = _mm256_setzero_si256(), m1 = _mm256_setzero_si256();
+                if constexpr (T == DType::Q4_K) {
+                    // A sub-block's min applies to both its 16-sums: add those first (exact, at
+                    // most 32 * 127 in magnitude), then one madd serves two sub-blocks.
+                    const __m128i h = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bs)),
+                                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(bs + 8)));
+                    m0 = _mm256_add_epi32(_mm256_madd_epi16(pair[0], _mm256_broadcastd_epi32(h)),
+                                          _mm256_madd_epi16(pair[1], _mm256_broadcastd_epi32(_mm_srli_si128(h, 4))));
+                    m1 = _mm256_add_epi32(_mm256_madd_epi16(pair[2], _mm256_broadcastd_epi32(_mm_srli_si128(h, 8))),
+                                          _mm256_madd_epi16(pair[3], _mm256_broadcastd_epi32(_mm_srli_si128(h, 12))));
+                } else {
+                    for (int j = 0; j < 8; j += 2) {
+                        m0 = _mm256_add_epi32(m0, _mm256_madd_epi16(pair[j], _mm256_set1_epi32(load_i32(bs + 2 * j))));
+                        m1 = _mm256_add_epi32(m1, _mm256_madd_epi16(pair[j + 1], _mm256_set1_epi32(load_i32(bs + 2 * j + 2))));
+                    }
+                }
+                const __m256i msum = _mm256_add_epi32(m0, m1);
+                float dxs;
+                std::memcpy(&dxs, a + offsetof(Act256, d), 4);
+                const __m256 dx = _mm256_set1_ps(dxs);
+                if constexpr (T == DType::Q4_K) {
+                    __m256 s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][v]), _mm256_mul_ps(d1, dx), acc[t][v]);
+                    acc[t][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), msum)),
+                                                _mm256_mul_ps(d2, dx), s);
+                } else {
+                    const __m256i m = _mm256_slli_epi32(msum, 5); // c_k = 32 sc_k
+                    acc[t][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[t][v], m)), _mm256_mul_ps(d1, dx), acc[t][v]);
+                }
+            }
+        }
+    }
+
+    const int64_t r0 = g * kKqPackRows;
+    const int64_t nr = job.rows - r0 < kKqPackRows ? job.rows - r0 : kKqPackRows;
+    for (int t = 0; t < nt; ++t) {
+        float* y = job.y + (t0 + t) * job.rows + r0;
+        if (nr == kKqPackRows) {
+            _mm256_storeu_ps(y, acc[t][0]);
+            _mm256_storeu_ps(y + 8, acc[t][1]);
+        } else {
+            alignas(32) float tmp[kKqPackRows];
+            _mm256_store_ps(tmp, acc[t][0]);
+            _mm256_store_ps(tmp + 8, acc[t][1]);
+            std::memcpy(y, tmp, size_t(nr) * sizeof(float));
+        }
+    }
+}
+
+template <class D, DType T>
+void kq_groups_ymm(const KqPackedJob& job, int64_t g0, int64_t g1) {
+    // Tiles of at most kTile tokens, as even as possible; a group's super-blocks stay in L1/L2
+    // between the tiles of a long input.
+    const int64_t n = job.n_tokens;
+    const int64_t tiles = (n + kTile - 1) / kTile;
+    const int64_t per = (n + tiles - 1) / tiles;
+    for (int64_t g = g0; g < g1; ++g)
+        for (int64_t t0 = 0; t0 < n; t0 += per) {
+            const int nt = int(t0 + per < n ? per : n - t0);
+            if (nt == 1) kq_tile_ymm<D, T, 1>(job, g, t0, 1);
+            else kq_tile_ymm<D, T, 0>(job, g, t0, nt);
+        }
+}
+
+} // namespace
+} // namespace rwd::detail
