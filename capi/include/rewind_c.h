@@ -251,7 +251,8 @@ REWIND_C_API void rewind_batch_free(rewind_batch* batch);
  * Errors: argument (NULL batch, prompt, opts or request_id; an empty prompt; an id outside the
  * vocabulary; bad sampler options; an unknown source, k outside 1..255, references or a draft
  * the source would ignore or lacks), capacity (a prompt longer than the model's context; the
- * KV budget would be exceeded; as many requests running as the context's max_batch), state (a
+ * KV budget would be exceeded; as many requests running as the context's max_batch; a draft
+ * whose context is shorter than the request's cache), state (a
  * draft whose vocabulary differs; a batch broken by an earlier internal failure). */
 REWIND_C_API rewind_status rewind_batch_add(rewind_batch* batch, const rewind_token* prompt, size_t n_prompt,
                                             const rewind_generate_options* opts, const rewind_spec_options* spec,
