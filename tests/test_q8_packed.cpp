@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -176,4 +177,58 @@ TEST(Q8Packed, RefusesBadInput) {
     EXPECT_THROW(repack_q8_0(MatrixView{DType::F32, f32.data(), 1, 64}, {w->packed, 1088}), Error);
     EXPECT_THROW(repack_q8_0(w->plain(), {w->packed, 100}), Error);
     EXPECT_THROW(repack_q8_0(w->plain(), {w->packed + 1, 2000}), Error);
+}
+
+TEST(Q8Packed, ManyOutputsGiveEachProductsBits) {
+    // Q, K, V shapes in miniature (partial last groups, big enough to be split over the pool):
+    // one job over the pool must give every output the bits of its own matmul_q8_packed, at any
+    // thread count.
+    constexpr int64_t kC = 256;
+    auto wq = make(600, kC, 11), wk = make(17, kC, 12), wv = make(40, kC, 13);
+    ThreadPool pool2(2), pool3(3);
+    for (Q8Kernel k : supported_q8_kernels())
+        for (int64_t n : {int64_t{1}, int64_t{9}, int64_t{18}}) {
+            const auto x = test::randn(size_t(n * kC), uint32_t(n + 7));
+            std::vector<std::byte> scratch(q8_input_bytes(n, kC));
+            const Q8Input xq = quantize_input(x.data(), n, kC, scratch);
+            const MatrixView mq = wq->view(), mk = wk->view(), mv = wv->view();
+            std::vector<float> rq(size_t(n * 600)), rk(size_t(n * 17)), rv(size_t(n * 40));
+            matmul_q8_packed(mq, xq, rq.data(), nullptr, k);
+            matmul_q8_packed(mk, xq, rk.data(), nullptr, k);
+            matmul_q8_packed(mv, xq, rv.data(), nullptr, k);
+            for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+                std::vector<float> yq(rq.size(), NAN), yk(rk.size(), NAN), yv(rv.size(), NAN);
+                const Q8PackedOut outs[] = {{&mq, yq.data()}, {&mk, yk.data()}, {&mv, yv.data()}};
+                matmul_q8_packed_many(outs, xq, pool, k);
+                EXPECT_EQ(0, std::memcmp(rq.data(), yq.data(), rq.size() * 4)) << q8_kernel_name(k) << " n " << n;
+                EXPECT_EQ(0, std::memcmp(rk.data(), yk.data(), rk.size() * 4)) << q8_kernel_name(k) << " n " << n;
+                EXPECT_EQ(0, std::memcmp(rv.data(), yv.data(), rv.size() * 4)) << q8_kernel_name(k) << " n " << n;
+            }
+        }
+}
+
+TEST(Q8Packed, ManyOutputsRefuseBadInputBeforeComputing) {
+    auto w = make(16, 64, 3), w2 = make(16, 32, 4);
+    const auto x = test::randn(64, 1);
+    std::vector<std::byte> scratch(q8_input_bytes(1, 64));
+    const Q8Input xq = quantize_input(x.data(), 1, 64, scratch);
+    const MatrixView mw = w->view(), m2 = w2->view();
+    std::vector<float> y(16, NAN), y2(16, NAN);
+    auto code = [&](std::span<const Q8PackedOut> outs) -> std::optional<ErrorCode> {
+        try {
+            matmul_q8_packed_many(outs, xq, nullptr);
+        } catch (const Error& e) {
+            return e.code();
+        }
+        return std::nullopt;
+    };
+    EXPECT_EQ(ErrorCode::argument, code({}));
+    const Q8PackedOut five[] = {{&mw, y.data()}, {&mw, y.data()}, {&mw, y.data()}, {&mw, y.data()}, {&mw, y.data()}};
+    EXPECT_EQ(ErrorCode::argument, code(five));
+    const Q8PackedOut null_w[] = {{&mw, y.data()}, {nullptr, y2.data()}};
+    EXPECT_EQ(ErrorCode::argument, code(null_w));
+    // The second output's width does not match the activations: nothing is written to the first.
+    const Q8PackedOut mixed[] = {{&mw, y.data()}, {&m2, y2.data()}};
+    EXPECT_EQ(ErrorCode::shape, code(mixed));
+    for (float v : y) EXPECT_TRUE(std::isnan(v));
 }

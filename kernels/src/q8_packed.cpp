@@ -152,7 +152,12 @@ Q8Kernel q8_kernel_for(SimdLevel level) {
     return Q8Kernel::Scalar;
 }
 
-void matmul_q8_packed(const MatrixView& w, const Q8Input& x, float* y, ThreadPool* pool, Q8Kernel kernel) {
+namespace {
+
+using BodyFn = void (*)(const detail::Q8PackedJob&, int64_t, int64_t);
+
+// Checks one product's operands (what matmul_q8_packed promises to refuse).
+void check_product(const MatrixView& w, const Q8Input& x, const float* y) {
     if (!w.packed) throw Error(ErrorCode::argument, "matmul_q8_packed: the matrix has no packed data (repack_q8_0)");
     if (w.type != DType::Q8_0) throw Error(ErrorCode::unsupported, std::string("matmul_q8_packed: matrix of type ") + dtype_name(w.type));
     if (reinterpret_cast<uintptr_t>(w.packed) % 64 != 0) throw Error(ErrorCode::argument, "matmul_q8_packed: packed data not 64-byte aligned");
@@ -162,23 +167,64 @@ void matmul_q8_packed(const MatrixView& w, const Q8Input& x, float* y, ThreadPoo
     if (x.cols != w.cols)
         throw Error(ErrorCode::shape, "matmul_q8_packed: activations of " + std::to_string(x.cols) + " columns for a matrix of " +
                     std::to_string(w.cols));
+}
+
+// The body for `kernel` (Auto resolved for this CPU); throws if this CPU cannot run it.
+BodyFn pick_body(Q8Kernel kernel) {
     if (kernel == Q8Kernel::Auto) kernel = q8_kernel_for(detect_simd());
     if (!q8_kernel_supported(kernel))
         throw Error(ErrorCode::unsupported, std::string("matmul_q8_packed: this CPU cannot run the ") + q8_kernel_name(kernel) + " body");
-    auto body = detail::q8p_groups_scalar;
     switch (kernel) {
-    case Q8Kernel::Avx2: body = detail::q8p_groups_avx2; break;
-    case Q8Kernel::AvxVnni: body = detail::q8p_groups_avxvnni; break;
-    case Q8Kernel::Avx512: body = detail::q8p_groups_avx512; break;
-    case Q8Kernel::Avx512Vnni: body = detail::q8p_groups_avx512vnni; break;
-    default: break;
+    case Q8Kernel::Avx2: return detail::q8p_groups_avx2;
+    case Q8Kernel::AvxVnni: return detail::q8p_groups_avxvnni;
+    case Q8Kernel::Avx512: return detail::q8p_groups_avx512;
+    case Q8Kernel::Avx512Vnni: return detail::q8p_groups_avx512vnni;
+    default: return detail::q8p_groups_scalar;
     }
+}
+
+detail::Q8PackedJob make_job(const MatrixView& w, const Q8Input& x, float* y) {
     const int64_t nb = w.cols / kQ8Block;
-    const detail::Q8PackedJob job{static_cast<const std::byte*>(w.packed), detail::q8_packed_group_bytes(nb), nb,
-                                  w.rows, x, y};
-    const int64_t groups = (w.rows + kQ8PackRows - 1) / kQ8PackRows;
+    return detail::Q8PackedJob{static_cast<const std::byte*>(w.packed), detail::q8_packed_group_bytes(nb), nb, w.rows, x, y};
+}
+
+int64_t groups_of(const MatrixView& w) { return (w.rows + kQ8PackRows - 1) / kQ8PackRows; }
+
+} // namespace
+
+void matmul_q8_packed(const MatrixView& w, const Q8Input& x, float* y, ThreadPool* pool, Q8Kernel kernel) {
+    check_product(w, x, y);
+    const BodyFn body = pick_body(kernel);
+    const detail::Q8PackedJob job = make_job(w, x, y);
     const int64_t macs = w.rows * w.cols * x.n_tokens;
-    detail::run_row_groups(pool, groups, macs, [&](int64_t g0, int64_t g1) { body(job, g0, g1); });
+    detail::run_row_groups(pool, groups_of(w), macs, [&](int64_t g0, int64_t g1) { body(job, g0, g1); });
+}
+
+void matmul_q8_packed_many(std::span<const Q8PackedOut> outs, const Q8Input& x, ThreadPool* pool, Q8Kernel kernel) {
+    if (outs.empty() || outs.size() > kQ8PackedManyMax)
+        throw Error(ErrorCode::argument, "matmul_q8_packed_many: " + std::to_string(outs.size()) + " outputs, need 1 to " +
+                                             std::to_string(kQ8PackedManyMax));
+    for (const Q8PackedOut& o : outs) {
+        if (!o.w) throw Error(ErrorCode::argument, "matmul_q8_packed_many: null matrix");
+        check_product(*o.w, x, o.y);
+    }
+    const BodyFn body = pick_body(kernel);
+    // The outputs' row groups laid end to end: [first[i], first[i + 1]) are output i's.
+    detail::Q8PackedJob jobs[kQ8PackedManyMax] = {};
+    int64_t first[kQ8PackedManyMax + 1] = {0};
+    int64_t macs = 0;
+    const size_t n = outs.size();
+    for (size_t i = 0; i < n; ++i) {
+        jobs[i] = make_job(*outs[i].w, x, outs[i].y);
+        first[i + 1] = first[i] + groups_of(*outs[i].w);
+        macs += outs[i].w->rows * outs[i].w->cols * x.n_tokens;
+    }
+    detail::run_row_groups(pool, first[n], macs, [&](int64_t g0, int64_t g1) {
+        for (size_t i = 0; i < n; ++i) {
+            const int64_t b = std::max(g0, first[i]), e = std::min(g1, first[i + 1]);
+            if (b < e) body(jobs[i], b - first[i], e - first[i]);
+        }
+    });
 }
 
 namespace detail {

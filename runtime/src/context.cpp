@@ -364,15 +364,18 @@ void Context::run_pass(Segment* segs, int64_t n_segs, int64_t nt) {
     };
     auto matmul_shared = [&](std::initializer_list<Out> outs, const float* x, int64_t rows) {
         const int64_t cols = outs.begin()->w->cols;
-        bool shared_q8 = exact, shared_kq = exact;
+        bool shared_q8 = exact && outs.size() <= kQ8PackedManyMax, shared_kq = exact;
         for (const Out& o : outs) {
             shared_q8 = shared_q8 && o.w->packed && o.w->type == DType::Q8_0 && o.w->cols == cols;
             shared_kq = shared_kq && o.w->packed && kq_repackable(o.w->type) && o.w->cols == cols;
         }
         if (shared_q8) {
             const Q8Input xq = quantize_input(x, rows, cols, mm, level);
-            const Q8Kernel body = q8_kernel_for(level);
-            for (const Out& o : outs) matmul_q8_packed(*o.w, xq, o.y, pool, body);
+            // One pool job for all of them: fewer wake-ups and joins per layer.
+            Q8PackedOut q8_outs[kQ8PackedManyMax];
+            size_t n_out = 0;
+            for (const Out& o : outs) q8_outs[n_out++] = Q8PackedOut{o.w, o.y};
+            matmul_q8_packed_many(std::span<const Q8PackedOut>(q8_outs, n_out), xq, pool, q8_kernel_for(level));
         } else if (shared_kq) {
             const KqInput xq = quantize_kq_input(x, rows, cols, mm, pool, level);
             for (const Out& o : outs) matmul_kq_packed(*o.w, xq, o.y, pool, level);

@@ -66,4 +66,20 @@ Q8Kernel q8_kernel_for(SimdLevel level);
 void matmul_q8_packed(const MatrixView& w, const Q8Input& x, float* y, ThreadPool* pool,
                       Q8Kernel kernel = Q8Kernel::Auto);
 
+// One output of matmul_q8_packed_many: y = w x, as matmul_q8_packed writes it.
+struct Q8PackedOut {
+    const MatrixView* w = nullptr;
+    float* y = nullptr;
+};
+constexpr size_t kQ8PackedManyMax = 4; // Q, K, V; gate, up
+
+// The products of up to kQ8PackedManyMax matrices with the same activations (Q, K and V; gate and
+// up) as one job over the pool instead of one per matrix: fewer wake-ups and joins per layer, and
+// the threads' work balanced over all the matrices together. Every y gets the bits
+// matmul_q8_packed gives it (a row group's sums do not depend on who computes it). Checks every
+// output as matmul_q8_packed does, before computing any; also throws rwd::Error (argument) for no
+// outputs, more than kQ8PackedManyMax, or a null matrix.
+void matmul_q8_packed_many(std::span<const Q8PackedOut> outs, const Q8Input& x, ThreadPool* pool,
+                           Q8Kernel kernel = Q8Kernel::Auto);
+
 } // namespace rwd
