@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "kq_packed_body.h" // load_i32, and the shared engine a body may still take for some shapes
 #include "kq_packed_impl.h"
 #include "matmul_quant.h"
 
@@ -24,12 +25,6 @@ namespace {
 
 // Tokens per sweep of the weights: a verification pass of up to 16 guesses + 1 in one.
 constexpr int kTile = 17;
-
-inline int32_t load_i32(const void* p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-}
 
 inline __m256i bcast4(const int8_t* p) { return _mm256_set1_epi32(load_i32(p)); }
 inline __m256i widen_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
