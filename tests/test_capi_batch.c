@@ -8,17 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capi_check.h"
 #include "rewind_c.h"
 
-#define CHECK(cond)                                                                          \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, \
-                    #cond, rewind_last_error());                                             \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
-#define OK(call) CHECK((call) == REWIND_OK)
 /* A failing call: its status, and a message saying something. */
 #define FAILS(call, want)                                       \
     do {                                                        \
