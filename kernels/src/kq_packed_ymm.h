@@ -18,6 +18,7 @@
 #include "kq_packed_body.h" // load_i32, and the shared engine a body may still take for some shapes
 #include "kq_packed_impl.h"
 #include "matmul_quant.h"
+#include "ymm_rows16.h"
 
 namespace rwd::detail {
 
@@ -26,7 +27,6 @@ namespace {
 // Tokens per sweep of the weights: a verification pass of up to 16 guesses + 1 in one.
 constexpr int kTile = 17;
 
-inline __m256i bcast4(const int8_t* p) { return _mm256_set1_epi32(load_i32(p)); }
 inline __m256i widen_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 inline __m256i widen_i8(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 inline __m256 scales(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
@@ -156,18 +156,8 @@ void kq_tile_ymm(const KqPackedJob& job, int64_t g, int64_t t0, int nt_) {
 
     const int64_t r0 = g * kKqPackRows;
     const int64_t nr = job.rows - r0 < kKqPackRows ? job.rows - r0 : kKqPackRows;
-    for (int t = 0; t < nt; ++t) {
-        float* y = job.y + (t0 + t) * job.rows + r0;
-        if (nr == kKqPackRows) {
-            _mm256_storeu_ps(y, acc[t][0]);
-            _mm256_storeu_ps(y + 8, acc[t][1]);
-        } else {
-            alignas(32) float tmp[kKqPackRows];
-            _mm256_store_ps(tmp, acc[t][0]);
-            _mm256_store_ps(tmp + 8, acc[t][1]);
-            std::memcpy(y, tmp, size_t(nr) * sizeof(float));
-        }
-    }
+    static_assert(kKqPackRows == 16, "store_rows16 writes 16-row groups");
+    for (int t = 0; t < nt; ++t) store_rows16(job.y + (t0 + t) * job.rows + r0, acc[t][0], acc[t][1], nr);
 }
 
 template <class D, DType T>

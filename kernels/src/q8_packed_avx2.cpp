@@ -7,18 +7,11 @@
 // the tile takes its block dot against them; the float sums live in a small L1 array.
 #include <immintrin.h>
 
-#include <cstring>
-
 #include "q8_packed_impl.h"
+#include "ymm_rows16.h"
 
 namespace rwd::detail {
 namespace {
-
-inline __m256i bcast4(const int8_t* p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
 
 void q8p_tile_avx2(const Q8PackedJob& job, int64_t g, int64_t t0, int64_t nt) {
     const int64_t nb = job.nb, n = job.x.n_tokens;
@@ -62,18 +55,8 @@ void q8p_tile_avx2(const Q8PackedJob& job, int64_t g, int64_t t0, int64_t nt) {
 
     const int64_t r0 = g * kQ8PackRows;
     const int64_t nr = job.rows - r0 < kQ8PackRows ? job.rows - r0 : kQ8PackRows;
-    for (int64_t t = 0; t < nt; ++t) {
-        float* y = job.y + (t0 + t) * job.rows + r0;
-        if (nr == kQ8PackRows) {
-            _mm256_storeu_ps(y, acc[t][0]);
-            _mm256_storeu_ps(y + 8, acc[t][1]);
-        } else {
-            alignas(32) float tmp[kQ8PackRows];
-            _mm256_store_ps(tmp, acc[t][0]);
-            _mm256_store_ps(tmp + 8, acc[t][1]);
-            std::memcpy(y, tmp, size_t(nr) * sizeof(float));
-        }
-    }
+    static_assert(kQ8PackRows == 16, "store_rows16 writes 16-row groups");
+    for (int64_t t = 0; t < nt; ++t) store_rows16(job.y + (t0 + t) * job.rows + r0, acc[t][0], acc[t][1], nr);
 }
 
 } // namespace
