@@ -16,6 +16,7 @@
 
 #include "rewind/context.h"
 #include "rewind/kernels/dtype.h"
+#include "rewind/kernels/simd.h"
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
 
@@ -67,6 +68,10 @@ struct Spec {
     // Largest allowed |ours - llama.cpp| over the whole first-logits vector.
     double logit_tol;
     bool f32; // Exact runs are also checked against the double-precision reference below
+    // logit_tol on a CPU without AVX-512, where it differs (negative: the same). LlamaCpp Q8_0
+    // reproduces ggml's per-lane block order of the machine's own SIMD level, and the golden
+    // files are llama.cpp's on an AVX-512 machine, whose order an AVX2 machine does not run.
+    double logit_tol_no_avx512 = -1;
 };
 
 // Tolerances, all MEASURED (max over every prompt of the file, 1 thread):
@@ -90,7 +95,9 @@ struct Spec {
 //   (ggml's SIMD quantizer rounding halves to even, its Q8_0 dot order) flips quanta and shows up
 //   amplified: measured max 0.084 (Exact) / 0.109 (LlamaCpp) on the first logits; greedy ids
 //   diverge at steps with margins up to 0.0835 (Exact) / 0.0146 (LlamaCpp). Allowed: 0.12 for
-//   the logits, 0.12 / 0.03 for the margins.
+//   the logits, 0.12 / 0.03 for the margins. On an AVX2-only CPU (Zen 3) LlamaCpp runs ggml's
+//   AVX2 block order, not the AVX-512 one the golden files were made with: measured 0.148 (ids
+//   diverge at margins up to 0.0091), allowed there 0.2 as for the other quantized files.
 // * Q4_0, Q4_K_M, Q5_K_M, Q6_K files (4/5/6-bit weights, Q8_0 / Q8_K activations as ggml): the
 //   same amplified activation-quantization noise. First logits, max over the file, Exact /
 //   LlamaCpp: pycode-4m-q4_0 0.105 / 0.082, -q4_k_m 0.130 / 0.142, -q5_k_m 0.160 / 0.119, -q6_k
@@ -111,7 +118,7 @@ const Spec kSpecs[] = {
     {"pycode-600k", Numerics::LlamaCpp, 1e-3, 1e-3, true},
     {"aidreams260K", Numerics::LlamaCpp, 1e-3, 1e-3, true},
     {"pycode-4m-f16", Numerics::LlamaCpp, 1e-2, 1e-2, false},
-    {"pycode-4m-q8_0", Numerics::LlamaCpp, 0.03, 0.12, false},
+    {"pycode-4m-q8_0", Numerics::LlamaCpp, 0.03, 0.12, false, 0.2},
     {"pycode-4m", Numerics::Exact, 1e-3, 1e-2, true},
     {"pycode-600k", Numerics::Exact, 1e-3, 1e-2, true},
     {"aidreams260K", Numerics::Exact, 1e-3, 1e-2, true},
@@ -309,6 +316,8 @@ TEST_P(Reference, MatchesLlamaCpp) {
     Context ctx(model, {.n_threads = 1, .max_batch = exact ? 64 : 512, .numerics = spec.numerics});
     const KvCacheOptions kv{.capacity = 0, .type = exact ? KvType::F32 : KvType::F16};
 
+    const double logit_tol =
+        spec.logit_tol_no_avx512 >= 0 && !simd_has_avx512(detect_simd()) ? spec.logit_tol_no_avx512 : spec.logit_tol;
     double worst_logit = 0, worst_margin_diverged = 0;
     int compared = 0, diverged = 0;
     for (size_t ci = 0; ci < std::min(cases.size(), kMaxCases); ++ci) {
@@ -324,7 +333,7 @@ TEST_P(Reference, MatchesLlamaCpp) {
         for (size_t i = 0; i < logits.size(); ++i)
             max_diff = std::max(max_diff, std::fabs(static_cast<double>(logits[i]) - c.first_logits[i]));
         worst_logit = std::max(worst_logit, max_diff);
-        EXPECT_LE(max_diff, spec.logit_tol) << "first logits differ from llama.cpp";
+        EXPECT_LE(max_diff, logit_tol) << "first logits differ from llama.cpp";
         if (spec.f32 && exact && ci == 0) {
             const std::vector<double> exact = reference_forward(*model, c.prompt_ids);
             double d = 0;
