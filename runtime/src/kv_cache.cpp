@@ -14,6 +14,7 @@
 #include "rewind/file_io.h"
 #include "rewind/hash.h"
 #include "rewind/model.h"
+#include "huge_pages.h"
 
 namespace rwd {
 namespace {
@@ -90,6 +91,18 @@ struct Reader {
 };
 
 } // namespace
+
+void KvCache::Buffer::resize(size_t n) {
+    constexpr size_t kHugeFrom = size_t{4} << 20;
+    std::byte* q = nullptr;
+    if (n >= kHugeFrom) {
+        q = detail::alloc_huge(n).release();
+    } else if (n > 0) {
+        q = static_cast<std::byte*>(std::malloc(n));
+    }
+    if (n > 0 && !q) throw Error(ErrorCode::capacity, "KV cache: cannot allocate " + std::to_string(n) + " bytes for a layer");
+    p.reset(q);
+}
 
 KvIdentity KvCache::identity_of(const Model& model) {
     const LlamaHparams& hp = model.hparams();

@@ -16,6 +16,7 @@
 #include "rewind/kernels/dtype.h"
 #include "rewind/kernels/kq_packed.h"
 #include "rewind/kernels/q8_packed.h"
+#include "huge_pages.h"
 
 namespace rwd {
 namespace {
@@ -45,19 +46,6 @@ void release_pages(const void* p, size_t n) {
 #endif
 }
 
-constexpr size_t kHugePage = size_t{2} << 20;
-
-// Asks for transparent huge pages over [p, p + n) (p 2 MiB-aligned); failure (no THP in this
-// kernel) only means small pages.
-void advise_huge_pages(void* p, size_t n) {
-#ifdef MADV_HUGEPAGE
-    (void)::madvise(p, n, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)n;
-#endif
-}
-
 } // namespace
 
 void Model::FreeDeleter::operator()(std::byte* p) const { std::free(p); }
@@ -78,12 +66,9 @@ std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total) {
     // 2 MiB-aligned and advised as huge pages before the first write: a decode pass streams the
     // whole copy (1.3 GB for a 1B Q8_0 model), and with 4 KiB pages that is a TLB miss and a page
     // walk every 4 KiB. THP set to `never` only leaves the small pages.
-    const size_t alloc = size_t((total + kHugePage - 1) / kHugePage * kHugePage);
-    std::unique_ptr<std::byte, void (*)(void*)> owner(static_cast<std::byte*>(std::aligned_alloc(kHugePage, alloc)),
-                                                      std::free);
+    detail::HugeBytes owner = detail::alloc_huge(size_t(total));
     std::byte* mem = owner.get();
     if (!mem) throw Error(ErrorCode::capacity, "Model::load: cannot allocate " + std::to_string(total) + " bytes for repacked weights");
-    advise_huge_pages(mem, alloc);
     size_t off = 0;
     for (MatrixView* w : mats) {
         const size_t n = packed_bytes(*w);

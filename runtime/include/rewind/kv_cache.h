@@ -5,6 +5,7 @@
 // fork() and save() may run concurrently with each other, not with a writer.
 #pragma once
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <span>
 #include <string>
@@ -125,12 +126,15 @@ private:
     int64_t capacity_ = 0;
     int64_t size_ = 0;
     // Storage whose pages are reserved, not written, until used: a large capacity costs memory
-    // only for the positions actually filled (no zeroing of the whole cache at start).
+    // only for the positions actually filled (no zeroing of the whole cache at start). A layer of
+    // 4 MiB or more is 2 MiB-aligned and advised as huge pages (attention reads one KV head's rows
+    // a whole position apart, with 4 KiB pages a TLB miss every row or two), and is then committed
+    // 2 MiB at a time as positions fill.
     struct Buffer {
-        std::unique_ptr<std::byte[]> p;
+        std::unique_ptr<std::byte, void (*)(void*)> p{nullptr, std::free};
         std::byte* data() { return p.get(); }
         const std::byte* data() const { return p.get(); }
-        void resize(size_t n) { p = std::make_unique_for_overwrite<std::byte[]>(n); }
+        void resize(size_t n); // uninitialised; throws rwd::Error (capacity) when memory cannot be had
     };
     uint64_t version_ = next_version();
     static uint64_t next_version() noexcept;
