@@ -316,3 +316,25 @@ TEST(Attention, EveryLevelGivesTheScalarModelsBits) {
         }
     }
 }
+
+// A unit may hold several adjacent KV heads (so each cached row is one contiguous read); how many
+// depends on the thread count and on a score budget, never a bit: the Llama-1B shape at decode
+// and verification sizes, MHA past the 16-head cap, a budget that splits 16 KV heads 6 + 6 + 4, and
+// 3 threads over 8 KV heads (3 + 3 + 2), each against the scalar model.
+TEST(Attention, UnitsOfSeveralKvHeadsKeepEveryHeadsBits) {
+    ThreadPool p2(2), p3(3);
+    const AttentionShape shapes[] = {{1, 200, 32, 8, 64}, {9, 130, 32, 8, 64}, {2, 70, 20, 20, 16}, {17, 5000, 16, 16, 8}};
+    for (DType type : {DType::F32, DType::F16}) {
+        for (const AttentionShape& s : shapes) {
+            const Case c = make_case(s, type, uint32_t(s.pos0 + s.n_head), 2.0f);
+            const auto model = run(c, s, c.q.data(), nullptr, SimdLevel::Scalar);
+            for (SimdLevel level : levels())
+                for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &p2, &p3}) {
+                    const auto y = run(c, s, c.q.data(), pool, level);
+                    ASSERT_EQ(std::memcmp(y.data(), model.data(), y.size() * 4), 0)
+                        << simd_name(level) << " " << dtype_name(type) << " n " << s.n_tokens << " pos0 " << s.pos0
+                        << " heads " << s.n_head << "/" << s.n_head_kv << " threads " << (pool ? pool->size() : 1);
+                }
+        }
+    }
+}

@@ -51,11 +51,30 @@ int64_t unit_tokens(const AttentionShape& s) {
     const int64_t tiles = (s.n_tokens + most - 1) / most;
     return (s.n_tokens + tiles - 1) / tiles;
 }
-// Scratch of one slot: a K/V block, score rows and 1/sum for one unit's rows.
-int64_t slot_floats(const AttentionShape& s) {
-    const int64_t rows = unit_tokens(s) * (s.n_head / s.n_head_kv);
-    const int64_t f = detail::attend_scratch_floats(rows, score_stride(s), s.head_dim);
+// Score floats of one unit's KV heads together, and most KV heads per unit. A unit of several
+// adjacent KV heads reads each cached position's K and V rows for all of them in one contiguous
+// run (attend_heads_avx2): one head alone reads head_dim of every n_head_kv * head_dim elements,
+// which streams at a fraction of the memory bandwidth in long-context decoding.
+constexpr int64_t kUnitScoreFloats = int64_t{1} << 19;
+constexpr int64_t kMaxUnitHeads = 16;
+
+// KV heads per unit for units of `per` tokens whose score rows are `stride` long: as many as fit
+// kUnitScoreFloats (at least one), at most an even share of the KV heads per thread so a
+// single-tile pass still keeps every thread busy. Only who computes a head changes, never its bits.
+int64_t unit_heads(const AttentionShape& s, int64_t per, int64_t stride, int n_threads) {
+    const int64_t group = s.n_head / s.n_head_kv;
+    const int64_t fit = kUnitScoreFloats / (per * group * stride);
+    const int64_t share = (s.n_head_kv + n_threads - 1) / n_threads;
+    return std::clamp<int64_t>(std::min(fit, share), 1, std::min(kMaxUnitHeads, s.n_head_kv));
+}
+// Scratch of one slot: per KV head of a unit, a K/V block, score rows and 1/sum for its rows.
+int64_t slot_floats_for(const AttentionShape& s, int64_t per, int64_t stride, int n_threads) {
+    const int64_t rows = per * (s.n_head / s.n_head_kv);
+    const int64_t f = detail::attend_scratch_floats(rows, stride, s.head_dim, unit_heads(s, per, stride, n_threads));
     return ((f + 15) / 16) * 16;
+}
+int64_t slot_floats(const AttentionShape& s, int n_threads) {
+    return slot_floats_for(s, unit_tokens(s), score_stride(s), n_threads);
 }
 
 } // namespace
@@ -63,30 +82,29 @@ int64_t slot_floats(const AttentionShape& s) {
 int64_t attention_scratch_floats(const AttentionShape& s, int n_threads) {
     if (n_threads < 1) throw Error("attention_scratch_floats: n_threads must be >= 1");
     check_attention_shape(s, DType::F32, "attention_scratch_floats");
-    return int64_t(n_threads) * slot_floats(s);
+    return int64_t(n_threads) * slot_floats(s, n_threads);
 }
 
 int64_t attention_scratch_floats_upto(const AttentionShape& s, int n_threads) {
     if (n_threads < 1) throw Error("attention_scratch_floats_upto: n_threads must be >= 1");
     check_attention_shape(s, DType::F32, "attention_scratch_floats_upto");
-    // A call's slot holds unit_tokens x group score rows of score_stride floats. unit_tokens <=
-    // min(n_tokens, clamp(kAttendScoreFloats / stride, 1, kAttendTokens)) for every shape with that
-    // stride, and the slot grows with both, so the largest of these bounds over every stride up to
-    // the last one bounds every call. Past kAttendScoreFloats the tile is one token: the bound grows
-    // with the stride and its largest is at the end, so the loop stops there.
-    const int64_t group = s.n_head / s.n_head_kv;
+    // A call's slot is fixed by its score stride and its tile of unit_tokens <= min(n_tokens,
+    // clamp(kAttendScoreFloats / stride, 1, kAttendTokens)) tokens (one with a window), and every
+    // such pair is some call's. The slot is not monotone in either (more tokens may mean fewer KV
+    // heads per unit), so the bound is the largest over all of them: at most kAttendTokens tiles
+    // for each stride. Past kUnitScoreFloats a unit is one token and one KV head, and the slot
+    // grows with the stride: the last one bounds the rest.
     const int64_t last = score_stride(s);
     int64_t most = 0;
     auto consider = [&](int64_t stride) {
         const int64_t tile = std::min<int64_t>(
             s.n_tokens, std::clamp<int64_t>(kAttendScoreFloats / stride, 1, detail::kAttendTokens));
-        most = std::max(most, detail::attend_scratch_floats(tile * group, stride, s.head_dim));
+        for (int64_t per = 1; per <= tile; ++per) most = std::max(most, slot_floats_for(s, per, stride, n_threads));
     };
-    for (int64_t stride = detail::kAttendBlock; stride < last && stride <= kAttendScoreFloats;
-         stride += detail::kAttendBlock)
+    for (int64_t stride = detail::kAttendBlock; stride < last && stride <= kUnitScoreFloats; stride += detail::kAttendBlock)
         consider(stride);
     consider(last);
-    return int64_t(n_threads) * (((most + 15) / 16) * 16);
+    return int64_t(n_threads) * most;
 }
 
 void attention(const AttentionShape& s, const float* q, const void* k, const void* v, DType kv_type, float* out,
@@ -103,43 +121,56 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
                       : simd_has_avx2(level)   ? detail::attend_avx2
                                                : detail::attend_scalar;
 
-    // Work unit: a tile of up to kAttendTokens tokens against one KV head, i.e. the `group` query
-    // heads sharing it for each token of the tile.
+    // Work unit: a tile of up to kAttendTokens tokens against a range of adjacent KV heads, i.e.
+    // for each token of the tile the `group` query heads sharing each of them.
     const int64_t group = s.n_head / s.n_head_kv;
     const int64_t per = unit_tokens(s);
     const int64_t tiles = (s.n_tokens + per - 1) / per;
-    const int64_t units = tiles * s.n_head_kv;
+    const int64_t stride = score_stride(s);
+    const int n_threads = pool ? pool->size() : 1;
+    const int64_t nh = unit_heads(s, per, stride, n_threads);
+    const int64_t ranges = (s.n_head_kv + nh - 1) / nh;
+    const int64_t units = tiles * ranges;
     const int64_t kv_stride = s.n_head_kv * s.head_dim;
     const size_t eb = detail::kv_elem_bytes(kv_type);
     const float scale = detail::attention_scale(s);
-    const int64_t stride = score_stride(s);
-    const int64_t slotf = slot_floats(s);
+    const int64_t slotf = slot_floats(s, n_threads);
+    const int64_t rows = per * group;
 
     auto run_unit = [&](int64_t i, float* slot) {
-        const int64_t t = (i / s.n_head_kv) * per, kvh = i % s.n_head_kv;
-        detail::AttendGroup a;
-        a.q = q + (t * s.n_head + kvh * group) * s.head_dim;
-        a.group = group;
-        a.n_tok = std::min(per, s.n_tokens - t);
-        a.tok_stride = s.n_head * s.head_dim;
-        // The visible positions [lo, pos]: the body sees them as 0 .. n_pos-1 (lo is 0 for a
-        // unit of several tokens, see unit_tokens).
-        const int64_t lo = detail::first_visible(s, s.pos0 + t);
-        a.k = static_cast<const std::byte*>(k) + size_t(lo * kv_stride + kvh * s.head_dim) * eb;
-        a.v = static_cast<const std::byte*>(v) + size_t(lo * kv_stride + kvh * s.head_dim) * eb;
-        a.kv_stride = kv_stride;
-        a.kv_type = kv_type;
-        a.head_dim = s.head_dim;
-        a.n_pos = s.pos0 + t + 1 - lo;
-        a.scale = scale;
-        a.out = out + (t * s.n_head + kvh * group) * s.head_dim;
-        // The block copy first: kAttendBlock * head_dim is a multiple of 16 floats, so it and the
-        // score rows start on 64-byte boundaries.
-        a.pad = slot;
-        a.scores = slot + detail::kAttendBlock * s.head_dim;
-        a.score_stride = stride;
-        a.inv = a.scores + a.rows() * stride;
-        body(a);
+        const int64_t t = (i / ranges) * per, h0 = (i % ranges) * nh;
+        const int64_t heads = std::min(nh, s.n_head_kv - h0);
+        // Slot: [heads][K/V block], then [heads][rows score rows], then [heads][rows] 1/sum. The
+        // blocks are kAttendBlock * head_dim floats (a multiple of 16), so every block and score
+        // row starts on a 64-byte boundary.
+        float* const scores0 = slot + heads * detail::kAttendBlock * s.head_dim;
+        detail::AttendGroup g[kMaxUnitHeads];
+        for (int64_t j = 0; j < heads; ++j) {
+            const int64_t kvh = h0 + j;
+            detail::AttendGroup& a = g[j];
+            a.q = q + (t * s.n_head + kvh * group) * s.head_dim;
+            a.group = group;
+            a.n_tok = std::min(per, s.n_tokens - t);
+            a.tok_stride = s.n_head * s.head_dim;
+            // The visible positions [lo, pos]: the body sees them as 0 .. n_pos-1 (lo is 0 for a
+            // unit of several tokens, see unit_tokens).
+            const int64_t lo = detail::first_visible(s, s.pos0 + t);
+            a.k = static_cast<const std::byte*>(k) + size_t(lo * kv_stride + kvh * s.head_dim) * eb;
+            a.v = static_cast<const std::byte*>(v) + size_t(lo * kv_stride + kvh * s.head_dim) * eb;
+            a.kv_stride = kv_stride;
+            a.kv_type = kv_type;
+            a.head_dim = s.head_dim;
+            a.n_pos = s.pos0 + t + 1 - lo;
+            a.scale = scale;
+            a.out = out + (t * s.n_head + kvh * group) * s.head_dim;
+            a.pad = slot + j * detail::kAttendBlock * s.head_dim;
+            a.scores = scores0 + j * rows * stride;
+            a.score_stride = stride;
+            a.inv = scores0 + heads * rows * stride + j * rows;
+        }
+        if (body == detail::attend_avx2) detail::attend_heads_avx2(g, heads);
+        else
+            for (int64_t j = 0; j < heads; ++j) body(g[j]);
     };
 
     const int64_t macs = s.n_tokens * s.n_head * (s.pos0 + s.n_tokens) * s.head_dim * 2;

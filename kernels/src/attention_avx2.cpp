@@ -1,7 +1,8 @@
-// AVX2+FMA body of attention for a unit of tokens x heads sharing one KV head, in the fixed order
-// of attention_impl.h: scores as 16-lane dot products held in two vectors (2 query rows x 2
-// positions per step), the vector expf, 16 lane sums as two vectors, and the weighted V sum 8
-// dimensions per vector (3 rows x 32 dimensions per V load).
+// AVX2+FMA body of attention for a unit of tokens x the heads sharing one KV head (or several
+// adjacent KV heads, block by block), in the fixed order of attention_impl.h: scores as 16-lane
+// dot products held in two vectors (2 query rows x 2 positions per step), the vector expf, 16 lane
+// sums as two vectors, and the weighted V sum 8 dimensions per vector (3 rows x 32 dimensions per
+// V load).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -39,37 +40,67 @@ inline __m256 load8(const std::byte* row, int64_t i, int64_t n) {
     }
 }
 
-// K or V rows [p0, p0 + cnt) of this KV head side by side as float: vb[j * head_dim + d].
+// K (kv = 0) or V (kv = 1) rows [p0, p0 + cnt) of the nh KV heads g[0..nh), each head's rows side
+// by side as float in its own g[h].pad: pad[j * head_dim + d]. Row j of every head before row j + 1:
+// the heads of a unit are adjacent in a cache row, so that is one contiguous read per position.
+// (One head's rows lie a whole position apart; read alone, 256 of every 2,048 bytes, they stream
+// at a third of the machine's bandwidth.)
 template <DType T>
-void copy_rows(const AttendGroup& a, const void* src, int64_t p0, int64_t cnt, float* vb) {
+void copy_rows(const AttendGroup* g, int64_t nh, int kv, int64_t p0, int64_t cnt) {
+    const AttendGroup& a = g[0];
     const size_t eb = T == DType::F32 ? 4 : 2;
     const size_t rs = size_t(a.kv_stride) * eb;
-    const auto* base = static_cast<const std::byte*>(src) + size_t(p0) * rs;
-    // memcpy of F32 rows was ~3x faster than a vector load/store loop here (cache misses 4 KiB apart).
+    auto src = [&](int64_t h, int64_t j) {
+        return static_cast<const std::byte*>(kv == 0 ? g[h].k : g[h].v) + size_t(p0 + j) * rs;
+    };
     if constexpr (T == DType::F32) {
-        for (int64_t j = 0; j < cnt; ++j) std::memcpy(vb + j * a.head_dim, base + size_t(j) * rs, size_t(a.head_dim) * 4);
+        if (a.head_dim % 32 == 0) {
+            // 8 loads of a row before its 8 stores, as memcpy does (a load/store loop stalls),
+            // without a call per 128-256 bytes.
+            for (int64_t j = 0; j < cnt; ++j)
+                for (int64_t h = 0; h < nh; ++h) {
+                    const auto* s32 = reinterpret_cast<const float*>(src(h, j));
+                    float* vb = g[h].pad + j * a.head_dim;
+                    for (int64_t d = 0; d < a.head_dim; d += 32) {
+                        __m256 x[4];
+#pragma GCC unroll 4
+                        for (int c = 0; c < 4; ++c) x[c] = _mm256_loadu_ps(s32 + d + 8 * c);
+#pragma GCC unroll 4
+                        for (int c = 0; c < 4; ++c) _mm256_storeu_ps(vb + d + 8 * c, x[c]);
+                    }
+                }
+            return;
+        }
+        // memcpy of F32 rows was ~3x faster than a vector load/store loop here (cache misses 4 KiB apart).
+        for (int64_t j = 0; j < cnt; ++j)
+            for (int64_t h = 0; h < nh; ++h) std::memcpy(g[h].pad + j * a.head_dim, src(h, j), size_t(a.head_dim) * 4);
         return;
     }
     if (a.head_dim % 64 == 0) {
         // F16: 8 loads of a row before its 8 stores, as memcpy does (a load/store loop stalls).
-        for (int64_t j = 0; j < cnt; ++j) {
-            const auto* src16 = reinterpret_cast<const __m128i*>(base + size_t(j) * rs);
-            for (int64_t d = 0; d < a.head_dim; d += 64) {
-                __m128i h[8];
+        for (int64_t j = 0; j < cnt; ++j)
+            for (int64_t h = 0; h < nh; ++h) {
+                const auto* src16 = reinterpret_cast<const __m128i*>(src(h, j));
+                float* vb = g[h].pad;
+                for (int64_t d = 0; d < a.head_dim; d += 64) {
+                    __m128i x[8];
 #pragma GCC unroll 8
-                for (int c = 0; c < 8; ++c) h[c] = _mm_loadu_si128(src16 + d / 8 + c);
+                    for (int c = 0; c < 8; ++c) x[c] = _mm_loadu_si128(src16 + d / 8 + c);
 #pragma GCC unroll 8
-                for (int c = 0; c < 8; ++c) _mm256_storeu_ps(vb + j * a.head_dim + d + 8 * c, _mm256_cvtph_ps(h[c]));
+                    for (int c = 0; c < 8; ++c) _mm256_storeu_ps(vb + j * a.head_dim + d + 8 * c, _mm256_cvtph_ps(x[c]));
+                }
             }
-        }
         return;
     }
     for (int64_t j = 0; j < cnt; ++j)
-        for (int64_t d = 0; d < a.head_dim; d += 8) {
-            const int64_t n = a.head_dim - d;
-            const __m256 x = load8<T>(base + size_t(j) * rs, d, n);
-            if (n >= 8) _mm256_storeu_ps(vb + j * a.head_dim + d, x);
-            else _mm256_maskstore_ps(vb + j * a.head_dim + d, first_lanes(n), x);
+        for (int64_t h = 0; h < nh; ++h) {
+            float* vb = g[h].pad;
+            for (int64_t d = 0; d < a.head_dim; d += 8) {
+                const int64_t n = a.head_dim - d;
+                const __m256 x = load8<T>(src(h, j), d, n);
+                if (n >= 8) _mm256_storeu_ps(vb + j * a.head_dim + d, x);
+                else _mm256_maskstore_ps(vb + j * a.head_dim + d, first_lanes(n), x);
+            }
         }
 }
 
@@ -196,56 +227,67 @@ inline float softmax_numerators(float* s, int64_t n) {
     return 1.0f / hsum8(_mm256_add_ps(lo, hi));
 }
 
+// The nh KV heads g[0..nh) of one token tile, block by block for all of them (so each position's
+// K and V rows are read once, contiguously); each head's rows computed exactly as alone.
 template <DType T>
-void attend(const AttendGroup& a) {
-    const int64_t rows = a.rows();
-    const int64_t hd = a.head_dim;
-    const int64_t n_max = a.n_pos_row(rows - 1);
-    float* blk = a.pad;
+void attend(const AttendGroup* g, int64_t nh) {
+    const AttendGroup& a0 = g[0];
+    const int64_t rows = a0.rows();
+    const int64_t hd = a0.head_dim;
+    const int64_t n_max = a0.n_pos_row(rows - 1);
     float spare[2];
     for (int64_t pb = 0; pb < n_max; pb += kB) {
         const int64_t cnt = std::min(kB, n_max - pb);
-        copy_rows<T>(a, a.k, pb, cnt, blk);
-        block_scores(a, blk, pb, cnt, spare);
+        copy_rows<T>(g, nh, 0, pb, cnt);
+        for (int64_t h = 0; h < nh; ++h) block_scores(g[h], g[h].pad, pb, cnt, spare);
     }
-    for (int64_t r = 0; r < rows; ++r) a.inv[r] = softmax_numerators(a.scores + r * a.score_stride, a.n_pos_row(r));
+    for (int64_t h = 0; h < nh; ++h)
+        for (int64_t r = 0; r < rows; ++r) g[h].inv[r] = softmax_numerators(g[h].scores + r * g[h].score_stride, g[h].n_pos_row(r));
 
-    for (int64_t r = 0; r < rows; ++r) std::memset(a.out_row(r), 0, size_t(hd) * sizeof(float));
+    for (int64_t h = 0; h < nh; ++h)
+        for (int64_t r = 0; r < rows; ++r) std::memset(g[h].out_row(r), 0, size_t(hd) * sizeof(float));
     constexpr int64_t kRv = 3;
     for (int64_t pb = 0; pb < n_max; pb += kB) {
         const int64_t pe = std::min(n_max, pb + kB);
-        copy_rows<T>(a, a.v, pb, pe - pb, blk);
-        for (int64_t r0 = 0; r0 < rows; r0 += kRv) {
-            const int64_t R = std::min(kRv, rows - r0);
-            const float* w[kRv];
-            float* out[kRv];
-            for (int64_t r = 0; r < R; ++r) {
-                w[r] = a.scores + (r0 + r) * a.score_stride + pb;
-                out[r] = a.out_row(r0 + r);
-            }
-            // Positions every row of the chunk sees together, then each row alone to its own end.
-            const int64_t shared = std::clamp<int64_t>(a.n_pos_row(r0) - pb, 0, pe - pb);
-            if (R == 3) pv_dims<3>(blk, hd, w, out, 0, shared);
-            else if (R == 2) pv_dims<2>(blk, hd, w, out, 0, shared);
-            else pv_dims<1>(blk, hd, w, out, 0, shared);
-            for (int64_t r = 0; r < R; ++r) {
-                const int64_t end = std::clamp<int64_t>(a.n_pos_row(r0 + r) - pb, 0, pe - pb);
-                if (end > shared) pv_dims<1>(blk, hd, w + r, out + r, shared, end);
+        copy_rows<T>(g, nh, 1, pb, pe - pb);
+        for (int64_t h = 0; h < nh; ++h) {
+            const AttendGroup& a = g[h];
+            const float* blk = a.pad;
+            for (int64_t r0 = 0; r0 < rows; r0 += kRv) {
+                const int64_t R = std::min(kRv, rows - r0);
+                const float* w[kRv];
+                float* out[kRv];
+                for (int64_t r = 0; r < R; ++r) {
+                    w[r] = a.scores + (r0 + r) * a.score_stride + pb;
+                    out[r] = a.out_row(r0 + r);
+                }
+                // Positions every row of the chunk sees together, then each row alone to its own end.
+                const int64_t shared = std::clamp<int64_t>(a.n_pos_row(r0) - pb, 0, pe - pb);
+                if (R == 3) pv_dims<3>(blk, hd, w, out, 0, shared);
+                else if (R == 2) pv_dims<2>(blk, hd, w, out, 0, shared);
+                else pv_dims<1>(blk, hd, w, out, 0, shared);
+                for (int64_t r = 0; r < R; ++r) {
+                    const int64_t end = std::clamp<int64_t>(a.n_pos_row(r0 + r) - pb, 0, pe - pb);
+                    if (end > shared) pv_dims<1>(blk, hd, w + r, out + r, shared, end);
+                }
             }
         }
     }
-    for (int64_t r = 0; r < rows; ++r) {
-        float* o = a.out_row(r);
-        const float iv = a.inv[r];
-        for (int64_t d = 0; d < hd; ++d) o[d] *= iv;
-    }
+    for (int64_t h = 0; h < nh; ++h)
+        for (int64_t r = 0; r < rows; ++r) {
+            float* o = g[h].out_row(r);
+            const float iv = g[h].inv[r];
+            for (int64_t d = 0; d < hd; ++d) o[d] *= iv;
+        }
 }
 
 } // namespace
 
-void attend_avx2(const AttendGroup& a) {
-    if (a.kv_type == DType::F32) attend<DType::F32>(a);
-    else attend<DType::F16>(a);
+void attend_avx2(const AttendGroup& a) { attend_heads_avx2(&a, 1); }
+
+void attend_heads_avx2(const AttendGroup* g, int64_t nh) {
+    if (g[0].kv_type == DType::F32) attend<DType::F32>(g, nh);
+    else attend<DType::F16>(g, nh);
 }
 
 } // namespace rwd::detail

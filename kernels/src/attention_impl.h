@@ -93,9 +93,9 @@ constexpr int64_t kAttendTokens = 17;
 // a few L1 sets, so a block read in place by every query row of a unit would thrash L1.
 constexpr int64_t kAttendBlock = 64;
 
-// Scratch floats one AttendGroup needs beyond `out`.
-inline int64_t attend_scratch_floats(int64_t rows, int64_t score_stride, int64_t head_dim) {
-    return rows * (score_stride + 1) + kAttendBlock * head_dim;
+// Scratch floats `heads` AttendGroups of `rows` rows each need beyond `out`.
+inline int64_t attend_scratch_floats(int64_t rows, int64_t score_stride, int64_t head_dim, int64_t heads = 1) {
+    return heads * (rows * (score_stride + 1) + kAttendBlock * head_dim);
 }
 
 // THE arithmetic order of every body (so each (token, head) result has one set of bits whatever
@@ -115,5 +115,10 @@ inline int64_t attend_scratch_floats(int64_t rows, int64_t score_stride, int64_t
 void attend_scalar(const AttendGroup& a);
 void attend_avx2(const AttendGroup& a);
 void attend_avx512(const AttendGroup& a);
+// nh groups of the same token tile over adjacent KV heads (g[h + 1]'s K/V rows follow g[h]'s in
+// each cache row), each with its own scores, inv and pad: every g[h] gets exactly the bits
+// attend_avx2(g[h]) gives it, but the positions go block by block for all heads together, so
+// each cached row is one contiguous read instead of nh reads a head apart.
+void attend_heads_avx2(const AttendGroup* g, int64_t nh);
 
 } // namespace rwd::detail
