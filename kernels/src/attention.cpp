@@ -117,9 +117,9 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
     check_attention_shape(s, kv_type, "attention");
     if (!q || !k || !v || !out || !scratch) throw Error("attention: null pointer");
     require_simd(level);
-    const auto body = simd_has_avx512(level) ? detail::attend_avx512
-                      : simd_has_avx2(level)   ? detail::attend_avx2
-                                               : detail::attend_scalar;
+    const detail::AttendHeadsFn body = simd_has_avx512(level) ? detail::attend_heads<detail::attend_avx512>
+                                       : simd_has_avx2(level)   ? detail::attend_heads_avx2
+                                                                : detail::attend_heads<detail::attend_scalar>;
 
     // Work unit: a tile of up to kAttendTokens tokens against a range of adjacent KV heads, i.e.
     // for each token of the tile the `group` query heads sharing each of them.
@@ -168,9 +168,7 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
             a.score_stride = stride;
             a.inv = scores0 + heads * rows * stride + j * rows;
         }
-        if (body == detail::attend_avx2) detail::attend_heads_avx2(g, heads);
-        else
-            for (int64_t j = 0; j < heads; ++j) body(g[j]);
+        body(g, heads);
     };
 
     const int64_t macs = s.n_tokens * s.n_head * (s.pos0 + s.n_tokens) * s.head_dim * 2;

@@ -283,8 +283,6 @@ void attend(const AttendGroup* g, int64_t nh) {
 
 } // namespace
 
-void attend_avx2(const AttendGroup& a) { attend_heads_avx2(&a, 1); }
-
 void attend_heads_avx2(const AttendGroup* g, int64_t nh) {
     if (g[0].kv_type == DType::F32) attend<DType::F32>(g, nh);
     else attend<DType::F16>(g, nh);

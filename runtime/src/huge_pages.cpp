@@ -5,19 +5,13 @@
 
 namespace rwd::detail {
 
-void advise_huge_pages(void* p, size_t n) {
-#ifdef MADV_HUGEPAGE
-    (void)::madvise(p, n, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)n;
-#endif
-}
-
 HugeBytes alloc_huge(size_t n) {
+    constexpr size_t kHugePage = size_t{2} << 20;
     const size_t alloc = (n + kHugePage - 1) / kHugePage * kHugePage;
     HugeBytes p(static_cast<std::byte*>(std::aligned_alloc(kHugePage, alloc)));
-    if (p) advise_huge_pages(p.get(), alloc);
+#ifdef MADV_HUGEPAGE
+    if (p) (void)::madvise(p.get(), alloc, MADV_HUGEPAGE);
+#endif
     return p;
 }
 
