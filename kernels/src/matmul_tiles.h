@@ -62,7 +62,11 @@ inline void store_sums(const typename V::F* acc, float* y, Tail&& tail) {
 // of load slots in the wide tiles. Changes no value.
 template <class F>
 inline void pin(F& v) {
+#ifndef REWIND_EMULATED_SIMD
     asm("" : "+v"(v));
+#else
+    (void)v; // tests/emulated: SIMDe's vectors are structs in memory, not registers
+#endif
 }
 
 // Accumulators I0..I0+3 (those below N) of a float tile, (t, r) row-major: one reduce4, each
