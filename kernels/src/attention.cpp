@@ -53,7 +53,7 @@ int64_t unit_tokens(const AttentionShape& s) {
 }
 // Score floats of one unit's KV heads together, and most KV heads per unit. A unit of several
 // adjacent KV heads reads each cached position's K and V rows for all of them in one contiguous
-// run (attend_heads_avx2): one head alone reads head_dim of every n_head_kv * head_dim elements,
+// run (attention_heads.h): one head alone reads head_dim of every n_head_kv * head_dim elements,
 // which streams at a fraction of the memory bandwidth in long-context decoding.
 constexpr int64_t kUnitScoreFloats = int64_t{1} << 19;
 constexpr int64_t kMaxUnitHeads = 16;
@@ -117,7 +117,7 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
     check_attention_shape(s, kv_type, "attention");
     if (!q || !k || !v || !out || !scratch) throw Error("attention: null pointer");
     require_simd(level);
-    const detail::AttendHeadsFn body = simd_has_avx512(level) ? detail::attend_heads<detail::attend_avx512>
+    const detail::AttendHeadsFn body = simd_has_avx512(level) ? detail::attend_heads_avx512
                                        : simd_has_avx2(level)   ? detail::attend_heads_avx2
                                                                 : detail::attend_heads<detail::attend_scalar>;
 

@@ -1,14 +1,15 @@
 // AVX2+FMA body of attention for a unit of tokens x the heads sharing one KV head (or several
-// adjacent KV heads, block by block), in the fixed order of attention_impl.h: scores as 16-lane
-// dot products held in two vectors (2 query rows x 2 positions per step), the vector expf, 16 lane
-// sums as two vectors, and the weighted V sum 8 dimensions per vector (3 rows x 32 dimensions per
-// V load).
+// adjacent KV heads, block by block: attention_heads.h), in the fixed order of attention_impl.h:
+// scores as 16-lane dot products held in two vectors (2 query rows x 2 positions per step), the
+// vector expf, 16 lane sums as two vectors, and the weighted V sum 8 dimensions per vector (3 rows
+// x 32 dimensions per V load).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "attention_heads.h"
 #include "attention_impl.h"
 #include "simd_math_avx2.h"
 
@@ -16,8 +17,7 @@ namespace rwd::detail {
 
 namespace {
 
-constexpr int64_t kB = kAttendBlock;
-static_assert(kB % 2 == 0, "scores go 2 positions at a time");
+static_assert(kAttendBlock % 2 == 0, "scores go 2 positions at a time");
 
 // Lanes j < n set (n clamped to 0 .. 8).
 inline __m256i first_lanes(int64_t n) {
@@ -227,65 +227,35 @@ inline float softmax_numerators(float* s, int64_t n) {
     return 1.0f / hsum8(_mm256_add_ps(lo, hi));
 }
 
-// The nh KV heads g[0..nh) of one token tile, block by block for all of them (so each position's
-// K and V rows are read once, contiguously); each head's rows computed exactly as alone.
-template <DType T>
-void attend(const AttendGroup* g, int64_t nh) {
-    const AttendGroup& a0 = g[0];
-    const int64_t rows = a0.rows();
-    const int64_t hd = a0.head_dim;
-    const int64_t n_max = a0.n_pos_row(rows - 1);
-    float spare[2];
-    for (int64_t pb = 0; pb < n_max; pb += kB) {
-        const int64_t cnt = std::min(kB, n_max - pb);
-        copy_rows<T>(g, nh, 0, pb, cnt);
-        for (int64_t h = 0; h < nh; ++h) block_scores(g[h], g[h].pad, pb, cnt, spare);
+// This body's parts of the shared block loop (attention_heads.h).
+struct Avx2 {
+    template <DType T>
+    static void copy_rows(const AttendGroup* g, int64_t nh, int kv, int64_t p0, int64_t cnt) {
+        rwd::detail::copy_rows<T>(g, nh, kv, p0, cnt);
     }
-    for (int64_t h = 0; h < nh; ++h)
-        for (int64_t r = 0; r < rows; ++r) g[h].inv[r] = softmax_numerators(g[h].scores + r * g[h].score_stride, g[h].n_pos_row(r));
-
-    for (int64_t h = 0; h < nh; ++h)
-        for (int64_t r = 0; r < rows; ++r) std::memset(g[h].out_row(r), 0, size_t(hd) * sizeof(float));
-    constexpr int64_t kRv = 3;
-    for (int64_t pb = 0; pb < n_max; pb += kB) {
-        const int64_t pe = std::min(n_max, pb + kB);
-        copy_rows<T>(g, nh, 1, pb, pe - pb);
-        for (int64_t h = 0; h < nh; ++h) {
-            const AttendGroup& a = g[h];
-            const float* blk = a.pad;
-            for (int64_t r0 = 0; r0 < rows; r0 += kRv) {
-                const int64_t R = std::min(kRv, rows - r0);
-                const float* w[kRv];
-                float* out[kRv];
-                for (int64_t r = 0; r < R; ++r) {
-                    w[r] = a.scores + (r0 + r) * a.score_stride + pb;
-                    out[r] = a.out_row(r0 + r);
-                }
-                // Positions every row of the chunk sees together, then each row alone to its own end.
-                const int64_t shared = std::clamp<int64_t>(a.n_pos_row(r0) - pb, 0, pe - pb);
-                if (R == 3) pv_dims<3>(blk, hd, w, out, 0, shared);
-                else if (R == 2) pv_dims<2>(blk, hd, w, out, 0, shared);
-                else pv_dims<1>(blk, hd, w, out, 0, shared);
-                for (int64_t r = 0; r < R; ++r) {
-                    const int64_t end = std::clamp<int64_t>(a.n_pos_row(r0 + r) - pb, 0, pe - pb);
-                    if (end > shared) pv_dims<1>(blk, hd, w + r, out + r, shared, end);
-                }
-            }
-        }
+    static void block_scores(const AttendGroup& a, int64_t pb, int64_t cnt) {
+        float spare[2];
+        rwd::detail::block_scores(a, a.pad, pb, cnt, spare);
     }
-    for (int64_t h = 0; h < nh; ++h)
-        for (int64_t r = 0; r < rows; ++r) {
-            float* o = g[h].out_row(r);
-            const float iv = g[h].inv[r];
-            for (int64_t d = 0; d < hd; ++d) o[d] *= iv;
-        }
-}
+    static float softmax_numerators(float* s, int64_t n) { return rwd::detail::softmax_numerators(s, n); }
+    // 3 rows per V load.
+    static void block_pv(const AttendGroup& a, int64_t pb, int64_t pe) {
+        pv_chunks(a, pb, pe, 3, [&](int64_t R, const float* const* w, float* const* out, int64_t p0, int64_t p1) {
+            if (R == 3) pv_dims<3>(a.pad, a.head_dim, w, out, p0, p1);
+            else if (R == 2) pv_dims<2>(a.pad, a.head_dim, w, out, p0, p1);
+            else pv_dims<1>(a.pad, a.head_dim, w, out, p0, p1);
+        });
+    }
+    static void scale_row(float* o, int64_t hd, float inv) {
+        for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
+    }
+};
 
 } // namespace
 
 void attend_heads_avx2(const AttendGroup* g, int64_t nh) {
-    if (g[0].kv_type == DType::F32) attend<DType::F32>(g, nh);
-    else attend<DType::F16>(g, nh);
+    if (g[0].kv_type == DType::F32) attend_heads_blocks<Avx2, DType::F32>(g, nh);
+    else attend_heads_blocks<Avx2, DType::F16>(g, nh);
 }
 
 } // namespace rwd::detail

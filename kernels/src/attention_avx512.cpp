@@ -1,13 +1,15 @@
-// AVX-512 body of attention for a unit of tokens x heads sharing one KV head, in the fixed order of
-// attention_impl.h: scores as 16-lane dot products, 4 query rows x 4 positions per step, reduced 16
-// at a time; the vector expf and 16 lane sums; the weighted V sum 16 dimensions per vector (up to
-// 3 rows x 128 dimensions in registers per V load).
+// AVX-512 body of attention for a unit of tokens x the heads sharing one KV head (or several
+// adjacent KV heads, block by block: attention_heads.h), in the fixed order of attention_impl.h:
+// scores as 16-lane dot products, 4 query rows x 4 positions per step, reduced 16 at a time; the
+// vector expf and 16 lane sums; the weighted V sum 16 dimensions per vector (up to 3 rows x 128
+// dimensions in registers per V load).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "attention_heads.h"
 #include "attention_impl.h"
 #include "simd_math_avx2.h"
 
@@ -15,8 +17,7 @@ namespace rwd::detail {
 
 namespace {
 
-constexpr int64_t kB = kAttendBlock;
-static_assert(kB % 4 == 0, "scores go 4 positions at a time");
+static_assert(kAttendBlock % 4 == 0, "scores go 4 positions at a time");
 
 inline __mmask16 first_lanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
 
@@ -27,36 +28,57 @@ inline __m512 load16(const std::byte* row, int64_t i, __mmask16 m) {
     else return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + i));
 }
 
-// K or V rows [p0, p0 + cnt) of this KV head side by side as float: vb[j * head_dim + d].
+// K (kv = 0) or V (kv = 1) rows [p0, p0 + cnt) of the nh KV heads g[0..nh), each head's rows side
+// by side as float in its own g[h].pad: pad[j * head_dim + d]. Row j of every head before row
+// j + 1: the heads of a unit are adjacent in a cache row, so that is one contiguous read per
+// position (one head alone reads head_dim of every n_head_kv * head_dim elements).
 template <DType T>
-void copy_rows(const AttendGroup& a, const void* src, int64_t p0, int64_t cnt, float* vb) {
+void copy_rows(const AttendGroup* g, int64_t nh, int kv, int64_t p0, int64_t cnt) {
+    const int64_t hd = g[0].head_dim;
     const size_t eb = T == DType::F32 ? 4 : 2;
-    const size_t rs = size_t(a.kv_stride) * eb;
-    const auto* base = static_cast<const std::byte*>(src) + size_t(p0) * rs;
-    // memcpy of F32 rows beat a masked vector loop here (cache misses 4 KiB apart).
     if constexpr (T == DType::F32) {
-        for (int64_t j = 0; j < cnt; ++j) std::memcpy(vb + j * a.head_dim, base + size_t(j) * rs, size_t(a.head_dim) * 4);
+        if (hd % 64 == 0) {
+            // 4 loads of a row before its 4 stores, as memcpy does, without a call per row.
+            for (int64_t j = 0; j < cnt; ++j)
+                for (int64_t h = 0; h < nh; ++h) {
+                    const auto* src = reinterpret_cast<const float*>(kv_row(g, h, kv, p0 + j, eb));
+                    float* vb = g[h].pad + j * hd;
+                    for (int64_t d = 0; d < hd; d += 64) {
+                        __m512 x[4];
+#pragma GCC unroll 4
+                        for (int c = 0; c < 4; ++c) x[c] = _mm512_loadu_ps(src + d + 16 * c);
+#pragma GCC unroll 4
+                        for (int c = 0; c < 4; ++c) _mm512_storeu_ps(vb + d + 16 * c, x[c]);
+                    }
+                }
+            return;
+        }
+        for (int64_t j = 0; j < cnt; ++j)
+            for (int64_t h = 0; h < nh; ++h) std::memcpy(g[h].pad + j * hd, kv_row(g, h, kv, p0 + j, eb), size_t(hd) * 4);
         return;
     }
-    if (a.head_dim % 64 == 0) {
+    if (hd % 64 == 0) {
         // F16: 4 loads of a row before its 4 stores, as memcpy does (a load/store loop stalls).
-        for (int64_t j = 0; j < cnt; ++j) {
-            const auto* src16 = reinterpret_cast<const __m256i*>(base + size_t(j) * rs);
-            for (int64_t d = 0; d < a.head_dim; d += 64) {
-                __m256i h[4];
+        for (int64_t j = 0; j < cnt; ++j)
+            for (int64_t h = 0; h < nh; ++h) {
+                const auto* src16 = reinterpret_cast<const __m256i*>(kv_row(g, h, kv, p0 + j, eb));
+                float* vb = g[h].pad + j * hd;
+                for (int64_t d = 0; d < hd; d += 64) {
+                    __m256i x[4];
 #pragma GCC unroll 4
-                for (int c = 0; c < 4; ++c) h[c] = _mm256_loadu_si256(src16 + d / 16 + c);
+                    for (int c = 0; c < 4; ++c) x[c] = _mm256_loadu_si256(src16 + d / 16 + c);
 #pragma GCC unroll 4
-                for (int c = 0; c < 4; ++c) _mm512_storeu_ps(vb + j * a.head_dim + d + 16 * c, _mm512_cvtph_ps(h[c]));
+                    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(vb + d + 16 * c, _mm512_cvtph_ps(x[c]));
+                }
             }
-        }
         return;
     }
     for (int64_t j = 0; j < cnt; ++j)
-        for (int64_t d = 0; d < a.head_dim; d += 16) {
-            const __mmask16 m = first_lanes(a.head_dim - d);
-            _mm512_mask_storeu_ps(vb + j * a.head_dim + d, m, load16<T>(base + size_t(j) * rs, d, m));
-        }
+        for (int64_t h = 0; h < nh; ++h)
+            for (int64_t d = 0; d < hd; d += 16) {
+                const __mmask16 m = first_lanes(hd - d);
+                _mm512_mask_storeu_ps(g[h].pad + j * hd + d, m, load16<T>(kv_row(g, h, kv, p0 + j, eb), d, m));
+            }
 }
 
 // 16 vectors to 16 sums, each summed by the tree of attention_impl.h (lanes j + j+8, j + j+4,
@@ -238,73 +260,55 @@ inline float softmax_numerators(float* s, int64_t n) {
     return 1.0f / hsum8(_mm256_add_ps(_mm512_castps512_ps256(sum), _mm512_extractf32x8_ps(sum, 1)));
 }
 
-template <DType T>
-void attend(const AttendGroup& a) {
-    const int64_t rows = a.rows();
-    const int64_t hd = a.head_dim;
-    const int64_t n_max = a.n_pos_row(rows - 1);
-    float* blk = a.pad;
-    const __m512 scale = _mm512_set1_ps(a.scale);
-    // Each block of K rows is first copied side by side as float (reading 4 rows in place, 4 KiB
-    // apart, was slower even for a single token) and then read from L1 by every group of rows.
-    alignas(64) float spare[16];
-    for (int64_t pb = 0; pb < n_max; pb += kB) {
-        const int64_t cnt = std::min(kB, n_max - pb);
-        copy_rows<T>(a, a.k, pb, cnt, blk);
-        const auto* kb = reinterpret_cast<const std::byte*>(blk);
-        if (hd == 64) block_scores<4>(a, kb, size_t(hd) * 4, pb, cnt, scale, spare);
-        else if (hd == 128) block_scores<8>(a, kb, size_t(hd) * 4, pb, cnt, scale, spare);
-        else block_scores<0>(a, kb, size_t(hd) * 4, pb, cnt, scale, spare);
+// This body's parts of the shared block loop (attention_heads.h). Each block of K rows is first
+// copied side by side as float (reading 4 rows in place, 4 KiB apart, was slower even for a single
+// token) and then read from L1 by every group of rows.
+struct Avx512 {
+    template <DType T>
+    static void copy_rows(const AttendGroup* g, int64_t nh, int kv, int64_t p0, int64_t cnt) {
+        rwd::detail::copy_rows<T>(g, nh, kv, p0, cnt);
     }
-    for (int64_t r = 0; r < rows; ++r) a.inv[r] = softmax_numerators(a.scores + r * a.score_stride, a.n_pos_row(r));
-
-    for (int64_t r = 0; r < rows; ++r) std::memset(a.out_row(r), 0, size_t(hd) * sizeof(float));
+    static void block_scores(const AttendGroup& a, int64_t pb, int64_t cnt) {
+        alignas(64) float spare[16];
+        const __m512 scale = _mm512_set1_ps(a.scale);
+        const auto* kb = reinterpret_cast<const std::byte*>(a.pad);
+        const size_t rs = size_t(a.head_dim) * 4;
+        if (a.head_dim == 64) rwd::detail::block_scores<4>(a, kb, rs, pb, cnt, scale, spare);
+        else if (a.head_dim == 128) rwd::detail::block_scores<8>(a, kb, rs, pb, cnt, scale, spare);
+        else rwd::detail::block_scores<0>(a, kb, rs, pb, cnt, scale, spare);
+    }
+    static float softmax_numerators(float* s, int64_t n) { return rwd::detail::softmax_numerators(s, n); }
     // Output rows per V load: 3 x 8 accumulators + 8 V vectors for 128 dimensions; up to 64
     // dimensions 6 x 4 accumulators, so each V vector and weight load serves twice the FMAs.
-    constexpr int64_t kRv = 6;
     // 4 rows (one token) as 2 + 2 rather than 3 + 1: the same loads, less loop overhead.
-    const int64_t step = rows == 4 ? 2 : hd <= 64 ? 6 : 3;
-    for (int64_t pb = 0; pb < n_max; pb += kB) {
-        const int64_t pe = std::min(n_max, pb + kB);
-        copy_rows<T>(a, a.v, pb, pe - pb, blk);
-        for (int64_t r0 = 0; r0 < rows; r0 += step) {
-            const int64_t R = std::min(step, rows - r0);
-            const float* w[kRv];
-            float* out[kRv];
-            for (int64_t r = 0; r < R; ++r) {
-                w[r] = a.scores + (r0 + r) * a.score_stride + pb;
-                out[r] = a.out_row(r0 + r);
-            }
-            // Positions every row of the chunk sees together, then each row alone to its own end
-            // (rows of later tokens see a few more).
-            const int64_t shared = std::clamp<int64_t>(a.n_pos_row(r0) - pb, 0, pe - pb);
-            if (R == 6) pv_dims<6>(blk, hd, w, out, 0, shared);
-            else if (R == 5) pv_dims<5>(blk, hd, w, out, 0, shared);
-            else if (R == 4) pv_dims<4>(blk, hd, w, out, 0, shared);
-            else if (R == 3) pv_dims<3>(blk, hd, w, out, 0, shared);
-            else if (R == 2) pv_dims<2>(blk, hd, w, out, 0, shared);
-            else pv_dims<1>(blk, hd, w, out, 0, shared);
-            for (int64_t r = 0; r < R; ++r) {
-                const int64_t end = std::clamp<int64_t>(a.n_pos_row(r0 + r) - pb, 0, pe - pb);
-                if (end > shared) pv_dims<1>(blk, hd, w + r, out + r, shared, end);
-            }
-        }
+    static void block_pv(const AttendGroup& a, int64_t pb, int64_t pe) {
+        const int64_t step = a.rows() == 4 ? 2 : a.head_dim <= 64 ? 6 : 3;
+        static_assert(kMaxPvRows >= 6, "6 rows per chunk up to 64 dimensions");
+        pv_chunks(a, pb, pe, step, [&](int64_t R, const float* const* w, float* const* out, int64_t p0, int64_t p1) {
+            const float* blk = a.pad;
+            const int64_t hd = a.head_dim;
+            if (R == 6) pv_dims<6>(blk, hd, w, out, p0, p1);
+            else if (R == 5) pv_dims<5>(blk, hd, w, out, p0, p1);
+            else if (R == 4) pv_dims<4>(blk, hd, w, out, p0, p1);
+            else if (R == 3) pv_dims<3>(blk, hd, w, out, p0, p1);
+            else if (R == 2) pv_dims<2>(blk, hd, w, out, p0, p1);
+            else pv_dims<1>(blk, hd, w, out, p0, p1);
+        });
     }
-    for (int64_t r = 0; r < rows; ++r) {
-        float* o = a.out_row(r);
-        const __m512 iv = _mm512_set1_ps(a.inv[r]);
+    static void scale_row(float* o, int64_t hd, float inv) {
+        const __m512 iv = _mm512_set1_ps(inv);
         for (int64_t d = 0; d < hd; d += 16) {
             const __mmask16 m = first_lanes(hd - d);
             _mm512_mask_storeu_ps(o + d, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, o + d), iv));
         }
     }
-}
+};
 
 } // namespace
 
-void attend_avx512(const AttendGroup& a) {
-    if (a.kv_type == DType::F32) attend<DType::F32>(a);
-    else attend<DType::F16>(a);
+void attend_heads_avx512(const AttendGroup* g, int64_t nh) {
+    if (g[0].kv_type == DType::F32) attend_heads_blocks<Avx512, DType::F32>(g, nh);
+    else attend_heads_blocks<Avx512, DType::F16>(g, nh);
 }
 
 } // namespace rwd::detail

@@ -113,16 +113,16 @@ inline int64_t attend_scratch_floats(int64_t rows, int64_t score_stride, int64_t
 // are tested against it bit for bit. A block of K or V rows may be read in place or from a float
 // copy (pad): widening is exact, so it changes no bit.
 void attend_scalar(const AttendGroup& a);
-void attend_avx512(const AttendGroup& a);
 
 // What the front end calls per work unit: nh groups of the same token tile over adjacent KV heads
 // (g[h + 1]'s K/V rows follow g[h]'s in each cache row), each with its own scores, inv and pad;
 // every g[h] gets the bits it gets alone (nh = 1).
 using AttendHeadsFn = void (*)(const AttendGroup* g, int64_t nh);
-// The AVX2 body goes block by block for all heads together, so each cached row is one contiguous
-// read instead of nh reads a head apart.
+// The AVX2 and AVX-512 bodies go block by block for all heads together (attention_heads.h), so
+// each cached row is one contiguous read instead of nh reads a head apart.
 void attend_heads_avx2(const AttendGroup* g, int64_t nh);
-// A one-head body over a unit's heads one after another.
+void attend_heads_avx512(const AttendGroup* g, int64_t nh);
+// A one-head body over a unit's heads one after another (the scalar model).
 template <void (*Body)(const AttendGroup&)>
 void attend_heads(const AttendGroup* g, int64_t nh) {
     for (int64_t h = 0; h < nh; ++h) Body(g[h]);
