@@ -56,9 +56,18 @@ bool simd_supported(SimdLevel l) {
     if (l == SimdLevel::Scalar) return true;
     return cpu_has_avx2() && (l == SimdLevel::Avx2 || l == SimdLevel::AvxVnni || l == SimdLevel::Avx512);
 }
+// The error rules of simd.cpp: argument for a value that is no level, unsupported naming both.
 void require_simd(SimdLevel l) {
-    if (!simd_supported(l)) throw Error(ErrorCode::unsupported, std::string("emulated-AVX-512 test: no level ") + simd_name(l));
+    if (std::string(simd_name(l)) == "unknown") throw Error("unknown SIMD level " + std::to_string(int(l)));
+    if (!simd_supported(l))
+        throw Error(ErrorCode::unsupported, std::string("SIMD level ") + simd_name(l) + " is not supported by this CPU (it has " +
+                    simd_name(detect_simd()) + ")");
 }
-SimdLevel parse_simd(const char*) { throw Error(ErrorCode::argument, "emulated-AVX-512 test: parse_simd not available"); }
+SimdLevel parse_simd(const char* name) {
+    const std::string n = name ? name : "";
+    for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::AvxVnni, SimdLevel::Avx512})
+        if (n == simd_name(l)) return l;
+    throw Error(ErrorCode::argument, "unknown SIMD level '" + n + "' (expected scalar, avx2, avx-vnni or avx512)");
+}
 
 } // namespace rwd
