@@ -49,10 +49,7 @@ template <DType T>
 void copy_rows(const AttendGroup* g, int64_t nh, int kv, int64_t p0, int64_t cnt) {
     const AttendGroup& a = g[0];
     const size_t eb = T == DType::F32 ? 4 : 2;
-    const size_t rs = size_t(a.kv_stride) * eb;
-    auto src = [&](int64_t h, int64_t j) {
-        return static_cast<const std::byte*>(kv == 0 ? g[h].k : g[h].v) + size_t(p0 + j) * rs;
-    };
+    auto src = [&](int64_t h, int64_t j) { return kv_row(g, h, kv, p0 + j, eb); };
     if constexpr (T == DType::F32) {
         if (a.head_dim % 32 == 0) {
             // 8 loads of a row before its 8 stores, as memcpy does (a load/store loop stalls),
