@@ -9,6 +9,10 @@
 
 // Tells kernel code that its vectors are SIMDe's (matmul_tiles.h's register pin is then a no-op).
 #define REWIND_EMULATED_SIMD 1
+// Portable code even where the build's flags (-march=native, -mavx2) let SIMDe use the CPU's own
+// intrinsics: those would pull in the compiler's <immintrin.h>, whose AVX-512 declarations clash
+// with the aliases below.
+#define SIMDE_NO_NATIVE
 #define SIMDE_ENABLE_NATIVE_ALIASES
 #include <simde/x86/avx512.h>
 #include <simde/x86/f16c.h>
