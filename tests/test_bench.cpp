@@ -456,6 +456,21 @@ TEST(BenchScale, WeightBytesPerToken) {
     int64_t all_tied = 0;
     for (const auto& t : tied->file().gguf().tensors()) all_tied += static_cast<int64_t>(t.n_bytes);
     EXPECT_EQ(rb::weight_bytes_per_token(*tied), all_tied + tied->file().weights().tok_embd.cols * 4);
+    // Repacked matrices count as packed: pycode-4m-q4_k_m's Q5_0 ones (widened to the Q8_0 layout)
+    // read more than the file holds, so the repacked model reads more than the file's layout.
+    const std::string q4km = std::string(REWIND_SHARED_DIR) + "/models/pycode-4m-q4_k_m.gguf";
+    auto packed = rwd::Model::load(q4km), plain = rwd::Model::load(q4km, rwd::ModelOptions{.repack_q8_0 = false});
+    int64_t swapped = 0;
+    auto add = [&](const rwd::MatrixView& v) {
+        if (v.packed) swapped += static_cast<int64_t>(rwd::dtype_row_bytes(v.type, v.cols)) * v.rows;
+    };
+    add(packed->output);
+    for (const auto& l : packed->layers)
+        for (const rwd::MatrixView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_down, &l.ffn_up}) add(*v);
+    ASSERT_GT(swapped, 0);
+    EXPECT_EQ(rb::weight_bytes_per_token(*plain) - swapped + static_cast<int64_t>(packed->packed_bytes()),
+              rb::weight_bytes_per_token(*packed));
+    EXPECT_GT(rb::weight_bytes_per_token(*packed), rb::weight_bytes_per_token(*plain));
 }
 
 // A seeded prefix (no prefill pass) gives a curve of every n, on a cache of exactly that many

@@ -232,3 +232,55 @@ TEST(Q8Packed, ManyOutputsRefuseBadInputBeforeComputing) {
     EXPECT_EQ(ErrorCode::shape, code(mixed));
     for (float v : y) EXPECT_TRUE(std::isnan(v));
 }
+
+// Q4_0 and Q5_0 widened by repack_q8_0 (q - 8, q - 16, the same scale): every packed body gives
+// exactly the bits of the file layout's product (matmul_quant's no-min rule), for every int the
+// blocks can hold (random bytes and scales, not only what a quantizer writes), at every token count.
+TEST(Q8Packed, WidenedQ4_0AndQ5_0GiveTheFileLayoutsBits) {
+    for (DType type : {DType::Q4_0, DType::Q5_0}) {
+        ASSERT_TRUE(q8_packable(type));
+        for (int64_t rows : {int64_t{1}, int64_t{17}, int64_t{40}})
+            for (int64_t cols : {int64_t{32}, int64_t{96}, int64_t{896}}) {
+                std::mt19937 rng(uint32_t(rows * 7 + cols));
+                const size_t row_bytes = dtype_row_bytes(type, cols);
+                const size_t block_bytes = row_bytes / size_t(cols / kQ8Block);
+                std::vector<std::byte> file(row_bytes * size_t(rows));
+                for (size_t b = 0; b < file.size(); b += block_bytes) {
+                    const uint16_t d = fp32_to_fp16(std::ldexp(float(rng() % 1000 + 1), -16));
+                    std::memcpy(&file[b], &d, 2);
+                    for (size_t i = 2; i < block_bytes; ++i) file[b + i] = std::byte(rng() & 0xff);
+                }
+                const MatrixView plain{type, file.data(), rows, cols};
+                const size_t bytes = q8_0_packed_bytes(rows, cols);
+                std::vector<std::byte> mem(bytes + 64);
+                auto* packed = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(mem.data()) + 63) & ~uintptr_t(63));
+                repack_q8_0(plain, {packed, bytes});
+                MatrixView view = plain;
+                view.packed = packed;
+                for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{9}, int64_t{17}, int64_t{18}}) {
+                    const auto x = test::randn(size_t(n * cols), uint32_t(n + cols));
+                    std::vector<std::byte> scratch(matmul_scratch_bytes(type, n, cols));
+                    std::vector<float> want(size_t(n * rows), NAN);
+                    matmul(plain, x.data(), n, want.data(), scratch, nullptr, SimdLevel::Scalar);
+                    const Q8Input xq = quantize_input(x.data(), n, cols, scratch);
+                    for (Q8Kernel k : supported_q8_kernels()) {
+                        std::vector<float> got(want.size(), NAN);
+                        matmul_q8_packed(view, xq, got.data(), nullptr, k);
+                        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * 4))
+                            << dtype_name(type) << " " << q8_kernel_name(k) << " rows " << rows << " cols " << cols << " n " << n;
+                    }
+                    for (SimdLevel l : supported_simd_levels()) { // matmul takes the packed form when it is set
+                        std::vector<float> got(want.size(), NAN);
+                        matmul(view, x.data(), n, got.data(), scratch, nullptr, l);
+                        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * 4)) << dtype_name(type) << " " << simd_name(l);
+                    }
+                }
+            }
+    }
+    // The formats with an offset term (two float steps per block) have no Q8_0 form.
+    std::vector<std::byte> q41(dtype_row_bytes(DType::Q4_1, 64)), dst(1088 + 64);
+    auto* d64 = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(dst.data()) + 63) & ~uintptr_t(63));
+    EXPECT_FALSE(q8_packable(DType::Q4_1));
+    EXPECT_FALSE(q8_packable(DType::Q5_1));
+    EXPECT_THROW(repack_q8_0(MatrixView{DType::Q4_1, q41.data(), 1, 64}, {d64, 1088}), Error);
+}

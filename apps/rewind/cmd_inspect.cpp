@@ -196,27 +196,47 @@ void print_tensors(const GgufFile& g) {
               << human_bytes(total) << " (" << total << " bytes)\n";
 }
 
-// What Model::load's repacking (ModelOptions::repack_q8_0) costs for this file: every Q8_0, Q4_K
-// and Q6_K matrix but the token embedding goes into owned memory and the mapped original is
-// released, so resident memory is replaced, not doubled.
+// What Model::load's repacking (ModelOptions::repack_q8_0) costs for this file: every Q8_0, Q5_0,
+// Q4_K and Q6_K matrix but the token embedding goes into owned memory and the mapped original is
+// released, so resident memory is replaced, not doubled; Q5_0 widened to the Q8_0 layout grows.
 void print_repack(const LlamaModelFile& mf) {
     const LlamaWeights& w = mf.weights();
-    uint64_t packed = 0, original = 0;
+    uint64_t packed = 0, original = 0, widened = 0, widened_from = 0, q4_0 = 0, q4_0_packed = 0;
     auto add = [&](const WeightRef& r) {
         if (r.rows <= 0 || r.cols <= 0) return;
-        if (r.type == TensorType::Q8_0 && r.cols % kQ8Block == 0) packed += q8_0_packed_bytes(r.rows, r.cols);
-        else if (const auto dt = tensor_dtype(r.type); dt && kq_repackable(*dt) && r.cols % 256 == 0)
-            packed += kq_packed_bytes(*dt, r.rows, r.cols);
+        const auto dt = tensor_dtype(r.type);
+        if (!dt) return;
+        uint64_t n = 0;
+        if (q8_packable(*dt) && r.cols % kQ8Block == 0) n = q8_0_packed_bytes(r.rows, r.cols);
+        else if (kq_repackable(*dt) && r.cols % 256 == 0) n = kq_packed_bytes(*dt, r.rows, r.cols);
         else return;
+        if (*dt == DType::Q4_0) { // widened only with ModelOptions::widen_q4_0 (--widen-q4_0)
+            q4_0 += r.n_bytes;
+            q4_0_packed += n;
+            return;
+        }
+        if (*dt == DType::Q5_0) {
+            widened += n;
+            widened_from += r.n_bytes;
+        }
+        packed += n;
         original += r.n_bytes;
     };
     add(w.output);
     for (const LlamaLayerWeights& l : w.layers)
         for (const WeightRef* r : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) add(*r);
-    if (packed == 0) return;
-    std::cout << "repacked at load: " << human_bytes(packed) << " of Q8_0/Q4_K/Q6_K weights (" << packed
-              << " bytes) into memory the model owns, in place of " << human_bytes(original)
-              << " of the mapped file, which is released (--no-repack keeps the file's layout)\n";
+    if (packed > 0) {
+        std::cout << "repacked at load: " << human_bytes(packed) << " of Q8_0/Q5_0/Q4_K/Q6_K weights (" << packed
+                  << " bytes) into memory the model owns, in place of " << human_bytes(original)
+                  << " of the mapped file, which is released (--no-repack keeps the file's layout)\n";
+        if (widened > 0)
+            std::cout << "  of which Q5_0 widened to the packed Q8_0 layout: " << human_bytes(widened) << " for "
+                      << human_bytes(widened_from) << " in the file (+" << (100 * (widened - widened_from) + widened_from / 2) / widened_from
+                      << " %; the same outputs, products at the Q8_0 bodies' speed)\n";
+    }
+    if (q4_0 > 0)
+        std::cout << "Q4_0 weights stay in the file's layout: " << human_bytes(q4_0) << "; --widen-q4_0 widens them to the packed Q8_0 "
+                  << "layout (" << human_bytes(q4_0_packed) << ", the same outputs, faster products)\n";
 }
 
 int inspect(const InspectOptions& opt) {

@@ -44,11 +44,11 @@ size_t matmul_scratch_bytes(DType type, int64_t n_tokens, int64_t cols) {
     if (type != DType::Q8_0 && !detail::is_quant_type(type)) return 0;
     if (n_tokens < 0) throw Error(ErrorCode::shape, "matmul_scratch_bytes: negative token count");
     dtype_row_bytes(type, cols); // throws for a bad width
-    // Q8_0: enough for either path, ggml blocks (file layout) or a Q8Input (packed).
-    if (type == DType::Q8_0)
-        return n_tokens == 0 ? 0
-                             : std::max(size_t(n_tokens) * dtype_row_bytes(DType::Q8_0, cols), q8_input_bytes(n_tokens, cols));
-    return size_t(n_tokens) * detail::quant_act_bytes(type, cols);
+    const size_t file_layout = size_t(n_tokens) * (type == DType::Q8_0 ? dtype_row_bytes(DType::Q8_0, cols)
+                                                                         : detail::quant_act_bytes(type, cols));
+    // q8_packable types: enough for either path, the file layout's or a Q8Input (packed).
+    if (q8_packable(type)) return n_tokens == 0 ? 0 : std::max(file_layout, q8_input_bytes(n_tokens, cols));
+    return file_layout;
 }
 
 namespace {
@@ -104,17 +104,17 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std
         throw Error(ErrorCode::shape, "matmul: non-positive size (rows " + std::to_string(w.rows) + ", cols " +
                     std::to_string(w.cols) + ", n_tokens " + std::to_string(n_tokens) + ")");
     require_simd(level);
+    if (w.packed && q8_packable(w.type)) { // Q8_0, or Q4_0 / Q5_0 widened by repack_q8_0
+        const Q8Input xq = quantize_input(x, n_tokens, w.cols, scratch, level);
+        matmul_q8_packed(w, xq, y, pool, q8_kernel_for(level));
+        return;
+    }
     if (detail::is_quant_type(w.type)) {
         matmul_quant(w, x, n_tokens, y, scratch, pool, level);
         return;
     }
     if (w.type != DType::F32 && w.type != DType::F16 && w.type != DType::BF16 && w.type != DType::Q8_0)
         throw Error(ErrorCode::unsupported, std::string("matmul: no kernel for ") + dtype_name(w.type) + " weights");
-    if (w.packed) {
-        const Q8Input xq = quantize_input(x, n_tokens, w.cols, scratch, level);
-        matmul_q8_packed(w, xq, y, pool, q8_kernel_for(level));
-        return;
-    }
     detail::MatmulJob job{};
     job.type = w.type;
     job.w = w.data;

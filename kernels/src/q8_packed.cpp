@@ -36,15 +36,49 @@ size_t q8_0_packed_bytes(int64_t rows, int64_t cols) {
     return size_t(groups) * detail::q8_packed_group_bytes(cols / kQ8Block);
 }
 
+bool q8_packable(DType t) { return t == DType::Q8_0 || t == DType::Q5_0 || t == DType::Q4_0; }
+
+namespace {
+
+// Block b of row `src` (type t, one of q8_packable's) as a Q8_0 block: the same fp16 scale and
+// the int8 values q - c that matmul_quant.h's no-min rule multiplies (Q4_0: c = 8, Q5_0: 16).
+BlockQ8_0 widen_block(DType t, const std::byte* src, int64_t b) {
+    BlockQ8_0 out;
+    if (t == DType::Q8_0) {
+        std::memcpy(&out, src + size_t(b) * sizeof(BlockQ8_0), sizeof out);
+    } else if (t == DType::Q4_0) {
+        BlockQ4_0 in;
+        std::memcpy(&in, src + size_t(b) * sizeof in, sizeof in);
+        out.d = in.d;
+        for (int i = 0; i < 16; ++i) {
+            out.qs[i] = int8_t((in.qs[i] & 15) - 8);
+            out.qs[i + 16] = int8_t((in.qs[i] >> 4) - 8);
+        }
+    } else {
+        BlockQ5_0 in;
+        std::memcpy(&in, src + size_t(b) * sizeof in, sizeof in);
+        uint32_t qh;
+        std::memcpy(&qh, in.qh, 4);
+        out.d = in.d;
+        for (int i = 0; i < 16; ++i) {
+            out.qs[i] = int8_t(((in.qs[i] & 15) | ((qh >> i) & 1u) << 4) - 16);
+            out.qs[i + 16] = int8_t(((in.qs[i] >> 4) | ((qh >> (i + 16)) & 1u) << 4) - 16);
+        }
+    }
+    return out;
+}
+
+} // namespace
+
 void repack_q8_0(const MatrixView& w, std::span<std::byte> dst, ThreadPool* pool) {
-    if (w.type != DType::Q8_0) throw Error(ErrorCode::unsupported, std::string("repack_q8_0: matrix of type ") + dtype_name(w.type));
+    if (!q8_packable(w.type)) throw Error(ErrorCode::unsupported, std::string("repack_q8_0: matrix of type ") + dtype_name(w.type));
     if (!w.data) throw Error(ErrorCode::argument, "repack_q8_0: null weights");
     const size_t need = q8_0_packed_bytes(w.rows, w.cols);
     if (!dst.data() || dst.size() < need)
         throw Error(ErrorCode::shape, "repack_q8_0: destination of " + std::to_string(dst.size()) + " bytes, need " + std::to_string(need));
     if (reinterpret_cast<uintptr_t>(dst.data()) % 64 != 0) throw Error(ErrorCode::argument, "repack_q8_0: destination not 64-byte aligned");
     const int64_t nb = w.cols / kQ8Block;
-    const size_t row_bytes = dtype_row_bytes(DType::Q8_0, w.cols);
+    const size_t row_bytes = dtype_row_bytes(w.type, w.cols);
     const size_t gbytes = detail::q8_packed_group_bytes(nb);
     const int64_t groups = (w.rows + kQ8PackRows - 1) / kQ8PackRows;
     auto pack = [&](int64_t g0, int64_t g1) {
@@ -56,11 +90,12 @@ void repack_q8_0(const MatrixView& w, std::span<std::byte> dst, ThreadPool* pool
             for (int64_t j = 0; j < kQ8PackRows; ++j) {
                 const int64_t r = g * kQ8PackRows + j;
                 if (r >= w.rows) break;
-                const auto* src = reinterpret_cast<const BlockQ8_0*>(static_cast<const std::byte*>(w.data) + size_t(r) * row_bytes);
+                const std::byte* src = static_cast<const std::byte*>(w.data) + size_t(r) * row_bytes;
                 for (int64_t b = 0; b < nb; ++b) {
-                    sc[b * kQ8PackRows + j] = src[b].d;
+                    const BlockQ8_0 blk = widen_block(w.type, src, b);
+                    sc[b * kQ8PackRows + j] = blk.d;
                     for (int q = 0; q < 8; ++q)
-                        std::memcpy(qs + b * detail::kQ8PackBlockBytes + q * 64 + j * 4, src[b].qs + 4 * q, 4);
+                        std::memcpy(qs + b * detail::kQ8PackBlockBytes + q * 64 + j * 4, blk.qs + 4 * q, 4);
                 }
             }
         }
@@ -159,7 +194,7 @@ using BodyFn = void (*)(const detail::Q8PackedJob&, int64_t, int64_t);
 // Checks one product's operands (what matmul_q8_packed promises to refuse).
 void check_product(const MatrixView& w, const Q8Input& x, const float* y) {
     if (!w.packed) throw Error(ErrorCode::argument, "matmul_q8_packed: the matrix has no packed data (repack_q8_0)");
-    if (w.type != DType::Q8_0) throw Error(ErrorCode::unsupported, std::string("matmul_q8_packed: matrix of type ") + dtype_name(w.type));
+    if (!q8_packable(w.type)) throw Error(ErrorCode::unsupported, std::string("matmul_q8_packed: matrix of type ") + dtype_name(w.type));
     if (reinterpret_cast<uintptr_t>(w.packed) % 64 != 0) throw Error(ErrorCode::argument, "matmul_q8_packed: packed data not 64-byte aligned");
     if (!y || !x.qs || !x.d || !x.sum) throw Error(ErrorCode::argument, "matmul_q8_packed: null pointer");
     if (w.rows <= 0 || x.n_tokens <= 0) throw Error(ErrorCode::shape, "matmul_q8_packed: non-positive size");

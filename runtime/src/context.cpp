@@ -355,7 +355,8 @@ void Context::run_pass(Segment* segs, int64_t n_segs, int64_t nt) {
             else geglu_ggml(gate, up, count, out);
         }
     };
-    // Products of several matrices over one input (Q, K, V; gate, up): packed Q8_0 matrices, or
+    // Products of several matrices over one input (Q, K, V; gate, up): packed Q8_0 matrices (Q4_0
+    // and Q5_0 widened ones among them: the same Q8_0 activations as their file layout's), or
     // packed K-quant ones (Q4_K and Q6_K alike: both read Q8_K blocks), share a single quantization
     // of x (the same one each would make alone, so the same bits).
     struct Out {
@@ -366,7 +367,7 @@ void Context::run_pass(Segment* segs, int64_t n_segs, int64_t nt) {
         const int64_t cols = outs.begin()->w->cols;
         bool shared_q8 = exact && outs.size() <= kQ8PackedManyMax, shared_kq = exact;
         for (const Out& o : outs) {
-            shared_q8 = shared_q8 && o.w->packed && o.w->type == DType::Q8_0 && o.w->cols == cols;
+            shared_q8 = shared_q8 && o.w->packed && q8_packable(o.w->type) && o.w->cols == cols;
             shared_kq = shared_kq && o.w->packed && kq_repackable(o.w->type) && o.w->cols == cols;
         }
         if (shared_q8) {

@@ -52,13 +52,13 @@ void Model::FreeDeleter::operator()(std::byte* p) const { std::free(p); }
 
 namespace {
 
-// Bytes of w's packed form (Q8_0: q8_packed.h, Q4_K/Q6_K: kq_packed.h); a multiple of 64.
+// Bytes of w's packed form (Q8_0, Q4_0, Q5_0: q8_packed.h, Q4_K/Q6_K: kq_packed.h); a multiple of 64.
 size_t packed_bytes(const MatrixView& w) {
-    return w.type == DType::Q8_0 ? q8_0_packed_bytes(w.rows, w.cols) : kq_packed_bytes(w.type, w.rows, w.cols);
+    return q8_packable(w.type) ? q8_0_packed_bytes(w.rows, w.cols) : kq_packed_bytes(w.type, w.rows, w.cols);
 }
 
-// Repacks every matrix in `mats` (Q8_0, Q4_K, Q6_K) into one owned allocation and points their
-// views at it.
+// Repacks every matrix in `mats` (Q8_0, Q4_0, Q5_0, Q4_K, Q6_K) into one owned allocation and
+// points their views at it.
 std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total) {
     total = 0;
     for (const MatrixView* w : mats) total += packed_bytes(*w);
@@ -72,7 +72,7 @@ std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total) {
     size_t off = 0;
     for (MatrixView* w : mats) {
         const size_t n = packed_bytes(*w);
-        if (w->type == DType::Q8_0) repack_q8_0(*w, {mem + off, n});
+        if (q8_packable(w->type)) repack_q8_0(*w, {mem + off, n});
         else repack_kq(*w, {mem + off, n});
         w->packed = mem + off;
         off += n;
@@ -140,7 +140,10 @@ std::shared_ptr<const Model> Model::from_file(std::unique_ptr<LlamaModelFile> fi
 
     if (opts.repack_q8_0) {
         // K-quant widths that are not whole super-blocks never reach here (the loader refuses them).
-        auto repackable = [](const MatrixView& v) { return v.type == DType::Q8_0 || kq_repackable(v.type); };
+        auto repackable = [&](const MatrixView& v) {
+            return v.type == DType::Q8_0 || v.type == DType::Q5_0 || (v.type == DType::Q4_0 && opts.widen_q4_0) ||
+                   kq_repackable(v.type);
+        };
         std::vector<MatrixView*> mats;
         for (Layer& l : m->layers)
             for (MatrixView* v : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.ffn_gate, &l.ffn_down, &l.ffn_up})

@@ -143,7 +143,15 @@ int64_t weight_bytes_per_token(const Model& model) {
         for (const WeightRef* r : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.ffn_gate, &l.ffn_down,
                                    &l.ffn_up})
             total += bytes(*r);
-    return total;
+    // The repacked matrices are read in their packed form: swap their file bytes for it.
+    int64_t packed_file_bytes = 0;
+    auto add_packed = [&](const MatrixView& v) {
+        if (v.packed) packed_file_bytes += static_cast<int64_t>(dtype_row_bytes(v.type, v.cols)) * v.rows;
+    };
+    add_packed(model.output);
+    for (const Model::Layer& l : model.layers)
+        for (const MatrixView* v : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.ffn_gate, &l.ffn_down, &l.ffn_up}) add_packed(*v);
+    return total - packed_file_bytes + static_cast<int64_t>(model.packed_bytes());
 }
 
 double bandwidth_fraction(int64_t bytes_per_token, double tokens_per_second, double read_gbps) {

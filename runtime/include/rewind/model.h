@@ -27,8 +27,14 @@ struct ModelOptions {
     // not doubled. Costs a pass over those weights at load. Changes the Q8_0 products' reduction
     // order (still the same bits for a token whatever the pass size and thread count, and across
     // SIMD levels); Q4_K/Q6_K give exactly the bits of the file's layout. (The name predates the
-    // K-quants; false keeps every matrix in the file's layout.)
+    // K-quants; false keeps every matrix in the file's layout.) Q5_0 matrices (llama-quantize's
+    // fallback in Q4_K_M files for rows that are not whole super-blocks, e.g. Qwen2.5-0.5B's 896)
+    // are widened into the packed Q8_0 layout too: +55 % of their bytes, the same bits as the file's
+    // layout, and their products run at the packed Q8_0 bodies' speed.
     bool repack_q8_0 = true;
+    // With repack_q8_0, widen Q4_0 matrices the same way: the same bits, +89 % of their bytes (a
+    // Q4_0 file nearly doubles in memory), so only when asked.
+    bool widen_q4_0 = false;
 };
 
 class Model {

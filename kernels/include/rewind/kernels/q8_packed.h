@@ -1,4 +1,5 @@
-// Q8_0 weights repacked at load for multi-token products (the verification pass): 16 rows
+// Q8_0 weights (and Q4_0 / Q5_0 ones, widened to int8) repacked at load for multi-token products
+// (the verification pass) and decoding alike: 16 rows
 // interleaved in 4-byte groups, their scales side by side, so one read of a weight block serves
 // every token of a pass while it sits in registers, with int8 dot products (vpdpbusd where the CPU
 // has VNNI). Activations are quantized once per input vector (Q8Input) and may be shared by every
@@ -21,14 +22,20 @@ namespace rwd {
 
 constexpr int64_t kQ8PackRows = 16; // rows interleaved per group
 
-// Bytes of the packed form of a [rows, cols] Q8_0 matrix. Per group of 16 rows (the last one
-// padded with zero rows): cols/32 blocks of 16 rows x 8 groups of 4 int8 (512 bytes), then the
-// blocks' 16 fp16 scales each, padded to 64 bytes. Same size as the Q8_0 original (34 bytes per 32
+// Bytes of the packed form of a [rows, cols] matrix (of any q8_packable type). Per group of 16
+// rows (the last one padded with zero rows): cols/32 blocks of 16 rows x 8 groups of 4 int8 (512
+// bytes), then the blocks' 16 fp16 scales each, padded to 64 bytes. Same size as the Q8_0 original (34 bytes per 32
 // values) up to that padding. Throws rwd::Error if cols is not a positive multiple of 32.
 size_t q8_0_packed_bytes(int64_t rows, int64_t cols);
 
-// Writes the packed form of `w` (Q8_0, rows x cols) to dst (at least q8_0_packed_bytes, 64-byte
-// aligned). Reads w.data once. Throws rwd::Error on a non-Q8_0 matrix, a small or misaligned dst.
+// Whether repack_q8_0 takes matrices of type t: Q8_0, and Q4_0 / Q5_0 widened exactly to int8
+// (q - 8, q - 16, the same fp16 scale). A widened matrix's products give the bits of its file
+// layout (matmul_quant.h's no-min rule, s = fma(float(isum - msum), d * dx, s), is this form's
+// order with isum - msum as one exact int dot), for 34 bytes per block instead of 18 / 22.
+bool q8_packable(DType t);
+
+// Writes the packed form of `w` (q8_packable type, rows x cols) to dst (at least q8_0_packed_bytes,
+// 64-byte aligned). Reads w.data once. Throws rwd::Error on another type, a small or misaligned dst.
 void repack_q8_0(const MatrixView& w, std::span<std::byte> dst, ThreadPool* pool = nullptr);
 
 // Activations quantized to Q8_0 blocks by ggml's rule (quantize_row_q8_0), stored for the packed
@@ -60,7 +67,7 @@ std::vector<Q8Kernel> supported_q8_kernels();
 // AVX-VNNI: the level is a cap), AvxVnni, Avx512 (Avx512Vnni where the CPU has it).
 Q8Kernel q8_kernel_for(SimdLevel level);
 
-// y[t*w.rows + r] = sum_k W[r,k] * x[t,k] for a matrix with w.packed set (repack_q8_0) and
+// y[t*w.rows + r] = sum_k W[r,k] * x[t,k] for a matrix with w.packed set by repack_q8_0 and
 // activations from quantize_input. Throws rwd::Error on null pointers, a matrix without packed
 // data, mismatched cols, or a kernel this CPU cannot run.
 void matmul_q8_packed(const MatrixView& w, const Q8Input& x, float* y, ThreadPool* pool,
