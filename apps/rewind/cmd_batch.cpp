@@ -181,7 +181,7 @@ void register_batch(CLI::App& app, Runner& run) {
                     "--cost-model's pass time a + b * rows as FIXED_MS,PER_ROW_MS (e.g. from `rewind bench "
                     "--cost-curve`) instead of fitting it to the run's own passes")
         ->delimiter(',');
-    cmd->add_flag("--no-repack", f->no_repack, "Keep Q8_0, Q5_0, Q4_K and Q6_K weights in the file's layout (no repacking at load)");
+    cmd->add_flag("--no-repack", f->no_repack, "Keep Q8_0, Q5_0 and K-quant weights in the file's layout (no repacking at load)");
     cmd->add_flag("--widen-q4_0", f->widen_q4_0,
                   "Widen Q4_0 weights to the packed Q8_0 layout at load: the same outputs, faster products, +89 % of their memory");
     cmd->callback([f, &run] { run = [f] { return run_batch(*f); }; });

@@ -66,7 +66,7 @@ struct BenchCliOptions {
     int cost_warmup = 6;
     std::string project;         // a saved workload report whose tokens per pass to project
     std::string from_json; // redraw the reports of a saved --json file instead of measuring
-    bool no_repack = false; // keep Q8_0, Q4_K and Q6_K weights in the file's layout (ModelOptions::repack_q8_0)
+    bool no_repack = false; // keep Q8_0, Q5_0 and K-quant weights in the file's layout (ModelOptions::repack_q8_0)
     bool widen_q4_0 = false; // ModelOptions::widen_q4_0
     std::vector<int> concurrency; // --concurrency: continuous-batching mode at these levels
     int64_t prefill_chunk = 64;   // --concurrency: prompt tokens per pass
@@ -552,7 +552,7 @@ void register_bench(CLI::App& app, Runner& run) {
                              "Only measure the runtime: prefill and decode speed, and the cost of one forward pass "
                              "over n new tokens");
     cmd->add_flag("--no-cost-curve", o->no_cost, "Skip the cost curve after the workload")->excludes(cc);
-    cmd->add_flag("--no-repack", o->no_repack, "Keep Q8_0, Q5_0, Q4_K and Q6_K weights in the file's layout (no repacking at load)");
+    cmd->add_flag("--no-repack", o->no_repack, "Keep Q8_0, Q5_0 and K-quant weights in the file's layout (no repacking at load)");
     cmd->add_flag("--widen-q4_0", o->widen_q4_0,
                   "Widen Q4_0 weights to the packed Q8_0 layout at load: the same outputs, faster products, +89 % of their memory");
     cmd->add_option("--n", o->cost_n, "Pass sizes the cost table shows (comma-separated; the curve is measured up to "

@@ -53,7 +53,7 @@ struct GenerateFlags {
     int k = 8;
     bool adaptive = false;
     std::string verify = "exact";
-    bool no_repack = false; // keep Q8_0, Q4_K and Q6_K weights in the file's layout (ModelOptions::repack_q8_0)
+    bool no_repack = false; // keep Q8_0, Q5_0 and K-quant weights in the file's layout (ModelOptions::repack_q8_0)
     bool widen_q4_0 = false; // ModelOptions::widen_q4_0
 };
 
@@ -76,7 +76,7 @@ void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
     cmd.add_option("--simd", f.simd,
                    "Cap the CPU kernels at this SIMD level: scalar, avx2, avx-vnni or avx512 (default: the best this "
                    "CPU has). Quantized models give the same output at every level");
-    cmd.add_flag("--no-repack", f.no_repack, "Keep Q8_0, Q5_0, Q4_K and Q6_K weights in the file's layout (no repacking at load)");
+    cmd.add_flag("--no-repack", f.no_repack, "Keep Q8_0, Q5_0 and K-quant weights in the file's layout (no repacking at load)");
     cmd.add_flag("--widen-q4_0", f.widen_q4_0,
                   "Widen Q4_0 weights to the packed Q8_0 layout at load: the same outputs, faster products, +89 % of their memory");
     cmd.add_option("-c,--ctx-size", f.ctx_size, "KV cache capacity in tokens; 0 = the model's context, at most 4096")

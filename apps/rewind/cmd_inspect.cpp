@@ -197,7 +197,7 @@ void print_tensors(const GgufFile& g) {
 }
 
 // What Model::load's repacking (ModelOptions::repack_q8_0) costs for this file: every Q8_0, Q5_0,
-// Q4_K and Q6_K matrix but the token embedding goes into owned memory and the mapped original is
+// Q4_K, Q5_K and Q6_K matrix but the token embedding goes into owned memory and the mapped original is
 // released, so resident memory is replaced, not doubled; Q5_0 widened to the Q8_0 layout grows.
 void print_repack(const LlamaModelFile& mf) {
     const LlamaWeights& w = mf.weights();
@@ -226,7 +226,7 @@ void print_repack(const LlamaModelFile& mf) {
     for (const LlamaLayerWeights& l : w.layers)
         for (const WeightRef* r : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) add(*r);
     if (packed > 0) {
-        std::cout << "repacked at load: " << human_bytes(packed) << " of Q8_0/Q5_0/Q4_K/Q6_K weights (" << packed
+        std::cout << "repacked at load: " << human_bytes(packed) << " of Q8_0/Q5_0/Q4_K/Q5_K/Q6_K weights (" << packed
                   << " bytes) into memory the model owns, in place of " << human_bytes(original)
                   << " of the mapped file, which is released (--no-repack keeps the file's layout)\n";
         if (widened > 0)

@@ -1,6 +1,6 @@
-// Packed Q4_K/Q6_K products: the repacking, the front end that picks a body and splits row groups
-// over the pool, and the scalar body -- the exact model of the SIMD bodies, which computes what
-// matmul_quant.h states for the file's layout (so packed and unpacked give the same bits).
+// Packed Q4_K/Q5_K/Q6_K products: the repacking, the front end that picks a body and splits row
+// groups over the pool, and the scalar body -- the exact model of the SIMD bodies, which computes
+// what matmul_quant.h states for the file's layout (so packed and unpacked give the same bits).
 #include "rewind/kernels/kq_packed.h"
 
 #include <algorithm>
@@ -18,11 +18,13 @@ namespace rwd {
 
 namespace {
 
-size_t sb_bytes(DType t) { return t == DType::Q4_K ? detail::kKqSbBytesQ4K : detail::kKqSbBytesQ6K; }
+size_t sb_bytes(DType t) {
+    return t == DType::Q4_K ? detail::kKqSbBytesQ4K : t == DType::Q5_K ? detail::kKqSbBytesQ5K : detail::kKqSbBytesQ6K;
+}
 
 void check(const char* who, DType type, int64_t rows, int64_t cols) {
     if (!kq_repackable(type))
-        throw Error(ErrorCode::unsupported, std::string(who) + ": no packed layout for " + dtype_name(type) + " (Q4_K, Q6_K only)");
+        throw Error(ErrorCode::unsupported, std::string(who) + ": no packed layout for " + dtype_name(type) + " (Q4_K, Q5_K, Q6_K only)");
     if (cols <= 0 || cols % 256 != 0)
         throw Error(ErrorCode::shape, std::string(who) + ": " + std::to_string(cols) + " columns is not a positive multiple of 256");
     if (rows <= 0) throw Error(ErrorCode::shape, std::string(who) + ": non-positive row count " + std::to_string(rows));
@@ -31,13 +33,14 @@ void check(const char* who, DType type, int64_t rows, int64_t cols) {
 // Unit of row `j` of a packed group, super-block `sb`: quants q[0..256) and factors, as the
 // file's layout gives them (unpack256).
 void unpack_packed(DType type, const uint8_t* sb, int64_t j, uint8_t* q, detail::Unit& u) {
-    if (type == DType::Q4_K) {
+    if (type == DType::Q4_K || type == DType::Q5_K) {
         for (int s = 0; s < 8; ++s) {
             for (int k = 0; k < 4; ++k)
                 for (int i = 0; i < 4; ++i) {
                     const uint8_t v = sb[(s * 4 + k) * 64 + j * 4 + i];
-                    q[32 * s + 4 * k + i] = v & 15;
-                    q[32 * s + 16 + 4 * k + i] = v >> 4;
+                    const uint8_t h = type == DType::Q5_K ? sb[2368 + s * 64 + j * 4 + i] : 0;
+                    q[32 * s + 4 * k + i] = uint8_t((v & 15) | ((h >> k) & 1) << 4);
+                    q[32 * s + 16 + 4 * k + i] = uint8_t((v >> 4) | ((h >> (4 + k)) & 1) << 4);
                 }
             u.sc[2 * s] = u.sc[2 * s + 1] = sb[2048 + 16 * s + j];
             u.c[2 * s] = u.c[2 * s + 1] = sb[2176 + 16 * s + j];
@@ -68,11 +71,14 @@ void unpack_packed(DType type, const uint8_t* sb, int64_t j, uint8_t* q, detail:
 
 // Writes row j's unit (q, u; raw fp16 factors d, dmin) into packed super-block sb.
 void pack_unit(DType type, uint8_t* sb, int64_t j, const uint8_t* q, const detail::Unit& u, uint16_t d, uint16_t dmin) {
-    if (type == DType::Q4_K) {
+    if (type == DType::Q4_K || type == DType::Q5_K) {
         for (int s = 0; s < 8; ++s) {
             for (int k = 0; k < 4; ++k)
-                for (int i = 0; i < 4; ++i)
-                    sb[(s * 4 + k) * 64 + j * 4 + i] = uint8_t(q[32 * s + 4 * k + i] | q[32 * s + 16 + 4 * k + i] << 4);
+                for (int i = 0; i < 4; ++i) {
+                    const uint8_t lo = q[32 * s + 4 * k + i], hi = q[32 * s + 16 + 4 * k + i];
+                    sb[(s * 4 + k) * 64 + j * 4 + i] = uint8_t((lo & 15) | (hi & 15) << 4);
+                    if (type == DType::Q5_K) sb[2368 + s * 64 + j * 4 + i] |= uint8_t((lo >> 4) << k | (hi >> 4) << (4 + k));
+                }
             sb[2048 + 16 * s + j] = uint8_t(u.sc[2 * s]);
             sb[2176 + 16 * s + j] = uint8_t(u.c[2 * s]);
         }
@@ -93,7 +99,7 @@ void pack_unit(DType type, uint8_t* sb, int64_t j, const uint8_t* q, const detai
 
 } // namespace
 
-bool kq_repackable(DType t) { return t == DType::Q4_K || t == DType::Q6_K; }
+bool kq_repackable(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
 
 size_t kq_packed_bytes(DType type, int64_t rows, int64_t cols) {
     check("kq_packed_bytes", type, rows, cols);
@@ -125,8 +131,9 @@ void repack_kq(const MatrixView& w, std::span<std::byte> dst, ThreadPool* pool) 
                 for (int64_t b = 0; b < nb; ++b) {
                     const std::byte* blk = row + size_t(b) * unit_bytes;
                     uint16_t d, dmin = 0;
-                    if (w.type == DType::Q4_K) {
-                        detail::unpack256<DType::Q4_K>(blk, q, u);
+                    if (w.type == DType::Q4_K || w.type == DType::Q5_K) {
+                        if (w.type == DType::Q4_K) detail::unpack256<DType::Q4_K>(blk, q, u);
+                        else detail::unpack256<DType::Q5_K>(blk, q, u);
                         std::memcpy(&d, blk, 2);
                         std::memcpy(&dmin, blk + 2, 2);
                     } else {
@@ -198,7 +205,7 @@ namespace detail {
 void kqp_groups_scalar(const KqPackedJob& job, int64_t g0, int64_t g1) {
     uint8_t q[256];
     Unit u;
-    const bool has_min = job.type == DType::Q4_K;
+    const bool has_min = job.type == DType::Q4_K || job.type == DType::Q5_K;
     for (int64_t g = g0; g < g1; ++g) {
         const auto* grp = reinterpret_cast<const uint8_t*>(job.w + size_t(g) * job.group_bytes);
         for (int64_t j = 0; j < kKqPackRows; ++j) {

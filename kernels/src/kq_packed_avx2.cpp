@@ -1,4 +1,4 @@
-// AVX2 body of the packed Q4_K/Q6_K product (CPUs without VNNI): 8 rows per ymm, maddubs pair
+// AVX2 body of the packed Q4_K/Q5_K/Q6_K product (CPUs without VNNI): 8 rows per ymm, maddubs pair
 // sums added in int16 where they cannot overflow, madd to apply the sub-block scales. Engine and
 // tile shape: kq_packed_ymm.h.
 #include "kq_packed_ymm.h"
@@ -20,6 +20,15 @@ struct Avx2Dot {
                                            _mm256_add_epi16(_mm256_add_epi16(mb(w[4], x + 16), mb(w[5], x + 20)),
                                                             _mm256_add_epi16(mb(w[6], x + 24), mb(w[7], x + 28))));
         return _mm256_madd_epi16(p, s);
+    }
+    // 5-bit quants: pair sums up to 2 * 31 * 127, so four of them (16 columns) fit int16
+    // (<= 31496); a madd per half applies sc_j.
+    static __m256i q5(const __m256i w[8], const int8_t* x, __m256i s) {
+        const __m256i p0 = _mm256_add_epi16(_mm256_add_epi16(mb(w[0], x), mb(w[1], x + 4)),
+                                            _mm256_add_epi16(mb(w[2], x + 8), mb(w[3], x + 12)));
+        const __m256i p1 = _mm256_add_epi16(_mm256_add_epi16(mb(w[4], x + 16), mb(w[5], x + 20)),
+                                            _mm256_add_epi16(mb(w[6], x + 24), mb(w[7], x + 28)));
+        return _mm256_add_epi32(_mm256_madd_epi16(p0, s), _mm256_madd_epi16(p1, s));
     }
     // 6-bit quants: pair sums up to 2 * 63 * 127, so two of them (one 8-column half of a 16-column
     // sub-block) still fit int16 before madd applies sc.
@@ -71,6 +80,7 @@ struct Ymm8 {
 
 void kqp_groups_avx2(const KqPackedJob& job, int64_t g0, int64_t g1) {
     if (job.type == DType::Q4_K) kq_groups_ymm<Avx2Dot, DType::Q4_K>(job, g0, g1);
+    else if (job.type == DType::Q5_K) kq_groups_ymm<Avx2Dot, DType::Q5_K>(job, g0, g1);
     else if (job.n_tokens == 1)
         for (int64_t g = g0; g < g1; ++g) kq_tile<Ymm8, DType::Q6_K, 1>(job, g, 0);
     else kq_groups_ymm<Avx2Dot, DType::Q6_K>(job, g0, g1);

@@ -1,4 +1,4 @@
-// AVX-512 VNNI body of the packed Q4_K/Q6_K product: 16 rows per zmm, vpdpbusd for the quant dots
+// AVX-512 VNNI body of the packed Q4_K/Q5_K/Q6_K product: 16 rows per zmm, vpdpbusd for the quant dots
 // (unsigned quants, at most 63, times signed activations, summed straight into int32), vpmulld for
 // the sub-block scales, vpdpwssd for the min/offset sums. Arithmetic as kq_packed_body.h states.
 #include "kq_packed_body.h"

@@ -1,4 +1,4 @@
-// AVX-VNNI body of the packed Q4_K/Q6_K product: 8 rows per ymm, VEX vpdpbusd for the quant dots
+// AVX-VNNI body of the packed Q4_K/Q5_K/Q6_K product: 8 rows per ymm, VEX vpdpbusd for the quant dots
 // (unsigned quants, at most 63, times signed activations, summed straight into int32), vpmulld for
 // the sub-block scales. Engine and tile shape: kq_packed_ymm.h.
 #include "kq_packed_ymm.h"
@@ -18,6 +18,7 @@ struct AvxVnniDot {
         }
         return _mm256_mullo_epi32(_mm256_add_epi32(p0, p1), s);
     }
+    static __m256i q5(const __m256i w[8], const int8_t* x, __m256i s) { return q4(w, x, s); } // int32 sums: any width
     static __m256i q6(const __m256i w[8], const int8_t* x, __m256i s0, __m256i s1) {
         __m256i p0 = _mm256_setzero_si256(), p1 = _mm256_setzero_si256();
         for (int c = 0; c < 4; ++c) {
@@ -32,6 +33,7 @@ struct AvxVnniDot {
 
 void kqp_groups_avxvnni(const KqPackedJob& job, int64_t g0, int64_t g1) {
     if (job.type == DType::Q4_K) kq_groups_ymm<AvxVnniDot, DType::Q4_K>(job, g0, g1);
+    else if (job.type == DType::Q5_K) kq_groups_ymm<AvxVnniDot, DType::Q5_K>(job, g0, g1);
     else kq_groups_ymm<AvxVnniDot, DType::Q6_K>(job, g0, g1);
 }
 

@@ -1,4 +1,4 @@
-// The packed Q4_K/Q6_K engine for bodies whose registers hold a whole tile (kq_packed_avx512vnni.cpp),
+// The packed Q4_K/Q5_K/Q6_K engine for bodies whose registers hold a whole tile (kq_packed_avx512vnni.cpp),
 // written over a traits type V: V::kLanes rows per vector (8 or 16), so a group of 16 rows is
 // kVec = 16 / kLanes vectors. (The ymm bodies, AVX2 and AVX-VNNI, with 16 registers, have their
 // own tile shape in kq_packed_ymm.h; the arithmetic stated here is the contract for all.) Per
@@ -25,6 +25,22 @@ inline int32_t load_i32(const void* p) {
     return v;
 }
 
+// Q4_K and Q5_K: sub-block scales and mins, the same layout and float steps (Q5_K adds a bit plane).
+template <DType T>
+inline constexpr bool kq_min = T == DType::Q4_K || T == DType::Q5_K;
+
+// Bit 4 of the Q5_K quants of column group i (0..3), in place: lo = the quants in the nibble
+// vector's low nibbles (bit i of the high-bits byte), else its high nibbles (bit 4 + i).
+template <class V>
+inline typename V::I hi1(typename V::I h, int i, bool lo, typename V::I m10) {
+    switch (i) {
+    case 0: return V::and_(lo ? V::template slli16<4>(h) : h, m10);
+    case 1: return V::and_(lo ? V::template slli16<3>(h) : V::template srli16<1>(h), m10);
+    case 2: return V::and_(lo ? V::template slli16<2>(h) : V::template srli16<2>(h), m10);
+    default: return V::and_(lo ? V::template slli16<1>(h) : V::template srli16<3>(h), m10);
+    }
+}
+
 // Bits 4..5 of the quants of column group i (0..3) from a high-bits vector, in place.
 template <class V>
 inline typename V::I hi2(typename V::I h, int i, typename V::I m30) {
@@ -47,6 +63,7 @@ inline void kq_tile(const KqPackedJob& job, int64_t g, int64_t t0) {
 #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) a[t] = reinterpret_cast<const Act256*>(job.act + size_t(t0 + t) * job.act_bytes);
     const I m4 = V::set1_8(0x0f), m30 = V::set1_8(0x30);
+    [[maybe_unused]] const I m10 = V::set1_8(0x10);
 
     F acc[NT][kVec];
     for (int t = 0; t < NT; ++t)
@@ -71,12 +88,20 @@ inline void kq_tile(const KqPackedJob& job, int64_t g, int64_t t0) {
             for (int v = 0; v < kVec; ++v) {
                 I w[8];
                 I s0, s1;
-                if constexpr (T == DType::Q4_K) {
+                if constexpr (kq_min<T>) {
 #pragma GCC unroll 4
                     for (int k = 0; k < 4; ++k) {
                         const I raw = V::load(sb + (j * 4 + k) * 64 + v * kL4);
                         w[k] = V::and_(raw, m4);
                         w[k + 4] = V::and_(V::template srli16<4>(raw), m4);
+                    }
+                    if constexpr (T == DType::Q5_K) {
+                        const I h = V::load(sb + 2368 + j * 64 + v * kL4);
+#pragma GCC unroll 4
+                        for (int k = 0; k < 4; ++k) {
+                            w[k] = V::or_(w[k], hi1<V>(h, k, true, m10));
+                            w[k + 4] = V::or_(w[k + 4], hi1<V>(h, k, false, m10));
+                        }
                     }
                     s0 = s1 = V::widen_u8(sb + 2048 + 16 * j + v * V::kLanes);
                 } else {
@@ -94,7 +119,7 @@ inline void kq_tile(const KqPackedJob& job, int64_t g, int64_t t0) {
 #pragma GCC unroll 16
                 for (int t = 0; t < NT; ++t) {
                     const int8_t* x = a[t][b].qs + 32 * j;
-                    if constexpr (T == DType::Q4_K && NT >= 4) { // other tokens hide the chain's latency
+                    if constexpr (kq_min<T> && NT >= 4) { // other tokens hide the chain's latency
                         I p = V::izero();
 #pragma GCC unroll 8
                         for (int c = 0; c < 8; ++c) p = V::dot(p, w[c], load_i32(x + 4 * c));
@@ -106,7 +131,7 @@ inline void kq_tile(const KqPackedJob& job, int64_t g, int64_t t0) {
                             p0 = V::dot(p0, w[c], load_i32(x + 4 * c));
                             p1 = V::dot(p1, w[c + 4], load_i32(x + 16 + 4 * c));
                         }
-                        if constexpr (T == DType::Q4_K) isum[t][v] = V::add(isum[t][v], V::mullo(V::add(p0, p1), s0));
+                        if constexpr (kq_min<T>) isum[t][v] = V::add(isum[t][v], V::mullo(V::add(p0, p1), s0));
                         else isum[t][v] = V::add(isum[t][v], V::add(V::mullo(p0, s0), V::mullo(p1, s1)));
                     }
                 }
@@ -119,7 +144,7 @@ inline void kq_tile(const KqPackedJob& job, int64_t g, int64_t t0) {
 #pragma GCC unroll 2
             for (int v = 0; v < kVec; ++v) {
                 I pair;
-                if constexpr (T == DType::Q4_K) {
+                if constexpr (kq_min<T>) {
                     const I m = V::widen_u8(sb + 2176 + 16 * j + v * V::kLanes);
                     pair = V::or_(m, V::template slli32<16>(m));
                 } else {
@@ -133,7 +158,7 @@ inline void kq_tile(const KqPackedJob& job, int64_t g, int64_t t0) {
         }
         F d1[kVec], d2[kVec];
         for (int v = 0; v < kVec; ++v) {
-            if constexpr (T == DType::Q4_K) {
+            if constexpr (kq_min<T>) {
                 d1[v] = V::scales(sb + 2304 + 2 * v * V::kLanes);
                 d2[v] = V::scales(sb + 2336 + 2 * v * V::kLanes);
             } else {
@@ -145,7 +170,7 @@ inline void kq_tile(const KqPackedJob& job, int64_t g, int64_t t0) {
             const F dx = V::set1(a[t][b].d);
 #pragma GCC unroll 2
             for (int v = 0; v < kVec; ++v) {
-                if constexpr (T == DType::Q4_K) {
+                if constexpr (kq_min<T>) {
                     acc[t][v] = V::fma(V::cvt(isum[t][v]), V::mul(d1[v], dx), acc[t][v]);
                     acc[t][v] = V::fma(V::cvt(V::sub(V::izero(), msum[t][v])), V::mul(d2[v], dx), acc[t][v]);
                 } else {
@@ -196,6 +221,7 @@ void kq_groups_t(const KqPackedJob& job, int64_t g0, int64_t g1) {
 template <class V>
 void kq_groups(const KqPackedJob& job, int64_t g0, int64_t g1) {
     if (job.type == DType::Q4_K) kq_groups_t<V, DType::Q4_K>(job, g0, g1);
+    else if (job.type == DType::Q5_K) kq_groups_t<V, DType::Q5_K>(job, g0, g1);
     else kq_groups_t<V, DType::Q6_K>(job, g0, g1);
 }
 

@@ -1,4 +1,4 @@
-// Internal interface between the packed Q4_K/Q6_K front end (kq_packed.cpp) and its bodies
+// Internal interface between the packed Q4_K/Q5_K/Q6_K front end (kq_packed.cpp) and its bodies
 // (kq_packed_*.cpp). Not installed. One group of 16 rows is nb super-blocks, sb_bytes each, every
 // one 64-byte aligned. Within a super-block ("cg" = column group of 4 consecutive columns, a
 // 64-byte vector holds one cg for 16 rows: [16 rows][4 bytes]):
@@ -7,6 +7,9 @@
 //           32j + 4k..), high nibble = cg k + 4 (columns 32j + 16 + 4k..)
 //     2048  sc  [8 j][16 rows] uint8      2176  m  [8 j][16 rows] uint8
 //     2304  d   [16 rows] fp16            2336  dmin [16 rows] fp16
+//   Q5_K (2880 bytes): Q4_K's 2368, then
+//     2368  high bits [8 j][16 rows][4]: bit k (0..3) of a byte = bit 4 of the quant in the low
+//           nibble of cg k, bit 4 + k = bit 4 of the quant in its high nibble (cg k + 4)
 //   Q6_K (3392 bytes):
 //     0     low nibbles [8 chunks h of 32 columns][4 k][16 rows][4]: low nibble = cg k of chunk h,
 //           high nibble = cg k + 4
@@ -23,10 +26,11 @@
 namespace rwd::detail {
 
 constexpr size_t kKqSbBytesQ4K = 2368;
+constexpr size_t kKqSbBytesQ5K = 2880;
 constexpr size_t kKqSbBytesQ6K = 3392;
 
 struct KqPackedJob {
-    DType type;          // Q4_K or Q6_K
+    DType type;          // Q4_K, Q5_K or Q6_K
     const std::byte* w;  // packed weights
     size_t group_bytes;  // bytes per group of 16 rows
     size_t sb_bytes;     // bytes per super-block of a group

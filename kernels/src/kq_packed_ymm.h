@@ -1,5 +1,5 @@
-// The packed Q4_K/Q6_K engine of the 8-lane (ymm) bodies, kq_packed_avx2.cpp and _avxvnni.cpp,
-// over a policy D that takes one token's dots for 8 rows x 32 columns (D::q4, D::q6: exact int32,
+// The packed Q4_K/Q5_K/Q6_K engine of the 8-lane (ymm) bodies, kq_packed_avx2.cpp and _avxvnni.cpp,
+// over a policy D that takes one token's dots for 8 rows x 32 columns (D::q4, q5, q6: exact int32,
 // sub-block scales applied; D::scale: the form of the scales D wants). Arithmetic as
 // kq_packed_body.h states. Why not that file's engine: with 16 ymm registers, a tile that keeps
 // the int and float sums of several tokens x two halves plus eight weight vectors in registers
@@ -40,6 +40,13 @@ inline __m256i hi2y(__m256i h, int i, __m256i m30) {
     }
 }
 inline __m256i load(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+// The integer ops hi1 needs, for its template.
+struct Ymm {
+    using I = __m256i;
+    static I and_(I a, I b) { return _mm256_and_si256(a, b); }
+    template <int N> static I slli16(I a) { return _mm256_slli_epi16(a, N); }
+    template <int N> static I srli16(I a) { return _mm256_srli_epi16(a, N); }
+};
 
 // NT > 0: a tile of exactly NT tokens (compile-time, for the 1-token decode pass); 0: nt tokens.
 template <class D, DType T, int NT>
@@ -49,6 +56,7 @@ void kq_tile_ymm(const KqPackedJob& job, int64_t g, int64_t t0, int nt_) {
     const auto* act = reinterpret_cast<const uint8_t*>(job.act + size_t(t0) * job.act_bytes);
     const size_t ab = job.act_bytes;
     const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    [[maybe_unused]] const __m256i m10 = _mm256_set1_epi8(0x10);
 
     alignas(32) __m256 acc[kTile][2];   // [token][half] float sums
     alignas(32) __m256i isum[kTile][2]; // [token][half] int32 sums of one super-block
@@ -70,11 +78,18 @@ void kq_tile_ymm(const KqPackedJob& job, int64_t g, int64_t t0, int nt_) {
             for (int v = 0; v < 2; ++v) {
                 __m256i w[8];
                 __m256i s0, s1;
-                if constexpr (T == DType::Q4_K) {
+                if constexpr (kq_min<T>) {
                     for (int k = 0; k < 4; ++k) {
                         const __m256i raw = load(sb + (j * 4 + k) * 64 + v * 32);
                         w[k] = _mm256_and_si256(raw, m4);
                         w[k + 4] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                    }
+                    if constexpr (T == DType::Q5_K) {
+                        const __m256i h = load(sb + 2368 + j * 64 + v * 32);
+                        for (int k = 0; k < 4; ++k) {
+                            w[k] = _mm256_or_si256(w[k], hi1<Ymm>(h, k, true, m10));
+                            w[k + 4] = _mm256_or_si256(w[k + 4], hi1<Ymm>(h, k, false, m10));
+                        }
                     }
                     s0 = s1 = D::scale(widen_u8(sb + 2048 + 16 * j + v * 8));
                 } else {
@@ -93,6 +108,7 @@ void kq_tile_ymm(const KqPackedJob& job, int64_t g, int64_t t0, int nt_) {
                 for (int t = 0; t < nt; ++t, x += ab) {
                     __m256i d;
                     if constexpr (T == DType::Q4_K) d = D::q4(w, x, s0);
+                    else if constexpr (T == DType::Q5_K) d = D::q5(w, x, s0);
                     else d = D::q6(w, x, s0, s1);
                     isum[t][v] = _mm256_add_epi32(isum[t][v], d);
                 }
@@ -106,7 +122,7 @@ void kq_tile_ymm(const KqPackedJob& job, int64_t g, int64_t t0, int nt_) {
         for (int v = 0; v < 2; ++v) {
             __m256i pair[8];
             for (int j = 0; j < 8; ++j) {
-                if constexpr (T == DType::Q4_K) {
+                if constexpr (kq_min<T>) {
                     if (j < 4) // (m_2j, m_2j+1): against (bsum_4j + bsum_4j+1, bsum_4j+2 + bsum_4j+3)
                         pair[j] = _mm256_or_si256(widen_u8(sb + 2176 + 16 * (2 * j) + v * 8),
                                                   _mm256_slli_epi32(widen_u8(sb + 2176 + 16 * (2 * j + 1) + v * 8), 16));
@@ -116,14 +132,14 @@ void kq_tile_ymm(const KqPackedJob& job, int64_t g, int64_t t0, int nt_) {
                     pair[j] = _mm256_or_si256(_mm256_and_si256(a0, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(a1, 16));
                 }
             }
-            const __m256 d1 = scales(sb + (T == DType::Q4_K ? 2304 : 3328) + 16 * v);
-            const __m256 d2 = T == DType::Q4_K ? scales(sb + 2336 + 16 * v) : _mm256_setzero_ps();
+            const __m256 d1 = scales(sb + (kq_min<T> ? 2304 : 3328) + 16 * v);
+            const __m256 d2 = kq_min<T> ? scales(sb + 2336 + 16 * v) : _mm256_setzero_ps();
             const uint8_t* a = ab0;
 #pragma GCC unroll 1
             for (int t = 0; t < nt; ++t, a += ab) {
                 const auto* bs = reinterpret_cast<const int16_t*>(a + offsetof(Act256, bsums));
                 __m256i m0 = _mm256_setzero_si256(), m1 = _mm256_setzero_si256();
-                if constexpr (T == DType::Q4_K) {
+                if constexpr (kq_min<T>) {
                     // A sub-block's min applies to both its 16-sums: add those first (exact, at
                     // most 32 * 127 in magnitude), then one madd serves two sub-blocks.
                     const __m128i h = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bs)),
@@ -142,7 +158,7 @@ void kq_tile_ymm(const KqPackedJob& job, int64_t g, int64_t t0, int nt_) {
                 float dxs;
                 std::memcpy(&dxs, a + offsetof(Act256, d), 4);
                 const __m256 dx = _mm256_set1_ps(dxs);
-                if constexpr (T == DType::Q4_K) {
+                if constexpr (kq_min<T>) {
                     __m256 s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][v]), _mm256_mul_ps(d1, dx), acc[t][v]);
                     acc[t][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), msum)),
                                                 _mm256_mul_ps(d2, dx), s);

@@ -76,7 +76,7 @@ void matmul_quant(const MatrixView& w, const float* x, int64_t n_tokens, float* 
         detail::quantize_act_at(w.type, x + t * w.cols, w.cols, scratch.data() + size_t(t) * job.act_bytes, level);
     job.act = scratch.data();
 
-    if (w.packed) { // Q4_K/Q6_K repacked at load (repack_kq): the same arithmetic, so the same bits
+    if (w.packed) { // Q4_K/Q5_K/Q6_K repacked at load (repack_kq): the same arithmetic, so the same bits
         if (!kq_repackable(w.type))
             throw Error(ErrorCode::unsupported, std::string("matmul: no packed layout for ") + dtype_name(w.type));
         if (reinterpret_cast<uintptr_t>(w.packed) % 64 != 0) throw Error(ErrorCode::argument, "matmul: packed data not 64-byte aligned");

@@ -52,7 +52,7 @@ void Model::FreeDeleter::operator()(std::byte* p) const { std::free(p); }
 
 namespace {
 
-// Bytes of w's packed form (Q8_0, Q4_0, Q5_0: q8_packed.h, Q4_K/Q6_K: kq_packed.h); a multiple of 64.
+// Bytes of w's packed form (Q8_0, Q4_0, Q5_0: q8_packed.h, Q4_K/Q5_K/Q6_K: kq_packed.h); a multiple of 64.
 size_t packed_bytes(const MatrixView& w) {
     return q8_packable(w.type) ? q8_0_packed_bytes(w.rows, w.cols) : kq_packed_bytes(w.type, w.rows, w.cols);
 }

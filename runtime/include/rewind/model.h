@@ -19,14 +19,14 @@ namespace rwd {
 
 // How Model::load prepares the weights.
 struct ModelOptions {
-    // Repack Q8_0, Q4_K and Q6_K matrices (not the token embedding, read one row at a time) into
+    // Repack Q8_0, Q4_K, Q5_K and Q6_K matrices (not the token embedding, read one row at a time) into
     // the row-interleaved layouts of kernels/q8_packed.h and kq_packed.h, so a pass unpacks each
     // weight block once, vectorised across rows, for all its tokens. The packed copy lives in
-    // memory the model owns (Q8_0: about the size of the tensors; Q4_K +2.8 %, Q6_K +1 %); the
+    // memory the model owns (Q8_0: about the size of the tensors; Q4_K +2.8 %, Q5_K +2.3 %, Q6_K +1 %); the
     // mapped originals are then released from memory (madvise), so resident memory is replaced,
     // not doubled. Costs a pass over those weights at load. Changes the Q8_0 products' reduction
     // order (still the same bits for a token whatever the pass size and thread count, and across
-    // SIMD levels); Q4_K/Q6_K give exactly the bits of the file's layout. (The name predates the
+    // SIMD levels); the K-quants give exactly the bits of the file's layout. (The name predates the
     // K-quants; false keeps every matrix in the file's layout.) Q5_0 matrices (llama-quantize's
     // fallback in Q4_K_M files for rows that are not whole super-blocks, e.g. Qwen2.5-0.5B's 896)
     // are widened into the packed Q8_0 layout too: +55 % of their bytes, the same bits as the file's

@@ -19,7 +19,7 @@ struct MatrixView {
     int64_t rows = 0;
     int64_t cols = 0;
     // Optional: the same weights repacked, Q8_0 by repack_q8_0 (q8_packed.h: matmul then takes the
-    // packed bodies' reduction order), Q4_0/Q5_0 widened by repack_q8_0 and Q4_K/Q6_K by repack_kq
+    // packed bodies' reduction order), Q4_0/Q5_0 widened by repack_q8_0 and Q4_K/Q5_K/Q6_K by repack_kq
     // (the same bits as the file's layout). When set, matmul reads only this.
     const void* packed = nullptr;
 };
