@@ -14,6 +14,7 @@
 #include "rewind/kernels/kq_packed.h"
 #include "rewind/kernels/q8_packed.h"
 #include "rewind/llama_model.h"
+#include "rewind/model.h"
 #include "rewind/tokenizer.h"
 
 namespace rwd::cli {
@@ -206,11 +207,11 @@ void print_repack(const LlamaModelFile& mf) {
         if (r.rows <= 0 || r.cols <= 0) return;
         const auto dt = tensor_dtype(r.type);
         if (!dt) return;
-        uint64_t n = 0;
-        if (q8_packable(*dt) && r.cols % kQ8Block == 0) n = q8_0_packed_bytes(r.rows, r.cols);
-        else if (kq_repackable(*dt) && r.cols % 256 == 0) n = kq_packed_bytes(*dt, r.rows, r.cols);
-        else return;
-        if (*dt == DType::Q4_0) { // widened only with ModelOptions::widen_q4_0 (--widen-q4_0)
+        const bool by_default = repacked_at_load(*dt, ModelOptions{});
+        if (!by_default && !repacked_at_load(*dt, ModelOptions{.widen_q4_0 = true})) return;
+        if (r.cols % (q8_packable(*dt) ? kQ8Block : 256) != 0) return; // the loader refuses these widths
+        const uint64_t n = q8_packable(*dt) ? q8_0_packed_bytes(r.rows, r.cols) : kq_packed_bytes(*dt, r.rows, r.cols);
+        if (!by_default) { // Q4_0: widened only with ModelOptions::widen_q4_0 (--widen-q4_0)
             q4_0 += r.n_bytes;
             q4_0_packed += n;
             return;

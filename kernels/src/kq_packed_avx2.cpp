@@ -42,40 +42,6 @@ struct Avx2Dot {
     }
 };
 
-// Traits for kq_packed_body.h's engine, which a 1-token Q6_K product still takes: with a single
-// token the Q6_K unpack dominates, and that engine's shape (both halves at once, one broadcast
-// per column group for both) streams a matrix about 5-10 % faster than kq_packed_ymm.h's.
-struct Ymm8 {
-    using I = __m256i;
-    using F = __m256;
-    static constexpr int kLanes = 8;
-    static I load(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
-    static I izero() { return _mm256_setzero_si256(); }
-    static I set1_8(char c) { return _mm256_set1_epi8(c); }
-    static I set1_32(int32_t c) { return _mm256_set1_epi32(c); }
-    static I and_(I a, I b) { return _mm256_and_si256(a, b); }
-    static I or_(I a, I b) { return _mm256_or_si256(a, b); }
-    static I add(I a, I b) { return _mm256_add_epi32(a, b); }
-    static I sub(I a, I b) { return _mm256_sub_epi32(a, b); }
-    static I mullo(I a, I b) { return _mm256_mullo_epi32(a, b); }
-    template <int N> static I slli16(I a) { return _mm256_slli_epi16(a, N); }
-    template <int N> static I srli16(I a) { return _mm256_srli_epi16(a, N); }
-    template <int N> static I slli32(I a) { return _mm256_slli_epi32(a, N); }
-    static I widen_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-    static I widen_i8(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-    static I dot(I acc, I w, int32_t x4) {
-        return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_set1_epi32(x4)), _mm256_set1_epi16(1)));
-    }
-    static I dotw(I acc, I a, int32_t b2) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, _mm256_set1_epi32(b2))); }
-    static F scales(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-    static F zero() { return _mm256_setzero_ps(); }
-    static F set1(float f) { return _mm256_set1_ps(f); }
-    static F cvt(I i) { return _mm256_cvtepi32_ps(i); }
-    static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
-    static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
-    static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
-};
-
 } // namespace
 
 void kqp_groups_avx2(const KqPackedJob& job, int64_t g0, int64_t g1) {

@@ -27,25 +27,39 @@ namespace {
 // Tokens per sweep of the weights: a verification pass of up to 16 guesses + 1 in one.
 constexpr int kTile = 17;
 
-inline __m256i widen_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-inline __m256i widen_i8(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-inline __m256 scales(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-// Bits 4..5 of the quants of column group i (0..3) from a Q6_K high-bits vector, in place.
-inline __m256i hi2y(__m256i h, int i, __m256i m30) {
-    switch (i) {
-    case 0: return _mm256_and_si256(_mm256_slli_epi16(h, 4), m30);
-    case 1: return _mm256_and_si256(_mm256_slli_epi16(h, 2), m30);
-    case 2: return _mm256_and_si256(h, m30);
-    default: return _mm256_and_si256(_mm256_srli_epi16(h, 2), m30);
-    }
-}
-inline __m256i load(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
-// The integer ops hi1 needs, for its template.
-struct Ymm {
+// Traits of kq_packed_body.h's engine over 8 lanes: the loads and bit helpers (hi1, hi2) here, and
+// that whole engine for a 1-token Q6_K product in the AVX2 body (with a single token the Q6_K
+// unpack dominates, and its shape, both halves at once with one broadcast per column group,
+// streams a matrix about 5-10 % faster than this file's).
+struct Ymm8 {
     using I = __m256i;
+    using F = __m256;
+    static constexpr int kLanes = 8;
+    static I load(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+    static I izero() { return _mm256_setzero_si256(); }
+    static I set1_8(char c) { return _mm256_set1_epi8(c); }
+    static I set1_32(int32_t c) { return _mm256_set1_epi32(c); }
     static I and_(I a, I b) { return _mm256_and_si256(a, b); }
+    static I or_(I a, I b) { return _mm256_or_si256(a, b); }
+    static I add(I a, I b) { return _mm256_add_epi32(a, b); }
+    static I sub(I a, I b) { return _mm256_sub_epi32(a, b); }
+    static I mullo(I a, I b) { return _mm256_mullo_epi32(a, b); }
     template <int N> static I slli16(I a) { return _mm256_slli_epi16(a, N); }
     template <int N> static I srli16(I a) { return _mm256_srli_epi16(a, N); }
+    template <int N> static I slli32(I a) { return _mm256_slli_epi32(a, N); }
+    static I widen_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+    static I widen_i8(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+    static I dot(I acc, I w, int32_t x4) {
+        return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_set1_epi32(x4)), _mm256_set1_epi16(1)));
+    }
+    static I dotw(I acc, I a, int32_t b2) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, _mm256_set1_epi32(b2))); }
+    static F scales(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+    static F zero() { return _mm256_setzero_ps(); }
+    static F set1(float f) { return _mm256_set1_ps(f); }
+    static F cvt(I i) { return _mm256_cvtepi32_ps(i); }
+    static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+    static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+    static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
 };
 
 // NT > 0: a tile of exactly NT tokens (compile-time, for the 1-token decode pass); 0: nt tokens.
@@ -80,28 +94,28 @@ void kq_tile_ymm(const KqPackedJob& job, int64_t g, int64_t t0, int nt_) {
                 __m256i s0, s1;
                 if constexpr (kq_min<T>) {
                     for (int k = 0; k < 4; ++k) {
-                        const __m256i raw = load(sb + (j * 4 + k) * 64 + v * 32);
+                        const __m256i raw = Ymm8::load(sb + (j * 4 + k) * 64 + v * 32);
                         w[k] = _mm256_and_si256(raw, m4);
                         w[k + 4] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
                     }
                     if constexpr (T == DType::Q5_K) {
-                        const __m256i h = load(sb + 2368 + j * 64 + v * 32);
+                        const __m256i h = Ymm8::load(sb + 2368 + j * 64 + v * 32);
                         for (int k = 0; k < 4; ++k) {
-                            w[k] = _mm256_or_si256(w[k], hi1<Ymm>(h, k, true, m10));
-                            w[k + 4] = _mm256_or_si256(w[k + 4], hi1<Ymm>(h, k, false, m10));
+                            w[k] = _mm256_or_si256(w[k], hi1<Ymm8>(h, k, true, m10));
+                            w[k + 4] = _mm256_or_si256(w[k + 4], hi1<Ymm8>(h, k, false, m10));
                         }
                     }
-                    s0 = s1 = D::scale(widen_u8(sb + 2048 + 16 * j + v * 8));
+                    s0 = s1 = D::scale(Ymm8::widen_u8(sb + 2048 + 16 * j + v * 8));
                 } else {
-                    const __m256i h0 = load(sb + 2048 + (2 * j) * 64 + v * 32);
-                    const __m256i h1 = load(sb + 2048 + (2 * j + 1) * 64 + v * 32);
+                    const __m256i h0 = Ymm8::load(sb + 2048 + (2 * j) * 64 + v * 32);
+                    const __m256i h1 = Ymm8::load(sb + 2048 + (2 * j + 1) * 64 + v * 32);
                     for (int k = 0; k < 4; ++k) {
-                        const __m256i raw = load(sb + (j * 4 + k) * 64 + v * 32);
-                        w[k] = _mm256_or_si256(_mm256_and_si256(raw, m4), hi2y(h0, k, m30));
-                        w[k + 4] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), hi2y(h1, k, m30));
+                        const __m256i raw = Ymm8::load(sb + (j * 4 + k) * 64 + v * 32);
+                        w[k] = _mm256_or_si256(_mm256_and_si256(raw, m4), hi2<Ymm8>(h0, k, m30));
+                        w[k + 4] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), hi2<Ymm8>(h1, k, m30));
                     }
-                    s0 = D::scale(widen_i8(sb + 3072 + 16 * (2 * j) + v * 8));
-                    s1 = D::scale(widen_i8(sb + 3072 + 16 * (2 * j + 1) + v * 8));
+                    s0 = D::scale(Ymm8::widen_i8(sb + 3072 + 16 * (2 * j) + v * 8));
+                    s1 = D::scale(Ymm8::widen_i8(sb + 3072 + 16 * (2 * j + 1) + v * 8));
                 }
                 const int8_t* x = reinterpret_cast<const int8_t*>(ab0 + offsetof(Act256, qs)) + 32 * j;
 #pragma GCC unroll 1
@@ -124,16 +138,16 @@ void kq_tile_ymm(const KqPackedJob& job, int64_t g, int64_t t0, int nt_) {
             for (int j = 0; j < 8; ++j) {
                 if constexpr (kq_min<T>) {
                     if (j < 4) // (m_2j, m_2j+1): against (bsum_4j + bsum_4j+1, bsum_4j+2 + bsum_4j+3)
-                        pair[j] = _mm256_or_si256(widen_u8(sb + 2176 + 16 * (2 * j) + v * 8),
-                                                  _mm256_slli_epi32(widen_u8(sb + 2176 + 16 * (2 * j + 1) + v * 8), 16));
+                        pair[j] = _mm256_or_si256(Ymm8::widen_u8(sb + 2176 + 16 * (2 * j) + v * 8),
+                                                  _mm256_slli_epi32(Ymm8::widen_u8(sb + 2176 + 16 * (2 * j + 1) + v * 8), 16));
                 } else {
-                    const __m256i a0 = widen_i8(sb + 3072 + 16 * (2 * j) + v * 8);
-                    const __m256i a1 = widen_i8(sb + 3072 + 16 * (2 * j + 1) + v * 8);
+                    const __m256i a0 = Ymm8::widen_i8(sb + 3072 + 16 * (2 * j) + v * 8);
+                    const __m256i a1 = Ymm8::widen_i8(sb + 3072 + 16 * (2 * j + 1) + v * 8);
                     pair[j] = _mm256_or_si256(_mm256_and_si256(a0, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(a1, 16));
                 }
             }
-            const __m256 d1 = scales(sb + (kq_min<T> ? 2304 : 3328) + 16 * v);
-            const __m256 d2 = kq_min<T> ? scales(sb + 2336 + 16 * v) : _mm256_setzero_ps();
+            const __m256 d1 = Ymm8::scales(sb + (kq_min<T> ? 2304 : 3328) + 16 * v);
+            const __m256 d2 = kq_min<T> ? Ymm8::scales(sb + 2336 + 16 * v) : _mm256_setzero_ps();
             const uint8_t* a = ab0;
 #pragma GCC unroll 1
             for (int t = 0; t < nt; ++t, a += ab) {

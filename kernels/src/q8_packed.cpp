@@ -9,6 +9,7 @@
 #include <string>
 
 #include "matmul_impl.h"
+#include "matmul_quant_unpack.h"
 #include "q8_packed_impl.h"
 #include "row_groups.h"
 #include "rewind/error.h"
@@ -41,30 +42,21 @@ bool q8_packable(DType t) { return t == DType::Q8_0 || t == DType::Q5_0 || t == 
 namespace {
 
 // Block b of row `src` (type t, one of q8_packable's) as a Q8_0 block: the same fp16 scale and
-// the int8 values q - c that matmul_quant.h's no-min rule multiplies (Q4_0: c = 8, Q5_0: 16).
+// the int8 values q - c that matmul_quant.h's no-min rule multiplies (Q4_0: c = 8, Q5_0: 16), from
+// the unpacking the file-layout product uses.
 BlockQ8_0 widen_block(DType t, const std::byte* src, int64_t b) {
     BlockQ8_0 out;
     if (t == DType::Q8_0) {
         std::memcpy(&out, src + size_t(b) * sizeof(BlockQ8_0), sizeof out);
-    } else if (t == DType::Q4_0) {
-        BlockQ4_0 in;
-        std::memcpy(&in, src + size_t(b) * sizeof in, sizeof in);
-        out.d = in.d;
-        for (int i = 0; i < 16; ++i) {
-            out.qs[i] = int8_t((in.qs[i] & 15) - 8);
-            out.qs[i + 16] = int8_t((in.qs[i] >> 4) - 8);
-        }
-    } else {
-        BlockQ5_0 in;
-        std::memcpy(&in, src + size_t(b) * sizeof in, sizeof in);
-        uint32_t qh;
-        std::memcpy(&qh, in.qh, 4);
-        out.d = in.d;
-        for (int i = 0; i < 16; ++i) {
-            out.qs[i] = int8_t(((in.qs[i] & 15) | ((qh >> i) & 1u) << 4) - 16);
-            out.qs[i + 16] = int8_t(((in.qs[i] >> 4) | ((qh >> (i + 16)) & 1u) << 4) - 16);
-        }
+        return out;
     }
+    const std::byte* blk = src + size_t(b) * (t == DType::Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ5_0));
+    uint8_t q[32];
+    detail::Unit u;
+    if (t == DType::Q4_0) detail::unpack32<DType::Q4_0>(blk, q, u);
+    else detail::unpack32<DType::Q5_0>(blk, q, u);
+    std::memcpy(&out.d, blk, 2); // the fp16 scale leads both layouts
+    for (int i = 0; i < 32; ++i) out.qs[i] = int8_t(q[i] - u.c[0]);
     return out;
 }
 

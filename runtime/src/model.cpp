@@ -86,6 +86,11 @@ std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total) {
 
 } // namespace
 
+bool repacked_at_load(DType t, const ModelOptions& opts) {
+    if (!opts.repack_q8_0) return false;
+    return t == DType::Q8_0 || t == DType::Q5_0 || (t == DType::Q4_0 && opts.widen_q4_0) || kq_repackable(t);
+}
+
 std::shared_ptr<const Model> Model::load(const std::string& path, const ModelOptions& opts) {
     return from_file(LlamaModelFile::open(path), opts);
 }
@@ -140,10 +145,7 @@ std::shared_ptr<const Model> Model::from_file(std::unique_ptr<LlamaModelFile> fi
 
     if (opts.repack_q8_0) {
         // K-quant widths that are not whole super-blocks never reach here (the loader refuses them).
-        auto repackable = [&](const MatrixView& v) {
-            return v.type == DType::Q8_0 || v.type == DType::Q5_0 || (v.type == DType::Q4_0 && opts.widen_q4_0) ||
-                   kq_repackable(v.type);
-        };
+        auto repackable = [&](const MatrixView& v) { return repacked_at_load(v.type, opts); };
         std::vector<MatrixView*> mats;
         for (Layer& l : m->layers)
             for (MatrixView* v : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.ffn_gate, &l.ffn_down, &l.ffn_up})

@@ -37,6 +37,10 @@ struct ModelOptions {
     bool widen_q4_0 = false;
 };
 
+// Whether Model::load with `opts` repacks a matrix of type t (rows of whole blocks; not the token
+// embedding): the one statement of that policy, which `rewind inspect` reports.
+bool repacked_at_load(DType t, const ModelOptions& opts);
+
 class Model {
 public:
     struct Layer {
