@@ -3,6 +3,7 @@
 // weight statistics and are the same bytes for a seed whatever the thread count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -71,6 +72,11 @@ TEST(DummyModel, LlamaQuantizeTypeChoices) {
     EXPECT_EQ(more, (std::vector<int>{0, 1, 4, 7, 10, 13, 14, 15}));
     EXPECT_EQ(type_of(F::Q4_K_M, l1, "blk.4.ffn_down.weight", 4), T::Q6_K);
     EXPECT_EQ(type_of(F::Q4_K_M, l1, "blk.5.ffn_down.weight", 5), T::Q4_K);
+    for (int i = 0; i < 16; ++i) // Q5_K_M: the same layers get Q6_K
+        EXPECT_EQ(type_of(F::Q5_K_M, l1, "blk." + std::to_string(i) + ".attn_v.weight", i),
+                  std::find(more.begin(), more.end(), i) != more.end() ? T::Q6_K : T::Q5_K);
+    EXPECT_EQ(type_of(F::Q5_K_M, l1, "token_embd.weight"), T::Q6_K);
+    EXPECT_EQ(type_of(F::Q5_K_M, l1, "blk.2.ffn_gate.weight", 2), T::Q5_K);
     EXPECT_EQ(type_of(F::Q4_0, l1, "token_embd.weight"), T::Q6_K);
     EXPECT_EQ(type_of(F::Q4_0, l1, "blk.0.attn_v.weight", 0), T::Q4_0);
     EXPECT_EQ(type_of(F::Q8_0, l1, "token_embd.weight"), T::Q8_0);
@@ -89,6 +95,11 @@ TEST(DummyModel, LlamaQuantizeTypeChoices) {
     EXPECT_EQ(type_of(F::Q4_K_M, q, "blk.0.attn_v.weight", 0), T::Q8_0);       // Q6_K falls back
     EXPECT_EQ(type_of(F::Q4_K_M, q, "blk.3.ffn_down.weight", 3), T::Q4_K);     // 4864 = 19 x 256
     EXPECT_EQ(type_of(F::Q4_K_M, q, "blk.0.ffn_down.weight", 0), T::Q6_K);
+    EXPECT_EQ(type_of(F::Q5_K_M, q, "token_embd.weight"), T::Q8_0);            // Q6_K head falls back
+    EXPECT_EQ(type_of(F::Q5_K_M, q, "blk.3.attn_q.weight", 3), T::Q5_1);       // Q5_K falls back
+    EXPECT_EQ(type_of(F::Q5_K_M, q, "blk.0.attn_v.weight", 0), T::Q8_0);
+    EXPECT_EQ(type_of(F::Q5_K_M, q, "blk.3.ffn_down.weight", 3), T::Q5_K);
+    EXPECT_EQ(type_of(F::Q5_K_M, q, "blk.1.ffn_down.weight", 1), T::Q6_K);
     EXPECT_EQ(type_of(F::Q6_K, q, "blk.0.attn_q.weight", 0), T::Q8_0);
     EXPECT_EQ(type_of(F::Q4_0, q, "blk.0.attn_q.weight", 0), T::Q4_0);
 }
@@ -189,6 +200,8 @@ TEST(DummyModel, QuantizedMixes) {
          TensorType::Q4_0, TensorType::Q6_K},
         {"q4_k_m", TensorType::Q4_K, TensorType::Q4_K, TensorType::Q4_K, TensorType::Q6_K, TensorType::Q4_K,
          TensorType::Q6_K, TensorType::Q6_K},
+        {"q5_k_m", TensorType::Q5_K, TensorType::Q5_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::Q5_K,
+         TensorType::Q6_K, TensorType::Q6_K},
         {"q6_k", TensorType::Q6_K, TensorType::Q6_K, TensorType::Q6_K, TensorType::Q6_K, TensorType::Q6_K,
          TensorType::Q6_K, TensorType::Q6_K},
     };
@@ -210,7 +223,7 @@ TEST(DummyModel, QuantizedMixes) {
         EXPECT_EQ(*g.get_uint("general.quantization_version"), 2u);
         // Dequantized, attn_q (fan-in 256) keeps std 1/16 within the quantization error.
         const GgufTensorInfo* q = g.find_tensor("blk.0.attn_q.weight");
-        DType dt = q->type == TensorType::Q4_0 ? DType::Q4_0 : q->type == TensorType::Q4_K ? DType::Q4_K : DType::Q6_K;
+        const DType dt = *tensor_dtype(q->type);
         const size_t row_bytes = dtype_row_bytes(dt, 256);
         std::vector<float> x(256);
         double s2 = 0;

@@ -48,7 +48,7 @@ std::unique_ptr<Packed> make(int64_t rows, int64_t cols, uint32_t seed, bool raw
         const std::vector<float> w = test::randn(size_t(rows * cols), seed, 0.5f);
         for (int64_t r = 0; r < rows; ++r) quantize_row_q8_0(w.data() + r * cols, cols, p->blocks.data() + r * (cols / kQ8Block));
     }
-    const size_t bytes = q8_0_packed_bytes(rows, cols);
+    const size_t bytes = q8_packed_bytes(DType::Q8_0, rows, cols);
     p->mem.reset(new std::byte[bytes + 64]);
     p->packed = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(p->mem.get()) + 63) & ~uintptr_t(63));
     repack_q8_0(p->plain(), {p->packed, bytes});
@@ -70,11 +70,11 @@ const int64_t kTokens[] = {1, 2, 5, 9, 17, 18, 40};
 } // namespace
 
 TEST(Q8Packed, SizeMatchesTheOriginalUpToPadding) {
-    EXPECT_EQ(q8_0_packed_bytes(16, 64), size_t(2 * 512 + 64));
-    EXPECT_EQ(q8_0_packed_bytes(2048, 2048), size_t(128) * (64 * 512 + 2048)); // = 2048 * 2048 / 32 * 34
-    EXPECT_EQ(q8_0_packed_bytes(2048, 2048), size_t(2048) * 2048 / 32 * 34);
-    EXPECT_THROW(q8_0_packed_bytes(16, 33), Error);
-    EXPECT_THROW(q8_0_packed_bytes(0, 32), Error);
+    EXPECT_EQ(q8_packed_bytes(DType::Q8_0, 16, 64), size_t(2 * 512 + 64));
+    EXPECT_EQ(q8_packed_bytes(DType::Q8_0, 2048, 2048), size_t(128) * (64 * 512 + 2048)); // = 2048 * 2048 / 32 * 34
+    EXPECT_EQ(q8_packed_bytes(DType::Q8_0, 2048, 2048), size_t(2048) * 2048 / 32 * 34);
+    EXPECT_THROW(q8_packed_bytes(DType::Q8_0, 16, 33), Error);
+    EXPECT_THROW(q8_packed_bytes(DType::Q8_0, 0, 32), Error);
 }
 
 TEST(Q8Packed, EveryBodyGivesTheScalarModelsBits) {
@@ -104,7 +104,7 @@ TEST(Q8Packed, ExtremeValuesDoNotSaturate) {
         b.d = fp32_to_fp16(1.0f);
         for (auto& q : b.qs) q = -128;
     }
-    repack_q8_0(w->plain(), {w->packed, q8_0_packed_bytes(32, 64)});
+    repack_q8_0(w->plain(), {w->packed, q8_packed_bytes(DType::Q8_0, 32, 64)});
     std::vector<float> x(2 * 64);
     for (size_t i = 0; i < x.size(); ++i) x[i] = (i % 3 == 0) ? -1.0f : 1.0f;
     std::vector<float> want(2 * 32);
@@ -233,11 +233,13 @@ TEST(Q8Packed, ManyOutputsRefuseBadInputBeforeComputing) {
     for (float v : y) EXPECT_TRUE(std::isnan(v));
 }
 
-// Q4_0 and Q5_0 widened by repack_q8_0 (q - 8, q - 16, the same scale): every packed body gives
-// exactly the bits of the file layout's product (matmul_quant's no-min rule), for every int the
-// blocks can hold (random bytes and scales, not only what a quantizer writes), at every token count.
-TEST(Q8Packed, WidenedQ4_0AndQ5_0GiveTheFileLayoutsBits) {
-    for (DType type : {DType::Q4_0, DType::Q5_0}) {
+// Q4_0 and Q5_0 widened by repack_q8_0 (q - 8, q - 16, the same scale) and Q4_1 / Q5_1 (q, the
+// same scale and offset): every packed body gives exactly the bits of the file layout's product
+// (matmul_quant's rules), for every int the blocks can hold (random bytes and scales, not only
+// what a quantizer writes), at every token count.
+TEST(Q8Packed, WidenedFormatsGiveTheFileLayoutsBits) {
+    for (DType type : {DType::Q4_0, DType::Q5_0, DType::Q4_1, DType::Q5_1}) {
+        const bool offset = type == DType::Q4_1 || type == DType::Q5_1;
         ASSERT_TRUE(q8_packable(type));
         for (int64_t rows : {int64_t{1}, int64_t{17}, int64_t{40}})
             for (int64_t cols : {int64_t{32}, int64_t{96}, int64_t{896}}) {
@@ -248,10 +250,16 @@ TEST(Q8Packed, WidenedQ4_0AndQ5_0GiveTheFileLayoutsBits) {
                 for (size_t b = 0; b < file.size(); b += block_bytes) {
                     const uint16_t d = fp32_to_fp16(std::ldexp(float(rng() % 1000 + 1), -16));
                     std::memcpy(&file[b], &d, 2);
-                    for (size_t i = 2; i < block_bytes; ++i) file[b + i] = std::byte(rng() & 0xff);
+                    size_t i = 2;
+                    if (offset) { // a finite offset of either sign
+                        const uint16_t m = fp32_to_fp16(std::ldexp(float(int(rng() % 2001) - 1000), -12));
+                        std::memcpy(&file[b + 2], &m, 2);
+                        i = 4;
+                    }
+                    for (; i < block_bytes; ++i) file[b + i] = std::byte(rng() & 0xff);
                 }
                 const MatrixView plain{type, file.data(), rows, cols};
-                const size_t bytes = q8_0_packed_bytes(rows, cols);
+                const size_t bytes = q8_packed_bytes(type, rows, cols);
                 std::vector<std::byte> mem(bytes + 64);
                 auto* packed = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(mem.data()) + 63) & ~uintptr_t(63));
                 repack_q8_0(plain, {packed, bytes});
@@ -277,10 +285,13 @@ TEST(Q8Packed, WidenedQ4_0AndQ5_0GiveTheFileLayoutsBits) {
                 }
             }
     }
-    // The formats with an offset term (two float steps per block) have no Q8_0 form.
-    std::vector<std::byte> q41(dtype_row_bytes(DType::Q4_1, 64)), dst(1088 + 64);
+    // The offsets' line after the scales: one more 64-byte line per 2 blocks of a group.
+    EXPECT_EQ(q8_packed_bytes(DType::Q5_1, 16, 64), size_t(2 * 512 + 2 * 64));
+    EXPECT_EQ(q8_packed_bytes(DType::Q4_1, 2048, 2048), size_t(2048) * 2048 / 32 * 36);
+    // The K-quants have their own packed form.
+    EXPECT_FALSE(q8_packable(DType::Q4_K));
+    EXPECT_THROW(q8_packed_bytes(DType::Q6_K, 16, 256), Error);
+    std::vector<std::byte> q4k(dtype_row_bytes(DType::Q4_K, 256)), dst(1088 + 64);
     auto* d64 = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(dst.data()) + 63) & ~uintptr_t(63));
-    EXPECT_FALSE(q8_packable(DType::Q4_1));
-    EXPECT_FALSE(q8_packable(DType::Q5_1));
-    EXPECT_THROW(repack_q8_0(MatrixView{DType::Q4_1, q41.data(), 1, 64}, {d64, 1088}), Error);
+    EXPECT_THROW(repack_q8_0(MatrixView{DType::Q4_K, q4k.data(), 1, 256}, {d64, 1088}), Error);
 }

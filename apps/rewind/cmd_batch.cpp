@@ -42,7 +42,7 @@ struct BatchFlags {
     bool cost_model = false;
     std::vector<double> pass_cost_ms; // --pass-cost FIXED_MS,PER_ROW_MS (empty: fitted)
     bool no_repack = false;
-    bool widen_q4_0 = false; // ModelOptions::widen_q4_0
+    bool widen_q4 = false; // ModelOptions::widen_q4
 };
 
 nlohmann::ordered_json line_of(const rb::WorkItem& w, const rb::BatchRunItem& it, const Tokenizer& tok,
@@ -89,7 +89,7 @@ int run_batch(const BatchFlags& f) {
          std::isinf(f.pass_cost_ms[0]) || std::isinf(f.pass_cost_ms[1])))
         throw Error("batch: --pass-cost wants two positive numbers, FIXED_MS,PER_ROW_MS");
     const auto items = rb::take_first(rb::load_workload(f.workload), f.items);
-    const ModelOptions mo{.repack_q8_0 = !f.no_repack, .widen_q4_0 = f.widen_q4_0};
+    const ModelOptions mo{.repack_q8_0 = !f.no_repack, .widen_q4 = f.widen_q4};
     auto model = Model::load(f.model, mo);
     Context ctx(model, ContextOptions{.n_threads = f.threads});
 
@@ -181,9 +181,9 @@ void register_batch(CLI::App& app, Runner& run) {
                     "--cost-model's pass time a + b * rows as FIXED_MS,PER_ROW_MS (e.g. from `rewind bench "
                     "--cost-curve`) instead of fitting it to the run's own passes")
         ->delimiter(',');
-    cmd->add_flag("--no-repack", f->no_repack, "Keep Q8_0, Q5_0 and K-quant weights in the file's layout (no repacking at load)");
-    cmd->add_flag("--widen-q4_0", f->widen_q4_0,
-                  "Widen Q4_0 weights to the packed Q8_0 layout at load: the same outputs, faster products, +89 % of their memory");
+    cmd->add_flag("--no-repack", f->no_repack, "Keep Q8_0, Q5_0, Q5_1 and K-quant weights in the file's layout (no repacking at load)");
+    cmd->add_flag("--widen-q4", f->widen_q4,
+                  "Widen Q4_0 and Q4_1 weights to the packed Q8_0 layout at load: the same outputs, faster products, +89 % / +80 % of their memory");
     cmd->callback([f, &run] { run = [f] { return run_batch(*f); }; });
 }
 

@@ -54,7 +54,7 @@ struct GenerateFlags {
     bool adaptive = false;
     std::string verify = "exact";
     bool no_repack = false; // keep Q8_0, Q5_0 and K-quant weights in the file's layout (ModelOptions::repack_q8_0)
-    bool widen_q4_0 = false; // ModelOptions::widen_q4_0
+    bool widen_q4 = false; // ModelOptions::widen_q4
 };
 
 void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
@@ -76,9 +76,9 @@ void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
     cmd.add_option("--simd", f.simd,
                    "Cap the CPU kernels at this SIMD level: scalar, avx2, avx-vnni or avx512 (default: the best this "
                    "CPU has). Quantized models give the same output at every level");
-    cmd.add_flag("--no-repack", f.no_repack, "Keep Q8_0, Q5_0 and K-quant weights in the file's layout (no repacking at load)");
-    cmd.add_flag("--widen-q4_0", f.widen_q4_0,
-                  "Widen Q4_0 weights to the packed Q8_0 layout at load: the same outputs, faster products, +89 % of their memory");
+    cmd.add_flag("--no-repack", f.no_repack, "Keep Q8_0, Q5_0, Q5_1 and K-quant weights in the file's layout (no repacking at load)");
+    cmd.add_flag("--widen-q4", f.widen_q4,
+                  "Widen Q4_0 and Q4_1 weights to the packed Q8_0 layout at load: the same outputs, faster products, +89 % / +80 % of their memory");
     cmd.add_option("-c,--ctx-size", f.ctx_size, "KV cache capacity in tokens; 0 = the model's context, at most 4096")
         ->capture_default_str();
     cmd.add_option("--kv-type", f.kv_type, "KV cache storage; auto = f32, or f16 with --numerics llamacpp")
@@ -186,7 +186,7 @@ std::unique_ptr<speculate::GuessSource> make_guess_source(const GenerateFlags& f
     sp::SourceSpec spec;
     sp::parse_source_kind(f.spec, spec);
     for (const std::string& path : f.refs) spec.references.push_back(sp::read_text_file(path));
-    if (!f.draft.empty()) spec.draft = Model::load(f.draft, ModelOptions{.repack_q8_0 = !f.no_repack, .widen_q4_0 = f.widen_q4_0});
+    if (!f.draft.empty()) spec.draft = Model::load(f.draft, ModelOptions{.repack_q8_0 = !f.no_repack, .widen_q4 = f.widen_q4});
     spec.draft_options.context = copts;
     spec.draft_options.cache_type = cache.type();
     return sp::make_guess_source(spec, target, cache.capacity());
@@ -218,7 +218,7 @@ nlohmann::ordered_json stats_json(const speculate::SpecStats& s, const speculate
 int run_generate(const GenerateFlags& f) {
     const std::string prompt = read_prompt(f);
     if (prompt.empty()) throw Error("generate: the prompt is empty (give -p TEXT or -f FILE)");
-    auto model = Model::load(f.model, ModelOptions{.repack_q8_0 = !f.no_repack, .widen_q4_0 = f.widen_q4_0});
+    auto model = Model::load(f.model, ModelOptions{.repack_q8_0 = !f.no_repack, .widen_q4 = f.widen_q4});
     ContextOptions copts = to_context_options(f);
     // One pool for the target and a draft model's context: two spinning pools would fight over
     // the cores.

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <set>
 #include <string>
 
 #include "commands.h"
@@ -197,47 +198,59 @@ void print_tensors(const GgufFile& g) {
               << human_bytes(total) << " (" << total << " bytes)\n";
 }
 
-// What Model::load's repacking (ModelOptions::repack_q8_0) costs for this file: every Q8_0, Q5_0,
-// Q4_K, Q5_K and Q6_K matrix but the token embedding goes into owned memory and the mapped original is
-// released, so resident memory is replaced, not doubled; Q5_0 widened to the Q8_0 layout grows.
+// What Model::load's repacking (ModelOptions::repack_q8_0) costs for this file: every matrix of a
+// type repacked_at_load names but the token embedding goes into owned memory and the mapped
+// original is released, so resident memory is replaced, not doubled; the 32-blocks widened to the
+// Q8_0 layout (Q5_0, Q5_1; Q4_0, Q4_1 only when asked) grow.
 void print_repack(const LlamaModelFile& mf) {
     const LlamaWeights& w = mf.weights();
-    uint64_t packed = 0, original = 0, widened = 0, widened_from = 0, q4_0 = 0, q4_0_packed = 0;
+    uint64_t packed = 0, original = 0, widened = 0, widened_from = 0, four = 0, four_packed = 0;
+    std::set<std::string> packed_types, widened_types, four_types;
     auto add = [&](const WeightRef& r) {
         if (r.rows <= 0 || r.cols <= 0) return;
         const auto dt = tensor_dtype(r.type);
         if (!dt) return;
         const bool by_default = repacked_at_load(*dt, ModelOptions{});
-        if (!by_default && !repacked_at_load(*dt, ModelOptions{.widen_q4_0 = true})) return;
-        if (r.cols % (q8_packable(*dt) ? kQ8Block : 256) != 0) return; // the loader refuses these widths
-        const uint64_t n = q8_packable(*dt) ? q8_0_packed_bytes(r.rows, r.cols) : kq_packed_bytes(*dt, r.rows, r.cols);
-        if (!by_default) { // Q4_0: widened only with ModelOptions::widen_q4_0 (--widen-q4_0)
-            q4_0 += r.n_bytes;
-            q4_0_packed += n;
+        if (!by_default && !repacked_at_load(*dt, ModelOptions{.widen_q4 = true})) return;
+        const bool q8 = q8_packable(*dt);
+        if (r.cols % (q8 ? kQ8Block : 256) != 0) return; // the loader refuses these widths
+        const uint64_t n = q8 ? q8_packed_bytes(*dt, r.rows, r.cols) : kq_packed_bytes(*dt, r.rows, r.cols);
+        if (!by_default) { // Q4_0 / Q4_1: widened only with ModelOptions::widen_q4 (--widen-q4)
+            four += r.n_bytes;
+            four_packed += n;
+            four_types.insert(dtype_name(*dt));
             return;
         }
-        if (*dt == DType::Q5_0) {
+        if (q8 && *dt != DType::Q8_0) {
             widened += n;
             widened_from += r.n_bytes;
+            widened_types.insert(dtype_name(*dt));
         }
         packed += n;
         original += r.n_bytes;
+        packed_types.insert(dtype_name(*dt));
+    };
+    auto names = [](const std::set<std::string>& types) {
+        std::string out;
+        for (const std::string& t : types) out += (out.empty() ? "" : "/") + t;
+        return out;
     };
     add(w.output);
     for (const LlamaLayerWeights& l : w.layers)
         for (const WeightRef* r : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) add(*r);
     if (packed > 0) {
-        std::cout << "repacked at load: " << human_bytes(packed) << " of Q8_0/Q5_0/Q4_K/Q5_K/Q6_K weights (" << packed
+        std::cout << "repacked at load: " << human_bytes(packed) << " of " << names(packed_types) << " weights (" << packed
                   << " bytes) into memory the model owns, in place of " << human_bytes(original)
                   << " of the mapped file, which is released (--no-repack keeps the file's layout)\n";
         if (widened > 0)
-            std::cout << "  of which Q5_0 widened to the packed Q8_0 layout: " << human_bytes(widened) << " for "
+            std::cout << "  of which " << names(widened_types) << " widened to the packed Q8_0 layout: " << human_bytes(widened) << " for "
                       << human_bytes(widened_from) << " in the file (+" << (100 * (widened - widened_from) + widened_from / 2) / widened_from
                       << " %; the same outputs, products at the Q8_0 bodies' speed)\n";
     }
-    if (q4_0 > 0)
-        std::cout << "Q4_0 weights stay in the file's layout: " << human_bytes(q4_0) << "; --widen-q4_0 widens them to the packed Q8_0 "
-                  << "layout (" << human_bytes(q4_0_packed) << ", the same outputs, faster products)\n";
+    if (four > 0)
+        std::cout << names(four_types) << " weights stay in the file's layout: " << human_bytes(four)
+                  << "; --widen-q4 widens them to the packed Q8_0 layout (" << human_bytes(four_packed)
+                  << ", the same outputs, faster products)\n";
 }
 
 int inspect(const InspectOptions& opt) {

@@ -56,7 +56,7 @@ void register_make_dummy(CLI::App& app, Runner& run) {
         "make-dummy", "Write a GGUF file of a real model's shape with seeded random weights (llama architecture)");
     cmd->add_option("--shape", o->shape, "tiny, llama-1b, llama-3b, llama-8b, qwen-0.5b, qwen-7b (qwen: written as llama, no biases)")
         ->required();
-    cmd->add_option("--type", o->type, "f32, f16, bf16, q8_0, q4_0, q4_k_m, q6_k (per-tensor types as llama-quantize picks them)")
+    cmd->add_option("--type", o->type, "f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k (per-tensor types as llama-quantize picks them)")
         ->required();
     cmd->add_option("--vocab", o->vocab, "GGUF file whose tokenizer (and so vocabulary size) to use; default: the bundled model");
     cmd->add_option("--seed", o->seed, "Seed of the random weights")->capture_default_str();

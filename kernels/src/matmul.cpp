@@ -104,7 +104,7 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std
         throw Error(ErrorCode::shape, "matmul: non-positive size (rows " + std::to_string(w.rows) + ", cols " +
                     std::to_string(w.cols) + ", n_tokens " + std::to_string(n_tokens) + ")");
     require_simd(level);
-    if (w.packed && q8_packable(w.type)) { // Q8_0, or Q4_0 / Q5_0 widened by repack_q8_0
+    if (w.packed && q8_packable(w.type)) { // Q8_0, or a 32-block format widened by repack_q8_0
         const Q8Input xq = quantize_input(x, n_tokens, w.cols, scratch, level);
         matmul_q8_packed(w, xq, y, pool, q8_kernel_for(level));
         return;

@@ -30,33 +30,58 @@ void check_cols(const char* who, int64_t cols) {
 
 } // namespace
 
-size_t q8_0_packed_bytes(int64_t rows, int64_t cols) {
-    check_cols("q8_0_packed_bytes", cols);
-    if (rows <= 0) throw Error(ErrorCode::shape, "q8_0_packed_bytes: non-positive row count " + std::to_string(rows));
-    const int64_t groups = (rows + kQ8PackRows - 1) / kQ8PackRows;
-    return size_t(groups) * detail::q8_packed_group_bytes(cols / kQ8Block);
+bool q8_packable(DType t) {
+    return t == DType::Q8_0 || t == DType::Q5_0 || t == DType::Q4_0 || t == DType::Q5_1 || t == DType::Q4_1;
 }
-
-bool q8_packable(DType t) { return t == DType::Q8_0 || t == DType::Q5_0 || t == DType::Q4_0; }
 
 namespace {
 
-// Block b of row `src` (type t, one of q8_packable's) as a Q8_0 block: the same fp16 scale and
-// the int8 values q - c that matmul_quant.h's no-min rule multiplies (Q4_0: c = 8, Q5_0: 16), from
-// the unpacking the file-layout product uses.
-BlockQ8_0 widen_block(DType t, const std::byte* src, int64_t b) {
-    BlockQ8_0 out;
+bool has_offset(DType t) { return t == DType::Q4_1 || t == DType::Q5_1; }
+
+} // namespace
+
+size_t q8_packed_bytes(DType t, int64_t rows, int64_t cols) {
+    if (!q8_packable(t)) throw Error(ErrorCode::unsupported, std::string("q8_packed_bytes: matrix of type ") + dtype_name(t));
+    check_cols("q8_packed_bytes", cols);
+    if (rows <= 0) throw Error(ErrorCode::shape, "q8_packed_bytes: non-positive row count " + std::to_string(rows));
+    const int64_t groups = (rows + kQ8PackRows - 1) / kQ8PackRows;
+    return size_t(groups) * detail::q8_packed_group_bytes(cols / kQ8Block, has_offset(t));
+}
+
+namespace {
+
+// Block b of row `src` (type t, one of q8_packable's) widened: the same fp16 scale (and offset m
+// for Q4_1 / Q5_1) and the int8 values the file layout's rule multiplies (matmul_quant.h): q - c
+// for the no-min formats (Q4_0: c = 8, Q5_0: 16), q itself for Q4_1 / Q5_1, from the unpacking
+// the file-layout product uses.
+struct Widened {
+    uint16_t d = 0, m = 0;
+    int8_t qs[32];
+};
+
+Widened widen_block(DType t, const std::byte* src, size_t block_bytes, int64_t b) {
+    Widened out;
     if (t == DType::Q8_0) {
-        std::memcpy(&out, src + size_t(b) * sizeof(BlockQ8_0), sizeof out);
+        BlockQ8_0 q8;
+        std::memcpy(&q8, src + size_t(b) * sizeof(BlockQ8_0), sizeof q8);
+        out.d = q8.d;
+        std::memcpy(out.qs, q8.qs, 32);
         return out;
     }
-    const std::byte* blk = src + size_t(b) * (t == DType::Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ5_0));
+    const std::byte* blk = src + size_t(b) * block_bytes;
     uint8_t q[32];
     detail::Unit u;
-    if (t == DType::Q4_0) detail::unpack32<DType::Q4_0>(blk, q, u);
-    else detail::unpack32<DType::Q5_0>(blk, q, u);
-    std::memcpy(&out.d, blk, 2); // the fp16 scale leads both layouts
-    for (int i = 0; i < 32; ++i) out.qs[i] = int8_t(q[i] - u.c[0]);
+    switch (t) {
+    case DType::Q4_0: detail::unpack32<DType::Q4_0>(blk, q, u); break;
+    case DType::Q5_0: detail::unpack32<DType::Q5_0>(blk, q, u); break;
+    case DType::Q4_1: detail::unpack32<DType::Q4_1>(blk, q, u); break;
+    default: detail::unpack32<DType::Q5_1>(blk, q, u); break;
+    }
+    std::memcpy(&out.d, blk, 2); // the fp16 scale leads every layout
+    const bool offset = has_offset(t);
+    if (offset) std::memcpy(&out.m, blk + 2, 2); // then Q4_1 / Q5_1's offset
+    const int c = offset ? 0 : u.c[0];
+    for (int i = 0; i < 32; ++i) out.qs[i] = int8_t(q[i] - c);
     return out;
 }
 
@@ -65,13 +90,15 @@ BlockQ8_0 widen_block(DType t, const std::byte* src, int64_t b) {
 void repack_q8_0(const MatrixView& w, std::span<std::byte> dst, ThreadPool* pool) {
     if (!q8_packable(w.type)) throw Error(ErrorCode::unsupported, std::string("repack_q8_0: matrix of type ") + dtype_name(w.type));
     if (!w.data) throw Error(ErrorCode::argument, "repack_q8_0: null weights");
-    const size_t need = q8_0_packed_bytes(w.rows, w.cols);
+    const size_t need = q8_packed_bytes(w.type, w.rows, w.cols);
     if (!dst.data() || dst.size() < need)
         throw Error(ErrorCode::shape, "repack_q8_0: destination of " + std::to_string(dst.size()) + " bytes, need " + std::to_string(need));
     if (reinterpret_cast<uintptr_t>(dst.data()) % 64 != 0) throw Error(ErrorCode::argument, "repack_q8_0: destination not 64-byte aligned");
     const int64_t nb = w.cols / kQ8Block;
     const size_t row_bytes = dtype_row_bytes(w.type, w.cols);
-    const size_t gbytes = detail::q8_packed_group_bytes(nb);
+    const size_t block_bytes = row_bytes / size_t(nb);
+    const bool offset = has_offset(w.type);
+    const size_t gbytes = detail::q8_packed_group_bytes(nb, offset);
     const int64_t groups = (w.rows + kQ8PackRows - 1) / kQ8PackRows;
     auto pack = [&](int64_t g0, int64_t g1) {
         for (int64_t g = g0; g < g1; ++g) {
@@ -79,13 +106,15 @@ void repack_q8_0(const MatrixView& w, std::span<std::byte> dst, ThreadPool* pool
             std::memset(grp, 0, gbytes); // padding rows and bytes: zero weights, zero scales
             auto* qs = reinterpret_cast<int8_t*>(grp);
             auto* sc = reinterpret_cast<uint16_t*>(grp + size_t(nb) * detail::kQ8PackBlockBytes);
+            auto* mn = reinterpret_cast<uint16_t*>(grp + size_t(nb) * detail::kQ8PackBlockBytes + detail::q8_packed_scale_bytes(nb));
             for (int64_t j = 0; j < kQ8PackRows; ++j) {
                 const int64_t r = g * kQ8PackRows + j;
                 if (r >= w.rows) break;
                 const std::byte* src = static_cast<const std::byte*>(w.data) + size_t(r) * row_bytes;
                 for (int64_t b = 0; b < nb; ++b) {
-                    const BlockQ8_0 blk = widen_block(w.type, src, b);
+                    const Widened blk = widen_block(w.type, src, block_bytes, b);
                     sc[b * kQ8PackRows + j] = blk.d;
+                    if (offset) mn[b * kQ8PackRows + j] = blk.m;
                     for (int q = 0; q < 8; ++q)
                         std::memcpy(qs + b * detail::kQ8PackBlockBytes + q * 64 + j * 4, blk.qs + 4 * q, 4);
                 }
@@ -212,7 +241,8 @@ BodyFn pick_body(Q8Kernel kernel) {
 
 detail::Q8PackedJob make_job(const MatrixView& w, const Q8Input& x, float* y) {
     const int64_t nb = w.cols / kQ8Block;
-    return detail::Q8PackedJob{static_cast<const std::byte*>(w.packed), detail::q8_packed_group_bytes(nb), nb, w.rows, x, y};
+    const bool offset = has_offset(w.type);
+    return detail::Q8PackedJob{static_cast<const std::byte*>(w.packed), detail::q8_packed_group_bytes(nb, offset), nb, w.rows, offset, x, y};
 }
 
 int64_t groups_of(const MatrixView& w) { return (w.rows + kQ8PackRows - 1) / kQ8PackRows; }
@@ -256,13 +286,15 @@ void matmul_q8_packed_many(std::span<const Q8PackedOut> outs, const Q8Input& x, 
 
 namespace detail {
 
-// The exact model: per (token, row), blocks ascending, exact int32 dot, s = fma(float(isum), dw*dx, s).
+// The exact model: per (token, row), blocks ascending, exact int32 dot, s = fma(float(isum), dw*dx, s),
+// then with offsets s = fma(float(sum x), mw*dx, s).
 void q8p_groups_scalar(const Q8PackedJob& job, int64_t g0, int64_t g1) {
     const int64_t nb = job.nb, n = job.x.n_tokens;
     for (int64_t g = g0; g < g1; ++g) {
         const std::byte* grp = job.w + size_t(g) * job.group_bytes;
         const auto* qs = reinterpret_cast<const int8_t*>(grp);
-        const auto* sc = reinterpret_cast<const uint16_t*>(grp + size_t(nb) * kQ8PackBlockBytes);
+        const uint16_t* sc = q8p_scales(job, grp);
+        const uint16_t* mn = q8p_mins(job, grp);
         for (int64_t j = 0; j < kQ8PackRows; ++j) {
             const int64_t r = g * kQ8PackRows + j;
             if (r >= job.rows) break;
@@ -275,7 +307,9 @@ void q8p_groups_scalar(const Q8PackedJob& job, int64_t g0, int64_t g1) {
                     for (int q = 0; q < 8; ++q)
                         for (int k = 0; k < 4; ++k) isum += int32_t(wb[q * 64 + k]) * int32_t(xb[4 * q + k]);
                     const float dw = fp16_to_fp32(sc[b * kQ8PackRows + j]);
-                    s = std::fma(float(isum), dw * job.x.d[b * n + t], s);
+                    const float dx = job.x.d[b * n + t];
+                    s = std::fma(float(isum), dw * dx, s);
+                    if (mn) s = std::fma(float(job.x.sum[b * n + t]), fp16_to_fp32(mn[b * kQ8PackRows + j]) * dx, s);
                 }
                 job.y[t * job.rows + r] = s;
             }

@@ -2,7 +2,8 @@
 // 128 (unsigned) against the signed activations, the offset's 128 x sum(x) taken off up front.
 // Up to 9 tokens keep their float accumulators in registers for a whole row group, beside the 8
 // weight vectors of the current block, so per token and block the work is 8 vpdpbusd, one add,
-// one convert, one multiply and one fma. Arithmetic as q8_packed.h states.
+// one convert, one multiply and one fma (with offsets, M: Q4_1 / Q5_1, a second multiply and fma).
+// Arithmetic as q8_packed.h states.
 #include <immintrin.h>
 
 #include <cstring>
@@ -16,13 +17,14 @@ typedef int32_t i32u __attribute__((may_alias, aligned(1)));
 
 constexpr int64_t kPrefetchBlocks = 16; // 8 KiB ahead
 
-template <int NT>
+template <int NT, bool M>
 inline void tile(const Q8PackedJob& job, int64_t g, int64_t t0) {
     const int64_t nb = job.nb;
     const int64_t n = job.x.n_tokens;
     const std::byte* grp = job.w + size_t(g) * job.group_bytes;
     const auto* qs = reinterpret_cast<const int8_t*>(grp);
-    const auto* sc = reinterpret_cast<const uint16_t*>(grp + size_t(nb) * kQ8PackBlockBytes);
+    const uint16_t* sc = q8p_scales(job, grp);
+    const uint16_t* mn = q8p_mins(job, grp);
     // Block b's tokens t0.. sit side by side: one pointer each, fixed offsets per token.
     const int8_t* xq = job.x.qs + t0 * 32;
     const float* xd = job.x.d + t0;
@@ -49,14 +51,17 @@ inline void tile(const Q8PackedJob& job, int64_t g, int64_t t0) {
         const std::byte* pw = pb < nb ? grp + pb * kQ8PackBlockBytes : next + (pb - nb) * kQ8PackBlockBytes;
 #pragma GCC unroll 8
         for (int l = 0; l < 8; ++l) _mm_prefetch(reinterpret_cast<const char*>(pw + 64 * l), _MM_HINT_T0);
-        if ((pb & 1) == 0) { // one 64-byte line holds the scales of two blocks
+        if ((pb & 1) == 0) { // one 64-byte line holds the scales (and one the mins) of two blocks
             const std::byte* ps = pb < nb ? grp + nb * kQ8PackBlockBytes + pb * 32 : next + nb * kQ8PackBlockBytes + (pb - nb) * 32;
             _mm_prefetch(reinterpret_cast<const char*>(ps), _MM_HINT_T0);
+            if constexpr (M) _mm_prefetch(reinterpret_cast<const char*>(ps + q8_packed_scale_bytes(nb)), _MM_HINT_T0);
         }
         __m512i w[8];
 #pragma GCC unroll 8
         for (int q = 0; q < 8; ++q) w[q] = _mm512_xor_si512(_mm512_load_si512(wb + q * 64), off); // w + 128
         const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sc + b * kQ8PackRows)));
+        __m512 mw = _mm512_setzero_ps();
+        if constexpr (M) mw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(mn + b * kQ8PackRows)));
         // Tokens two at a time, each token's 8 vpdpbusd in two chains of 4 (exact int sums, so
         // the split changes nothing): four independent chains hide vpdpbusd's latency.
 #pragma GCC unroll 9
@@ -76,9 +81,11 @@ inline void tile(const Q8PackedJob& job, int64_t g, int64_t t0) {
                     is[j][q & 1] = _mm512_dpbusd_epi32(
                         is[j][q & 1], w[q], _mm512_set1_epi32(*reinterpret_cast<const i32u*>(xbb + (t + j) * 32 + 4 * q)));
 #pragma GCC unroll 2
-            for (int j = 0; j < nt; ++j)
-                acc[t + j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(is[j][0], is[j][1])),
-                                             _mm512_mul_ps(dw, _mm512_set1_ps(xdb[t + j])), acc[t + j]);
+            for (int j = 0; j < nt; ++j) {
+                const __m512 dx = _mm512_set1_ps(xdb[t + j]);
+                acc[t + j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(is[j][0], is[j][1])), _mm512_mul_ps(dw, dx), acc[t + j]);
+                if constexpr (M) acc[t + j] = _mm512_fmadd_ps(_mm512_set1_ps(float(xsb[t + j])), _mm512_mul_ps(mw, dx), acc[t + j]);
+            }
         }
     }
 
@@ -89,16 +96,17 @@ inline void tile(const Q8PackedJob& job, int64_t g, int64_t t0) {
     for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(job.y + (t0 + t) * job.rows + r0, m, acc[t]);
 }
 
-template <int NT>
+template <int NT, bool M>
 void groups(const Q8PackedJob& job, int64_t g0, int64_t g1, int64_t t0) {
-    for (int64_t g = g0; g < g1; ++g) tile<NT>(job, g, t0);
+    for (int64_t g = g0; g < g1; ++g) tile<NT, M>(job, g, t0);
 }
 
 using GroupsFn = void (*)(const Q8PackedJob&, int64_t, int64_t, int64_t);
 template <int... N>
-constexpr GroupsFn table_entry(int n, std::integer_sequence<int, N...>) {
-    constexpr GroupsFn fns[] = {groups<N + 1>...};
-    return fns[n - 1];
+constexpr GroupsFn table_entry(int n, bool mins, std::integer_sequence<int, N...>) {
+    constexpr GroupsFn plain[] = {groups<N + 1, false>...};
+    constexpr GroupsFn offset[] = {groups<N + 1, true>...};
+    return mins ? offset[n - 1] : plain[n - 1];
 }
 
 } // namespace
@@ -119,7 +127,7 @@ void q8p_groups_avx512vnni(const Q8PackedJob& job, int64_t g0, int64_t g1) {
             const int64_t sper = (t1 - t0 + subs - 1) / subs;
             for (int64_t s0 = t0; s0 < t1; s0 += sper) {
                 const int ns = int(s0 + sper < t1 ? sper : t1 - s0);
-                table_entry(ns, std::make_integer_sequence<int, kSub>{})(job, g, g + 1, s0);
+                table_entry(ns, job.mins, std::make_integer_sequence<int, kSub>{})(job, g, g + 1, s0);
             }
         }
     }

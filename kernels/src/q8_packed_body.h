@@ -5,7 +5,8 @@
 // of 16 rows is kVec = 16 / kLanes vectors. For each block, the group's weights are loaded (and
 // prepared: offset for vpdpbusd, or |w| for maddubs) once and applied to every token of the tile;
 // per token and row: an exact int32 block dot, then s = fma(float(isum), d_w * d_x, s), blocks
-// ascending -- the order q8_packed.h states, which the scalar body spells out.
+// ascending, then for matrices with offsets (Q4_1 / Q5_1) s = fma(float(sum x), m_w * d_x, s) --
+// the order q8_packed.h states, which the scalar body spells out.
 // Included only by ISA-specific files; everything sits in an anonymous namespace so code built
 // with one ISA's flags is never merged by the linker into another's.
 #pragma once
@@ -37,7 +38,7 @@ struct Ymm8 {
 };
 #endif
 
-template <class V>
+template <class V, bool M>
 inline void q8p_tile(const Q8PackedJob& job, int64_t g, int64_t t0, int64_t t1) {
     using F = typename V::F;
     using I = typename V::I;
@@ -46,7 +47,8 @@ inline void q8p_tile(const Q8PackedJob& job, int64_t g, int64_t t0, int64_t t1) 
     const int64_t nb = job.nb;
     const std::byte* grp = job.w + size_t(g) * job.group_bytes;
     const auto* qs = reinterpret_cast<const int8_t*>(grp);
-    const auto* sc = reinterpret_cast<const uint16_t*>(grp + size_t(nb) * kQ8PackBlockBytes);
+    const uint16_t* sc = q8p_scales(job, grp);
+    const uint16_t* mn = q8p_mins(job, grp);
     const int64_t nt = t1 - t0;
 
     F acc[kQ8MaxTile][kVec];
@@ -69,6 +71,9 @@ inline void q8p_tile(const Q8PackedJob& job, int64_t g, int64_t t0, int64_t t1) 
         F dw[kVec];
 #pragma GCC unroll 2
         for (int v = 0; v < kVec; ++v) dw[v] = V::scales(sc + b * kQ8PackRows + v * V::kLanes);
+        F mw[kVec];
+#pragma GCC unroll 2
+        for (int v = 0; v < kVec; ++v) mw[v] = M ? V::scales(mn + b * kQ8PackRows + v * V::kLanes) : V::zero();
         for (int64_t t = 0; t < nt; ++t) {
             const int64_t tb = b * job.x.n_tokens + t0 + t;
             const int8_t* xb = job.x.qs + tb * 32;
@@ -85,6 +90,11 @@ inline void q8p_tile(const Q8PackedJob& job, int64_t g, int64_t t0, int64_t t1) 
             const F dx = V::set1(job.x.d[tb]);
 #pragma GCC unroll 2
             for (int v = 0; v < kVec; ++v) acc[t][v] = V::fma(V::cvt(is[v]), V::mul(dw[v], dx), acc[t][v]);
+            if constexpr (M) {
+                const F xs = V::set1(float(job.x.sum[tb]));
+#pragma GCC unroll 2
+                for (int v = 0; v < kVec; ++v) acc[t][v] = V::fma(xs, V::mul(mw[v], dx), acc[t][v]);
+            }
         }
     }
 
@@ -108,7 +118,11 @@ void q8p_groups(const Q8PackedJob& job, int64_t g0, int64_t g1) {
     const int64_t tiles = (n + kQ8MaxTile - 1) / kQ8MaxTile;
     const int64_t per = (n + tiles - 1) / tiles;
     for (int64_t g = g0; g < g1; ++g)
-        for (int64_t t0 = 0; t0 < n; t0 += per) q8p_tile<V>(job, g, t0, t0 + per < n ? t0 + per : n);
+        for (int64_t t0 = 0; t0 < n; t0 += per) {
+            const int64_t t1 = t0 + per < n ? t0 + per : n;
+            if (job.mins) q8p_tile<V, true>(job, g, t0, t1);
+            else q8p_tile<V, false>(job, g, t0, t1);
+        }
 }
 
 } // namespace

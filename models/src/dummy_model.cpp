@@ -119,9 +119,9 @@ const DummyShape& find_dummy_shape(std::string_view name) {
 DummyFileType parse_dummy_file_type(std::string_view name) {
     const std::string n = lower(name);
     for (DummyFileType t : {DummyFileType::F32, DummyFileType::F16, DummyFileType::BF16, DummyFileType::Q8_0,
-                            DummyFileType::Q4_0, DummyFileType::Q4_K_M, DummyFileType::Q6_K})
+                            DummyFileType::Q4_0, DummyFileType::Q4_K_M, DummyFileType::Q5_K_M, DummyFileType::Q6_K})
         if (n == dummy_file_type_name(t)) return t;
-    throw Error("unknown type '" + std::string(name) + "' (known: f32, f16, bf16, q8_0, q4_0, q4_k_m, q6_k)");
+    throw Error("unknown type '" + std::string(name) + "' (known: f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k)");
 }
 
 const char* dummy_file_type_name(DummyFileType t) {
@@ -132,6 +132,7 @@ const char* dummy_file_type_name(DummyFileType t) {
     case DummyFileType::Q8_0: return "q8_0";
     case DummyFileType::Q4_0: return "q4_0";
     case DummyFileType::Q4_K_M: return "q4_k_m";
+    case DummyFileType::Q5_K_M: return "q5_k_m";
     case DummyFileType::Q6_K: return "q6_k";
     }
     return "?";
@@ -147,6 +148,7 @@ TensorType dummy_tensor_type(DummyFileType ft, const std::string& name, int64_t 
     case DummyFileType::Q8_0: t = TensorType::Q8_0; break;
     case DummyFileType::Q4_0: t = TensorType::Q4_0; break;
     case DummyFileType::Q4_K_M: t = TensorType::Q4_K; break;
+    case DummyFileType::Q5_K_M: t = TensorType::Q5_K; break;
     case DummyFileType::Q6_K: t = TensorType::Q6_K; break;
     default: throw Error("unknown file type");
     }
@@ -158,7 +160,8 @@ TensorType dummy_tensor_type(DummyFileType ft, const std::string& name, int64_t 
     } else if (name == "token_embd.weight") {
         // the file type's own type
     } else if (ends_with(name, "attn_v.weight") || ends_with(name, "ffn_down.weight")) {
-        if (ft == DummyFileType::Q4_K_M && layer >= 0 && use_more_bits(layer, n_layer)) t = TensorType::Q6_K;
+        const bool k_m = ft == DummyFileType::Q4_K_M || ft == DummyFileType::Q5_K_M;
+        if (k_m && layer >= 0 && use_more_bits(layer, n_layer)) t = TensorType::Q6_K;
     }
     if (ucols % block_of(t) != 0) {
         switch (t) {

@@ -355,8 +355,8 @@ void Context::run_pass(Segment* segs, int64_t n_segs, int64_t nt) {
             else geglu_ggml(gate, up, count, out);
         }
     };
-    // Products of several matrices over one input (Q, K, V; gate, up): packed Q8_0 matrices (Q4_0
-    // and Q5_0 widened ones among them: the same Q8_0 activations as their file layout's), or
+    // Products of several matrices over one input (Q, K, V; gate, up): packed Q8_0 matrices (the
+    // widened Q4_0..Q5_1 ones among them: the same Q8_0 activations as their file layout's), or
     // packed K-quant ones (Q4_K, Q5_K and Q6_K alike: all read Q8_K blocks), share a single quantization
     // of x (the same one each would make alone, so the same bits).
     struct Out {

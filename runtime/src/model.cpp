@@ -52,12 +52,13 @@ void Model::FreeDeleter::operator()(std::byte* p) const { std::free(p); }
 
 namespace {
 
-// Bytes of w's packed form (Q8_0, Q4_0, Q5_0: q8_packed.h, Q4_K/Q5_K/Q6_K: kq_packed.h); a multiple of 64.
+// Bytes of w's packed form (Q8_0 and the widened 32-blocks: q8_packed.h, Q4_K/Q5_K/Q6_K:
+// kq_packed.h); a multiple of 64.
 size_t packed_bytes(const MatrixView& w) {
-    return q8_packable(w.type) ? q8_0_packed_bytes(w.rows, w.cols) : kq_packed_bytes(w.type, w.rows, w.cols);
+    return q8_packable(w.type) ? q8_packed_bytes(w.type, w.rows, w.cols) : kq_packed_bytes(w.type, w.rows, w.cols);
 }
 
-// Repacks every matrix in `mats` (Q8_0, Q4_0, Q5_0, Q4_K, Q6_K) into one owned allocation and
+// Repacks every matrix in `mats` (q8_packable or K-quant types) into one owned allocation and
 // points their views at it.
 std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total) {
     total = 0;
@@ -88,7 +89,8 @@ std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total) {
 
 bool repacked_at_load(DType t, const ModelOptions& opts) {
     if (!opts.repack_q8_0) return false;
-    return t == DType::Q8_0 || t == DType::Q5_0 || (t == DType::Q4_0 && opts.widen_q4_0) || kq_repackable(t);
+    const bool four = t == DType::Q4_0 || t == DType::Q4_1;
+    return (q8_packable(t) && (!four || opts.widen_q4)) || kq_repackable(t);
 }
 
 std::shared_ptr<const Model> Model::load(const std::string& path, const ModelOptions& opts) {

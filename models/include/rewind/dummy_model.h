@@ -31,15 +31,15 @@ const std::vector<DummyShape>& dummy_shapes();
 const DummyShape& find_dummy_shape(std::string_view name);
 
 // File types as llama-quantize names them; `value` is llama.cpp's general.file_type.
-enum class DummyFileType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 7, Q4_K_M = 15, Q6_K = 18, BF16 = 32 };
-// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m", "q6_k" (case-insensitive); throws listing them.
+enum class DummyFileType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 7, Q4_K_M = 15, Q5_K_M = 17, Q6_K = 18, BF16 = 32 };
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k" (case-insensitive); throws listing them.
 DummyFileType parse_dummy_file_type(std::string_view name);
 const char* dummy_file_type_name(DummyFileType t);
 
 // The type llama.cpp gives tensor `name` (a matrix of rows x cols, `layer` its block index or -1)
 // in a file of type `ft`: the convert script's choice for f32/f16/bf16 (1-D tensors stay F32), and
 // llama-quantize's for the others (the output head, or the token embedding when the head is tied,
-// to Q6_K; attn_v and ffn_down of some layers to Q6_K in Q4_K_M; K-quants on rows that are not a
+// to Q6_K; attn_v and ffn_down of some layers to Q6_K in Q4_K_M and Q5_K_M; K-quants on rows that are not a
 // multiple of 256 fall back to Q5_0 / Q5_1 / Q8_0).
 TensorType dummy_tensor_type(DummyFileType ft, const std::string& name, int64_t cols, int64_t layer,
                              int64_t n_layer, bool tied_output);

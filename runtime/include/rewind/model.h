@@ -30,11 +30,12 @@ struct ModelOptions {
     // K-quants; false keeps every matrix in the file's layout.) Q5_0 matrices (llama-quantize's
     // fallback in Q4_K_M files for rows that are not whole super-blocks, e.g. Qwen2.5-0.5B's 896)
     // are widened into the packed Q8_0 layout too: +55 % of their bytes, the same bits as the file's
-    // layout, and their products run at the packed Q8_0 bodies' speed.
+    // layout, and their products run at the packed Q8_0 bodies' speed; so are Q5_1 matrices (the
+    // fallback in Q5_K_M files), +50 %.
     bool repack_q8_0 = true;
-    // With repack_q8_0, widen Q4_0 matrices the same way: the same bits, +89 % of their bytes (a
-    // Q4_0 file nearly doubles in memory), so only when asked.
-    bool widen_q4_0 = false;
+    // With repack_q8_0, widen Q4_0 and Q4_1 matrices the same way: the same bits, +89 % / +80 % of
+    // their bytes (a Q4_0 file nearly doubles in memory), so only when asked.
+    bool widen_q4 = false;
 };
 
 // Whether Model::load with `opts` repacks a matrix of type t (rows of whole blocks; not the token

@@ -1,4 +1,4 @@
-// Q8_0 weights (and Q4_0 / Q5_0 ones, widened to int8) repacked at load for multi-token products
+// Q8_0 weights (and Q4_0, Q4_1, Q5_0, Q5_1 ones, widened to int8) repacked at load for multi-token products
 // (the verification pass) and decoding alike: 16 rows
 // interleaved in 4-byte groups, their scales side by side, so one read of a weight block serves
 // every token of a pass while it sits in registers, with int8 dot products (vpdpbusd where the CPU
@@ -8,8 +8,9 @@
 // Reduction order for one (token t, row r), the same in every body (scalar, AVX2, AVX-VNNI,
 // AVX-512, AVX-512 VNNI), so they all give the same bits: s = 0; for each 32-column block b
 // ascending: isum = exact int32 dot of the block's int8 weights and activations; s = fma(float(isum),
-// d_w * d_x, s) (d_w * d_x is exact in float: two fp16-precision values). Tiles, token counts and
-// thread splits never change it.
+// d_w * d_x, s) (d_w * d_x is exact in float: two fp16-precision values); for the formats with an
+// offset (Q4_1, Q5_1) then s = fma(float(sum of the block's x), m_w * d_x, s). Tiles, token counts
+// and thread splits never change it.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -22,19 +23,23 @@ namespace rwd {
 
 constexpr int64_t kQ8PackRows = 16; // rows interleaved per group
 
-// Bytes of the packed form of a [rows, cols] matrix (of any q8_packable type). Per group of 16
-// rows (the last one padded with zero rows): cols/32 blocks of 16 rows x 8 groups of 4 int8 (512
-// bytes), then the blocks' 16 fp16 scales each, padded to 64 bytes. Same size as the Q8_0 original (34 bytes per 32
-// values) up to that padding. Throws rwd::Error if cols is not a positive multiple of 32.
-size_t q8_0_packed_bytes(int64_t rows, int64_t cols);
-
-// Whether repack_q8_0 takes matrices of type t: Q8_0, and Q4_0 / Q5_0 widened exactly to int8
-// (q - 8, q - 16, the same fp16 scale). A widened matrix's products give the bits of its file
-// layout (matmul_quant.h's no-min rule, s = fma(float(isum - msum), d * dx, s), is this form's
-// order with isum - msum as one exact int dot), for 34 bytes per block instead of 18 / 22.
+// Whether repack_q8_0 takes matrices of type t: Q8_0, and the 32-blocks widened exactly to int8
+// with the same fp16 scale: Q4_0 / Q5_0 as q - 8 / q - 16, Q4_1 / Q5_1 as q with their fp16 offset
+// m kept beside the scale. A widened matrix's products give the bits of its file layout
+// (matmul_quant.h's rules: the no-min one, s = fma(float(isum - msum), d * dx, s), is this form's
+// order with isum - msum as one exact int dot; the Q4_1 / Q5_1 one is this form's two steps), for
+// 34 bytes per block (36 with m) instead of 18 / 22 (20 / 24).
 bool q8_packable(DType t);
 
-// Writes the packed form of `w` (q8_packable type, rows x cols) to dst (at least q8_0_packed_bytes,
+// Bytes of the packed form of a [rows, cols] matrix of q8_packable type t. Per group of 16 rows
+// (the last one padded with zero rows): cols/32 blocks of 16 rows x 8 groups of 4 int8 (512
+// bytes), then the blocks' 16 fp16 scales each, padded to 64 bytes, and for Q4_1 / Q5_1 their 16
+// fp16 offsets each, padded likewise. Q8_0: the original's size (34 bytes per 32 values) up to
+// that padding. Throws rwd::Error if cols is not a positive multiple of 32, rows is not positive,
+// or t is not q8_packable.
+size_t q8_packed_bytes(DType t, int64_t rows, int64_t cols);
+
+// Writes the packed form of `w` (q8_packable type, rows x cols) to dst (at least q8_packed_bytes,
 // 64-byte aligned). Reads w.data once. Throws rwd::Error on another type, a small or misaligned dst.
 void repack_q8_0(const MatrixView& w, std::span<std::byte> dst, ThreadPool* pool = nullptr);
 
