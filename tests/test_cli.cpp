@@ -117,6 +117,13 @@ TEST_F(Cli, InspectDescribesFilesWhateverTheirTensorTypes) {
         EXPECT_NE(ok.out.find("rewind can run this model"), std::string::npos) << ok.out;
         EXPECT_EQ(ok.out.find("not supported"), std::string::npos) << ok.out;
     }
+    // What repacking at load costs, by type: Q5_1 (the Q5_K_M fallback) widened by default, Q4_0
+    // only when asked.
+    const CliRun q5 = run("inspect " + kShared + "/models/pycode-4m-q5_k_m.gguf");
+    EXPECT_NE(q5.out.find("of which Q5_1 widened to the packed Q8_0 layout"), std::string::npos) << q5.out;
+    const CliRun q4 = run("inspect " + kShared + "/models/pycode-4m-q4_0.gguf");
+    EXPECT_NE(q4.out.find("Q4_0 weights stay in the file's layout"), std::string::npos) << q4.out;
+    EXPECT_NE(q4.out.find("--widen-q4 widens them"), std::string::npos) << q4.out;
     std::ifstream in(kShared + "/models/pycode-600k.gguf", std::ios::binary);
     std::string bytes{std::istreambuf_iterator<char>(in), {}};
     const std::string tensor = "blk.1.ffn_up.weight";

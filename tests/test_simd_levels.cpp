@@ -89,11 +89,28 @@ TEST(SimdLevels, Q8_0PackedSameBitsAtEveryLevel) {
 }
 
 TEST(SimdLevels, KQuantModelsSameBitsAtEveryLevel) {
-    // kq-256: nearly every tensor a K-quant (Q4_K/Q6_K repacked, Q5_K in the file's layout);
-    // pycode-4m-q4_k_m: mostly Q4_0/Q5_0/Q5_1/Q8_0 with a few K-quant tensors.
+    // kq-256: nearly every tensor a K-quant (Q4_K/Q5_K/Q6_K repacked); pycode-4m-q4_k_m and
+    // -q5_k_m: mostly the 32-blocks (Q5_0 / Q5_1 widened to the packed Q8_0 layout, Q8_0) with a
+    // few K-quant tensors; pycode-4m-q4_0 with its Q4_0 widened too (--widen-q4).
     expect_same_bits(model_test::load("kq-256-q4_k_m"), "kq-256-q4_k_m", Order::Shared);
     expect_same_bits(model_test::load("kq-256-q5_k_m"), "kq-256-q5_k_m", Order::Shared, KvType::F16);
     expect_same_bits(model_test::load("pycode-4m-q4_k_m"), "pycode-4m-q4_k_m", Order::Shared);
+    expect_same_bits(model_test::load("pycode-4m-q5_k_m"), "pycode-4m-q5_k_m", Order::Shared);
+    const auto widened = Model::load(std::string(REWIND_SHARED_DIR) + "/models/pycode-4m-q4_0.gguf",
+                                     ModelOptions{.widen_q4 = true});
+    expect_same_bits(widened, "pycode-4m-q4_0 (widened)", Order::Shared);
+}
+
+TEST(SimdLevels, WideningAtLoadKeepsTheFileLayoutsBits) {
+    // pycode-4m-q4_0: Q4_0 in the file's layout by default, widened to the packed Q8_0 layout with
+    // widen_q4 (its Q8_0 tensors are repacked either way): the same logits, at every level.
+    const auto plain = model_test::load("pycode-4m-q4_0");
+    const auto widened = Model::load(std::string(REWIND_SHARED_DIR) + "/models/pycode-4m-q4_0.gguf",
+                                     ModelOptions{.widen_q4 = true});
+    EXPECT_GT(widened->packed_bytes(), plain->packed_bytes());
+    for (SimdLevel level : supported_simd_levels())
+        EXPECT_TRUE(same_bits(run(plain, level, KvType::F32, "pycode-4m-q4_0"), run(widened, level, KvType::F32, "widened")))
+            << simd_name(level);
 }
 
 TEST(SimdLevels, DenseFloatWeightsSameBitsWithinABodysOrder) {
