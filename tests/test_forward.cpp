@@ -22,6 +22,8 @@
 #include "rewind/context.h"
 #include "rewind/error.h"
 #include "rewind/kv_cache.h"
+#include "rewind/kernels/kq_packed.h"
+#include "rewind/kernels/q8_packed.h"
 #include "rewind/model.h"
 #include "rewind/sampler.h"
 #include "gguf_test_util.h"
@@ -504,6 +506,39 @@ TEST(ModelLoad, RefusesUnsupportedWeightTypeByName) {
         EXPECT_EQ(e.code(), ErrorCode::unsupported) << msg;
     }
     std::remove(path.c_str());
+}
+
+// The repacking at load runs on threads of its own; how many never changes a packed byte (every
+// kind here: Q8_0, Q5_1 widened, Q5_K, Q6_K). A negative count is refused.
+TEST(ModelLoad, RepackingThreadsDoNotChangeThePackedWeights) {
+    const std::string path = std::string(REWIND_SHARED_DIR) + "/models/pycode-4m-q5_k_m.gguf";
+    const auto one = Model::load(path, ModelOptions{.load_threads = 1});
+    const auto three = Model::load(path, ModelOptions{.load_threads = 3});
+    ASSERT_GT(one->packed_bytes(), 0u);
+    EXPECT_EQ(one->packed_bytes(), three->packed_bytes());
+    auto bytes = [](const MatrixView& w) {
+        return q8_packable(w.type) ? q8_packed_bytes(w.type, w.rows, w.cols) : kq_packed_bytes(w.type, w.rows, w.cols);
+    };
+    std::map<DType, int> seen;
+    for (size_t l = 0; l < one->layers.size(); ++l)
+        for (auto mp : {&Model::Layer::wq, &Model::Layer::wk, &Model::Layer::wv, &Model::Layer::wo, &Model::Layer::ffn_gate,
+                        &Model::Layer::ffn_up, &Model::Layer::ffn_down}) {
+            const MatrixView& a = one->layers[l].*mp;
+            const MatrixView& b = three->layers[l].*mp;
+            if (!a.data) continue;
+            ASSERT_NE(a.packed, nullptr) << "layer " << l << " " << dtype_name(a.type);
+            ASSERT_NE(b.packed, nullptr);
+            EXPECT_EQ(0, std::memcmp(a.packed, b.packed, bytes(a))) << "layer " << l << " " << dtype_name(a.type);
+            ++seen[a.type];
+        }
+    for (DType t : {DType::Q5_1, DType::Q5_K, DType::Q6_K, DType::Q8_0}) EXPECT_GT(seen[t], 0) << dtype_name(t);
+    try {
+        Model::load(path, ModelOptions{.load_threads = -1});
+        ADD_FAILURE() << "accepted load_threads -1";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::argument);
+        EXPECT_NE(std::string(e.what()).find("load_threads"), std::string::npos) << e.what();
+    }
 }
 
 TEST(ModelLoad, WeightsAndHyperparameters) {

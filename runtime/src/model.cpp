@@ -6,10 +6,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "rewind/error.h"
@@ -60,7 +62,7 @@ size_t packed_bytes(const MatrixView& w) {
 
 // Repacks every matrix in `mats` (q8_packable or K-quant types) into one owned allocation and
 // points their views at it.
-std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total) {
+std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total, int threads) {
     total = 0;
     for (const MatrixView* w : mats) total += packed_bytes(*w);
     if (total == 0) return nullptr;
@@ -70,11 +72,16 @@ std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total) {
     detail::HugeBytes owner = detail::alloc_huge(size_t(total));
     std::byte* mem = owner.get();
     if (!mem) throw Error(ErrorCode::capacity, "Model::load: cannot allocate " + std::to_string(total) + " bytes for repacked weights");
+    // Threads of their own for the one pass over the weights (and the first touch of the copy's
+    // pages, which the kernel zeroes): gone before Model::load returns, so they never compete with
+    // a context's pool. A group's packed bytes do not depend on who writes them.
+    std::unique_ptr<ThreadPool> pool;
+    if (threads > 1) pool = std::make_unique<ThreadPool>(threads);
     size_t off = 0;
     for (MatrixView* w : mats) {
         const size_t n = packed_bytes(*w);
-        if (q8_packable(w->type)) repack_q8_0(*w, {mem + off, n});
-        else repack_kq(*w, {mem + off, n});
+        if (q8_packable(w->type)) repack_q8_0(*w, {mem + off, n}, pool.get());
+        else repack_kq(*w, {mem + off, n}, pool.get());
         w->packed = mem + off;
         off += n;
         // The original is not read again (a tied output head's token rows come back from the
@@ -153,7 +160,10 @@ std::shared_ptr<const Model> Model::from_file(std::unique_ptr<LlamaModelFile> fi
             for (MatrixView* v : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.ffn_gate, &l.ffn_down, &l.ffn_up})
                 if (v->data && repackable(*v)) mats.push_back(v); // absent ones have no data
         if (m->output.data && repackable(m->output)) mats.push_back(&m->output);
-        m->packed_.reset(repack_all(mats, m->packed_bytes_));
+        if (opts.load_threads < 0)
+            throw Error(ErrorCode::argument, "Model::load: load_threads " + std::to_string(opts.load_threads) + " is negative");
+        const int threads = opts.load_threads > 0 ? opts.load_threads : int(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
+        m->packed_.reset(repack_all(mats, m->packed_bytes_, threads));
     }
     return m;
 }

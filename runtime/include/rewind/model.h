@@ -36,6 +36,9 @@ struct ModelOptions {
     // With repack_q8_0, widen Q4_0 and Q4_1 matrices the same way: the same bits, +89 % / +80 % of
     // their bytes (a Q4_0 file nearly doubles in memory), so only when asked.
     bool widen_q4 = false;
+    // Threads for the repacking at load (their own, gone when load returns); 0: the hardware's,
+    // at most 8. The packed bytes are the same for any count. Negative: rwd::Error (argument).
+    int load_threads = 0;
 };
 
 // Whether Model::load with `opts` repacks a matrix of type t (rows of whole blocks; not the token
