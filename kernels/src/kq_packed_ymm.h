@@ -31,10 +31,8 @@ constexpr int kTile = 17;
 // that whole engine for a 1-token Q6_K product in the AVX2 body (with a single token the Q6_K
 // unpack dominates, and its shape, both halves at once with one broadcast per column group,
 // streams a matrix about 5-10 % faster than this file's).
-struct Ymm8 {
+struct Ymm8 : YmmFloat8 {
     using I = __m256i;
-    using F = __m256;
-    static constexpr int kLanes = 8;
     static I load(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
     static I izero() { return _mm256_setzero_si256(); }
     static I set1_8(char c) { return _mm256_set1_epi8(c); }
@@ -54,12 +52,6 @@ struct Ymm8 {
     }
     static I dotw(I acc, I a, int32_t b2) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, _mm256_set1_epi32(b2))); }
     static F scales(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-    static F zero() { return _mm256_setzero_ps(); }
-    static F set1(float f) { return _mm256_set1_ps(f); }
-    static F cvt(I i) { return _mm256_cvtepi32_ps(i); }
-    static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
-    static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
-    static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
 };
 
 // NT > 0: a tile of exactly NT tokens (compile-time, for the 1-token decode pass); 0: nt tokens.

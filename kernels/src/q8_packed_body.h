@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "q8_packed_impl.h"
+#include "ymm_rows16.h"
 
 namespace rwd::detail {
 namespace {
@@ -23,18 +24,10 @@ namespace {
 // The 8-lane (ymm) half of a traits type: loads, fp16 scales and the float arithmetic, the same in
 // every body that keeps 8 rows per vector (AVX2, AVX-VNNI). Those bodies differ only in P, prep,
 // init and dot: how a block's exact int32 dot is taken.
-struct Ymm8 {
-    using F = __m256;
+struct Ymm8 : YmmFloat8 {
     using I = __m256i;
-    static constexpr int kLanes = 8;
     static I load(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
     static F scales(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-    static F zero() { return _mm256_setzero_ps(); }
-    static F set1(float f) { return _mm256_set1_ps(f); }
-    static F cvt(I i) { return _mm256_cvtepi32_ps(i); }
-    static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
-    static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
-    static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
 };
 #endif
 
@@ -71,9 +64,10 @@ inline void q8p_tile(const Q8PackedJob& job, int64_t g, int64_t t0, int64_t t1) 
         F dw[kVec];
 #pragma GCC unroll 2
         for (int v = 0; v < kVec; ++v) dw[v] = V::scales(sc + b * kQ8PackRows + v * V::kLanes);
-        F mw[kVec];
+        [[maybe_unused]] F mw[kVec];
+        if constexpr (M)
 #pragma GCC unroll 2
-        for (int v = 0; v < kVec; ++v) mw[v] = M ? V::scales(mn + b * kQ8PackRows + v * V::kLanes) : V::zero();
+            for (int v = 0; v < kVec; ++v) mw[v] = V::scales(mn + b * kQ8PackRows + v * V::kLanes);
         for (int64_t t = 0; t < nt; ++t) {
             const int64_t tb = b * job.x.n_tokens + t0 + t;
             const int8_t* xb = job.x.qs + tb * 32;

@@ -1,6 +1,7 @@
-// Pieces the 8-lane packed bodies (q8_packed_avx2.cpp, kq_packed_ymm.h) share for their 16-row
-// groups: the 4-byte activation broadcast and the store of a group's two 8-row halves, partial last
-// group included. Included only by ISA-specific files (anonymous namespace).
+// Pieces the 8-lane packed bodies (q8_packed_avx2.cpp, q8_packed_body.h, kq_packed_ymm.h) share
+// for their 16-row groups: the float half of their traits, the 4-byte activation broadcast and the
+// store of a group's two 8-row halves, partial last group included. Included only by ISA-specific
+// files (anonymous namespace).
 #pragma once
 #include <immintrin.h>
 
@@ -9,6 +10,18 @@
 
 namespace rwd::detail {
 namespace {
+
+// The float arithmetic of an 8-lane traits type (each adds its loads, scales and int dots).
+struct YmmFloat8 {
+    using F = __m256;
+    static constexpr int kLanes = 8;
+    static F zero() { return _mm256_setzero_ps(); }
+    static F set1(float f) { return _mm256_set1_ps(f); }
+    static F cvt(__m256i i) { return _mm256_cvtepi32_ps(i); }
+    static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+    static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+    static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
+};
 
 inline __m256i bcast4(const int8_t* p) {
     int32_t v;
