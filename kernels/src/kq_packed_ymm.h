@@ -15,7 +15,7 @@
 #include <cstddef>
 #include <cstring>
 
-#include "kq_packed_body.h" // load_i32, and the shared engine a body may still take for some shapes
+#include "kq_packed_body.h" // load_i32, prefetch_eighth, and the shared engine a body may still take for some shapes
 #include "kq_packed_impl.h"
 #include "matmul_quant.h"
 #include "ymm_rows16.h"
@@ -71,15 +71,13 @@ void kq_tile_ymm(const KqPackedJob& job, int64_t g, int64_t t0, int nt_) {
     for (int64_t b = 0; b < job.nb; ++b) {
         const uint8_t* sb = grp + size_t(b) * job.sb_bytes;
         const uint8_t* ab0 = act + size_t(b) * sizeof(Act256); // token 0's block b; token t at + t * ab
-        // Two super-blocks ahead, every line (as kq_packed_body.h's engine).
-        for (size_t l = 0; l < job.sb_bytes; l += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(sb + 2 * job.sb_bytes + l), _MM_HINT_T0);
         for (int t = 0; t < nt; ++t) isum[t][0] = isum[t][1] = _mm256_setzero_si256();
 
         // isum: per sub-block (Q4_K) or chunk of 32 (Q6_K) j and half v, eight weight vectors
         // [8 rows][4 columns] unpacked once, then every token's dots against them.
 #pragma GCC unroll 1
         for (int j = 0; j < 8; ++j) {
+            prefetch_eighth(sb, job.sb_bytes, j); // two super-blocks ahead, spread (kq_packed_body.h)
 #pragma GCC unroll 2
             for (int v = 0; v < 2; ++v) {
                 __m256i w[8];
