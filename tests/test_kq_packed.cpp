@@ -106,7 +106,7 @@ TEST(KqPacked, Sizes) {
 TEST(KqPacked, EveryBodyGivesTheFileLayoutsBits) {
     for (DType type : kTypes)
         for (int kind : {0, 1, 2})
-            for (int64_t rows : {16, 37, 64})
+            for (int64_t rows : {16, 37, 64, 144})
                 for (int64_t cols : {256, 768}) {
                     const auto w = make(type, rows, cols, uint32_t(rows + cols + kind), kind);
                     for (int64_t n : {1, 2, 3, 4, 5, 9, 10, 17, 19}) {

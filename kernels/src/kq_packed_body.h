@@ -123,15 +123,24 @@ inline void kq_tile(const KqPackedJob& job, int64_t g, int64_t t0) {
                     s0 = V::widen_i8(sb + 3072 + 16 * (2 * j) + v * V::kLanes);
                     s1 = V::widen_i8(sb + 3072 + 16 * (2 * j + 1) + v * V::kLanes);
                 }
-#pragma GCC unroll 16
-                for (int t = 0; t < NT; ++t) {
-                    const int8_t* x = a[t][b].qs + 32 * j;
-                    if constexpr (kq_min<T> && NT >= 4) { // other tokens hide the chain's latency
-                        I p = V::izero();
+                if constexpr (kq_min<T> && NT >= 4) {
+                    // The tokens' chains advanced in turn, column group by column group: NT
+                    // independent vpdpbusd chains in flight at every step. (A token's whole chain
+                    // before the next token's leans on an out-of-order window of several tokens'
+                    // chains.) Q6_K keeps two chains per token: its second scale per sub-block
+                    // would need NT more registers here.
+                    I p[NT];
+                    for (int t = 0; t < NT; ++t) p[t] = V::izero();
 #pragma GCC unroll 8
-                        for (int c = 0; c < 8; ++c) p = V::dot(p, w[c], load_i32(x + 4 * c));
-                        isum[t][v] = V::add(isum[t][v], V::mullo(p, s0));
-                    } else {
+                    for (int c = 0; c < 8; ++c)
+#pragma GCC unroll 16
+                        for (int t = 0; t < NT; ++t) p[t] = V::dot(p[t], w[c], load_i32(a[t][b].qs + 32 * j + 4 * c));
+                    for (int t = 0; t < NT; ++t) isum[t][v] = V::add(isum[t][v], V::mullo(p[t], s0));
+                } else {
+                    // Two chains per token.
+#pragma GCC unroll 16
+                    for (int t = 0; t < NT; ++t) {
+                        const int8_t* x = a[t][b].qs + 32 * j;
                         I p0 = V::izero(), p1 = V::izero();
 #pragma GCC unroll 4
                         for (int c = 0; c < 4; ++c) {
