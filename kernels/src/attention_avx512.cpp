@@ -28,6 +28,15 @@ inline __m512 load16(const std::byte* row, int64_t i, __mmask16 m) {
     else return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + i));
 }
 
+// Asks for the same head's row one block later into L2 while this one is copied: the rows lie
+// n_head_kv * head_dim elements apart, a stride the hardware prefetchers follow only partly, and
+// a block's arithmetic (many query rows in a verification pass) is long enough to hide the
+// memory behind it. A prefetch never faults, past the cache's end included.
+inline void prefetch_next_block(const std::byte* row, const AttendGroup* g, size_t row_bytes, size_t eb) {
+    const auto* nx = reinterpret_cast<const char*>(row) + size_t(kAttendBlock) * size_t(g[0].kv_stride) * eb;
+    for (size_t d = 0; d < row_bytes; d += 64) _mm_prefetch(nx + d, _MM_HINT_T1);
+}
+
 // K (kv = 0) or V (kv = 1) rows [p0, p0 + cnt) of the nh KV heads g[0..nh), each head's rows side
 // by side as float in its own g[h].pad: pad[j * head_dim + d]. Row j of every head before row
 // j + 1: the heads of a unit are adjacent in a cache row, so that is one contiguous read per
@@ -41,7 +50,9 @@ void copy_rows(const AttendGroup* g, int64_t nh, int kv, int64_t p0, int64_t cnt
             // 4 loads of a row before its 4 stores, as memcpy does, without a call per row.
             for (int64_t j = 0; j < cnt; ++j)
                 for (int64_t h = 0; h < nh; ++h) {
-                    const auto* src = reinterpret_cast<const float*>(kv_row(g, h, kv, p0 + j, eb));
+                    const std::byte* row = kv_row(g, h, kv, p0 + j, eb);
+                    prefetch_next_block(row, g, size_t(hd) * eb, eb);
+                    const auto* src = reinterpret_cast<const float*>(row);
                     float* vb = g[h].pad + j * hd;
                     for (int64_t d = 0; d < hd; d += 64) {
                         __m512 x[4];
@@ -61,7 +72,9 @@ void copy_rows(const AttendGroup* g, int64_t nh, int kv, int64_t p0, int64_t cnt
         // F16: 4 loads of a row before its 4 stores, as memcpy does (a load/store loop stalls).
         for (int64_t j = 0; j < cnt; ++j)
             for (int64_t h = 0; h < nh; ++h) {
-                const auto* src16 = reinterpret_cast<const __m256i*>(kv_row(g, h, kv, p0 + j, eb));
+                const std::byte* row = kv_row(g, h, kv, p0 + j, eb);
+                prefetch_next_block(row, g, size_t(hd) * eb, eb);
+                const auto* src16 = reinterpret_cast<const __m256i*>(row);
                 float* vb = g[h].pad + j * hd;
                 for (int64_t d = 0; d < hd; d += 64) {
                     __m256i x[4];
