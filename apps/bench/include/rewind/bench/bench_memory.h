@@ -9,7 +9,8 @@
 
 namespace rwd::bench {
 
-// Reads (sums 64-bit words, plainly and with software prefetch: the faster counts) and copies
+// Reads (sums 64-bit words, plainly and with software prefetch, and with 32-byte loads where the
+// CPU has AVX2: the fastest counts) and copies
 // (memcpy into a second buffer) `bytes` of huge-page memory split over `threads` threads, `repeats`
 // times each after one untimed pass; keeps the best. Throws rwd::Error on
 // threads < 1, repeats < 1 or bytes below 1 MiB.
