@@ -28,15 +28,6 @@ inline __m512 load16(const std::byte* row, int64_t i, __mmask16 m) {
     else return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + i));
 }
 
-// Asks for the same head's row one block later into L2 while this one is copied: the rows lie
-// n_head_kv * head_dim elements apart, a stride the hardware prefetchers follow only partly, and
-// a block's arithmetic (many query rows in a verification pass) is long enough to hide the
-// memory behind it. A prefetch never faults, past the cache's end included.
-inline void prefetch_next_block(const std::byte* row, const AttendGroup* g, size_t row_bytes, size_t eb) {
-    const auto* nx = reinterpret_cast<const char*>(row) + size_t(kAttendBlock) * size_t(g[0].kv_stride) * eb;
-    for (size_t d = 0; d < row_bytes; d += 64) _mm_prefetch(nx + d, _MM_HINT_T1);
-}
-
 // K (kv = 0) or V (kv = 1) rows [p0, p0 + cnt) of the nh KV heads g[0..nh), each head's rows side
 // by side as float in its own g[h].pad: pad[j * head_dim + d]. Row j of every head before row
 // j + 1: the heads of a unit are adjacent in a cache row, so that is one contiguous read per

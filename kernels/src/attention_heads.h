@@ -3,6 +3,8 @@
 // and then every head does its own arithmetic on it exactly as it would alone. Included only by
 // ISA-specific files (anonymous namespace), each with its own Isa.
 #pragma once
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -75,6 +77,15 @@ void pv_chunks(const AttendGroup& a, int64_t pb, int64_t pe, int64_t step, Pv&& 
 // Where K/V row j of head h starts: the heads of a unit are adjacent in a cache row.
 inline const std::byte* kv_row(const AttendGroup* g, int64_t h, int kv, int64_t p, size_t elem_bytes) {
     return static_cast<const std::byte*>(kv == 0 ? g[h].k : g[h].v) + size_t(p) * size_t(g[0].kv_stride) * elem_bytes;
+}
+
+// Asks for the same head's row one block later into L2 while a body copies this one: the rows lie
+// n_head_kv * head_dim elements apart, a stride the hardware prefetchers follow only partly, and a
+// block's arithmetic (many query rows in a verification pass) is long enough to hide the memory
+// behind it. A prefetch never faults, past the cache's end included.
+inline void prefetch_next_block(const std::byte* row, const AttendGroup* g, size_t row_bytes, size_t elem_bytes) {
+    const auto* nx = reinterpret_cast<const char*>(row) + size_t(kAttendBlock) * size_t(g[0].kv_stride) * elem_bytes;
+    for (size_t d = 0; d < row_bytes; d += 64) _mm_prefetch(nx + d, _MM_HINT_T1);
 }
 
 } // namespace
