@@ -54,10 +54,11 @@ int64_t unit_tokens(const AttentionShape& s) {
 // Score floats of one unit's KV heads together, and most KV heads per unit. A unit of several
 // adjacent KV heads reads each cached position's K and V rows for all of them in one contiguous
 // run (attention_heads.h): one head alone reads head_dim of every n_head_kv * head_dim elements,
-// which streams at a fraction of the memory bandwidth in long-context decoding. 1 MiB of scores
-// stays in L2 between the score pass, the softmax and the V pass: with 2 MiB a 9-token pass at
-// 4,096 cached took three heads per unit and its scores went out to L3 and back twice (the pass
-// 4 % slower on Zen 5); one-token units (4 query heads per KV head) still take 8 heads up to 8,192 positions.
+// which streams at a fraction of the memory bandwidth in long-context decoding. The budget is
+// 1 MiB so a unit's scores stay in L2 between the score pass, the softmax and the V pass (with
+// 2 MiB a 9-token pass at 4,096 cached took three heads per unit and sent its scores to L3 and
+// back twice); one-token units with 4 query heads per KV head still take 8 heads up to 8,192
+// positions.
 constexpr int64_t kUnitScoreFloats = int64_t{1} << 18;
 constexpr int64_t kMaxUnitHeads = 16;
 

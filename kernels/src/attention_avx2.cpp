@@ -56,8 +56,9 @@ void copy_rows(const AttendGroup* g, int64_t nh, int kv, int64_t p0, int64_t cnt
             // without a call per 128-256 bytes.
             for (int64_t j = 0; j < cnt; ++j)
                 for (int64_t h = 0; h < nh; ++h) {
-                    prefetch_next_block(src(h, j), g, size_t(a.head_dim) * eb, eb);
-                    const auto* s32 = reinterpret_cast<const float*>(src(h, j));
+                    const std::byte* row = src(h, j);
+                    prefetch_next_block(row, g, size_t(a.head_dim) * eb, eb);
+                    const auto* s32 = reinterpret_cast<const float*>(row);
                     float* vb = g[h].pad + j * a.head_dim;
                     for (int64_t d = 0; d < a.head_dim; d += 32) {
                         __m256 x[4];
@@ -78,8 +79,9 @@ void copy_rows(const AttendGroup* g, int64_t nh, int kv, int64_t p0, int64_t cnt
         // F16: 8 loads of a row before its 8 stores, as memcpy does (a load/store loop stalls).
         for (int64_t j = 0; j < cnt; ++j)
             for (int64_t h = 0; h < nh; ++h) {
-                prefetch_next_block(src(h, j), g, size_t(a.head_dim) * eb, eb);
-                const auto* src16 = reinterpret_cast<const __m128i*>(src(h, j));
+                const std::byte* row = src(h, j);
+                prefetch_next_block(row, g, size_t(a.head_dim) * eb, eb);
+                const auto* src16 = reinterpret_cast<const __m128i*>(row);
                 float* vb = g[h].pad;
                 for (int64_t d = 0; d < a.head_dim; d += 64) {
                     __m128i x[8];

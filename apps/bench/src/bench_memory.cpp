@@ -60,10 +60,9 @@ uint64_t sum_words_prefetched(const uint64_t* p, int64_t n) {
 }
 
 #if defined(__x86_64__) || defined(__i386__)
-// The same two readers with 32-byte loads, for CPUs with AVX2 (picked at run time): a core that
-// streams faster than one 8-byte load a cycle can take (Zen 5 decodes above 30 GB/s on one
-// thread) would otherwise time the loop, not the memory, and decode would show a share above
-// 100 %.
+// The same two readers with 32-byte loads, for CPUs with AVX2: a core that streams faster than
+// one 8-byte load a cycle can take (Zen 5 decodes above 30 GB/s on one thread) would otherwise
+// time the loop, not the memory, and decode would show a share above 100 %.
 __attribute__((target("avx2"))) uint64_t sum_vectors(const uint64_t* p, int64_t n, bool prefetch) {
     constexpr int64_t kAhead = 1024; // words: 8 KiB
     __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
@@ -83,13 +82,20 @@ __attribute__((target("avx2"))) uint64_t sum_vectors(const uint64_t* p, int64_t 
                        _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3)));
     return lanes[0] + lanes[1] + lanes[2] + lanes[3] + sum_words(p + i, n - i);
 }
-bool has_avx2() { return __builtin_cpu_supports("avx2"); }
-#else
-uint64_t sum_vectors(const uint64_t* p, int64_t n, bool prefetch) {
-    return prefetch ? sum_words_prefetched(p, n) : sum_words(p, n);
-}
-bool has_avx2() { return false; }
+uint64_t sum_vectors_plain(const uint64_t* p, int64_t n) { return sum_vectors(p, n, false); }
+uint64_t sum_vectors_prefetched(const uint64_t* p, int64_t n) { return sum_vectors(p, n, true); }
 #endif
+
+using Reader = uint64_t (*)(const uint64_t*, int64_t);
+
+// Every reader this CPU can run; the probe keeps the fastest.
+std::vector<Reader> readers() {
+    std::vector<Reader> r{sum_words, sum_words_prefetched};
+#if defined(__x86_64__) || defined(__i386__)
+    if (__builtin_cpu_supports("avx2")) r.insert(r.end(), {sum_vectors_plain, sum_vectors_prefetched});
+#endif
+    return r;
+}
 
 struct FreeDelete {
     void operator()(uint64_t* p) const { std::free(p); }
@@ -147,23 +153,17 @@ MemoryBandwidth measure_memory_bandwidth(int threads, int64_t bytes, int repeats
     std::memset(dst.get(), 0, static_cast<size_t>(words) * 8);
 
     std::vector<uint64_t> sums(static_cast<size_t>(threads));
-    auto read = [&](int t, int64_t b, int64_t e) { sums[static_cast<size_t>(t)] += sum_words(src.get() + b, e - b); };
-    auto read_prefetched = [&](int t, int64_t b, int64_t e) {
-        sums[static_cast<size_t>(t)] += sum_words_prefetched(src.get() + b, e - b);
-    };
     auto copy = [&](int, int64_t b, int64_t e) {
         std::memcpy(dst.get() + b, src.get() + b, static_cast<size_t>(e - b) * 8);
     };
-    auto read_vectors = [&](int t, int64_t b, int64_t e) { sums[static_cast<size_t>(t)] += sum_vectors(src.get() + b, e - b, false); };
-    auto read_vectors_prefetched = [&](int t, int64_t b, int64_t e) {
-        sums[static_cast<size_t>(t)] += sum_vectors(src.get() + b, e - b, true);
-    };
-    const bool vectors = has_avx2();
+    const std::vector<Reader> all = readers();
     double best_read = 0, best_copy = 0;
     for (int i = 0; i <= repeats; ++i) { // pass 0 warms up
-        double r = std::min(timed_split(threads, words, read), timed_split(threads, words, read_prefetched));
-        if (vectors)
-            r = std::min({r, timed_split(threads, words, read_vectors), timed_split(threads, words, read_vectors_prefetched)});
+        double r = 1e300;
+        for (Reader fn : all)
+            r = std::min(r, timed_split(threads, words, [&](int t, int64_t b, int64_t e) {
+                             sums[static_cast<size_t>(t)] += fn(src.get() + b, e - b);
+                         }));
         const double c = timed_split(threads, words, copy);
         if (i == 0) continue;
         best_read = std::max(best_read, static_cast<double>(words * 8) / r / 1e9);
