@@ -161,12 +161,11 @@ TEST(BatchDecoder, CancelEndsOneRequestOthersGoOn) {
         const BatchResult& r = out.at(ids[i]);
         const GenerateResult want = plain(ctx, *model, specs[i], 100 + i);
         if (i == 1) {
-            EXPECT_TRUE(r.cancelled);
-            EXPECT_EQ(r.stop, StopReason::Callback);
+            EXPECT_EQ(r.stop, StopReason::Cancelled);
             ASSERT_EQ(r.tokens.size(), 3u) << "one token per plain pass, three passes";
             EXPECT_TRUE(std::equal(r.tokens.begin(), r.tokens.end(), want.tokens.begin()));
         } else {
-            EXPECT_FALSE(r.cancelled);
+            EXPECT_NE(r.stop, StopReason::Cancelled);
             EXPECT_EQ(r.tokens, want.tokens);
             EXPECT_EQ(r.stop, want.stop);
         }
@@ -270,7 +269,7 @@ TEST(BatchDecoder, AdmissionRefusalsAreClearAndChangeNothing) {
     EXPECT_TRUE(dec.cancel(a));
     const auto retired = dec.step();
     ASSERT_EQ(retired.size(), 1u);
-    EXPECT_TRUE(retired[0].cancelled);
+    EXPECT_EQ(retired[0].stop, StopReason::Cancelled);
     EXPECT_TRUE(retired[0].tokens.empty());
     EXPECT_NO_THROW(dec.submit(request_of(*model, s, 3)));
 
@@ -356,7 +355,7 @@ TEST(BatchDecoder, CancelDuringPrefillRetiresItAlone) {
     const auto retired = dec.step();
     ASSERT_EQ(retired.size(), 1u);
     EXPECT_EQ(retired[0].id, b);
-    EXPECT_TRUE(retired[0].cancelled);
+    EXPECT_EQ(retired[0].stop, StopReason::Cancelled);
     EXPECT_TRUE(retired[0].tokens.empty());
     EXPECT_EQ(dec.kv_bytes_in_use(), bytes);
     while (!dec.idle())

@@ -98,7 +98,7 @@ TEST(Session, StopStringsAndCallbacks) {
 
     int seen = 0;
     const auto c = s.generate(greedy(50), [&](TokenId) { return ++seen < 3; });
-    EXPECT_EQ(c.stop, StopReason::Callback);
+    EXPECT_EQ(c.stop, StopReason::Cancelled);
     EXPECT_EQ(c.tokens.size(), 3u);
     EXPECT_EQ(s.context().tokens_processed(), s.tokens().size() - 1);
 }

@@ -314,8 +314,8 @@ TEST_F(Speculative, StopsExactlyWherePlainDecodingStops) {
     so.k = 8;
     const auto spec = generate_speculative(ctx, sc, prompt, src, so, [&](TokenId) { return ++seen < 11; });
     EXPECT_EQ(spec.tokens, plain.tokens);
-    EXPECT_EQ(spec.stop, StopReason::Callback);
-    EXPECT_EQ(plain.stop, StopReason::Callback);
+    EXPECT_EQ(spec.stop, StopReason::Cancelled);
+    EXPECT_EQ(plain.stop, StopReason::Cancelled);
     EXPECT_TRUE(sc.contents_equal(pc));
 }
 
@@ -376,7 +376,7 @@ TEST_F(Speculative, StatisticsAddUp) {
     so.generate.max_tokens = item.max_tokens;
     so.k = 8;
     const auto r = generate_speculative(ctx, cache, prompt, src, so);
-    const SpecStats& s = r.stats;
+    const DecodeStats& s = r.stats;
     EXPECT_EQ(s.emitted, static_cast<int64_t>(r.tokens.size()));
     EXPECT_LE(s.accepted, s.proposed);
     EXPECT_EQ(s.proposed_at.size(), 8u);

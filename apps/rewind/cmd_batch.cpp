@@ -64,7 +64,7 @@ nlohmann::ordered_json line_of(const rb::WorkItem& w, const rb::BatchRunItem& it
         j["error_code"] = error_code_name(r.error_code);
         j["admitted"] = !it.refused;
     } else {
-        j["stop_reason"] = r.cancelled ? "cancelled" : stop_reason_name(r.stop);
+        j["stop_reason"] = stop_reason_name(r.stop);
     }
     j["latency_seconds"] = r.latency_seconds;
     j["first_token_seconds"] = r.queue_to_first_token_seconds;

@@ -192,7 +192,7 @@ std::unique_ptr<speculate::GuessSource> make_guess_source(const GenerateFlags& f
     return sp::make_guess_source(spec, target, cache.capacity());
 }
 
-nlohmann::ordered_json stats_json(const speculate::SpecStats& s, const speculate::SpeculativeOptions& so,
+nlohmann::ordered_json stats_json(const DecodeStats& s, const speculate::SpeculativeOptions& so,
                                   std::string_view source) {
     return {
         {"source", source},
@@ -256,7 +256,7 @@ int run_generate(const GenerateFlags& f) {
         }
         return true;
     };
-    speculate::SpecStats stats;
+    DecodeStats stats;
     GenerateResult r;
     if (source) {
         speculate::SpeculativeResult sr = spec->generate(prompt_ids, on_token);

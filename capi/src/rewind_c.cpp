@@ -165,7 +165,7 @@ int32_t stop_of(rwd::StopReason r) {
     case rwd::StopReason::EndOfGeneration: return REWIND_STOP_END_OF_GENERATION;
     case rwd::StopReason::StopString: return REWIND_STOP_STRING;
     case rwd::StopReason::ContextFull: return REWIND_STOP_CONTEXT_FULL;
-    case rwd::StopReason::Callback: return REWIND_STOP_CANCELLED;
+    case rwd::StopReason::Cancelled: return REWIND_STOP_CANCELLED;
     }
     return REWIND_STOP_MAX_TOKENS;
 }
@@ -617,7 +617,7 @@ rewind_status rewind_batch_step(rewind_batch* batch, int64_t* n_active) {
         }
         for (rwd::speculate::BatchResult& r : ended) {
             rewind_batch::Entry& e = entry_of(batch, r.id);
-            e.state = r.failed ? REWIND_REQUEST_FAILED : r.cancelled ? REWIND_REQUEST_CANCELLED : REWIND_REQUEST_DONE;
+            e.state = r.failed ? REWIND_REQUEST_FAILED : r.stop == rwd::StopReason::Cancelled ? REWIND_REQUEST_CANCELLED : REWIND_REQUEST_DONE;
             e.result = std::move(r);
         }
         *n_active = static_cast<int64_t>(batch->dec->active());

@@ -1,11 +1,12 @@
-// Plain generation: run the uncached prompt suffix, then decode one token per forward pass,
-// with the stop rules in StopChecker (shared with the speculative decoder).
+// Plain generation: run the uncached prompt suffix, then decode one token per forward pass
+// through DecodeState (the verification core every decoder shares), and the stop rules.
 #include "rewind/generate.h"
 
 #include <algorithm>
 #include <chrono>
 #include <string>
 
+#include "rewind/decode_state.h"
 #include "rewind/error.h"
 
 namespace rwd {
@@ -16,7 +17,7 @@ const char* stop_reason_name(StopReason r) {
     case StopReason::EndOfGeneration: return "end_of_generation";
     case StopReason::StopString: return "stop_string";
     case StopReason::ContextFull: return "context_full";
-    case StopReason::Callback: return "callback";
+    case StopReason::Cancelled: return "cancelled";
     }
     return "unknown";
 }
@@ -53,62 +54,48 @@ bool StopChecker::push(TokenId id, int64_t pos) {
     return true;
 }
 
+void StopChecker::reset() {
+    count_ = 0;
+    tail_.clear();
+    reason_ = StopReason::MaxTokens;
+}
+
 GenerateResult generate_plain(Context& ctx, KvCache& cache, const std::vector<TokenId>& prompt,
                               const GenerateOptions& opts, const TokenCallback& on_token) {
     using clock = std::chrono::steady_clock;
-    const Model& model = ctx.model();
     const auto P = static_cast<int64_t>(prompt.size());
     const int64_t n0 = cache.size();
-    if (P == 0) throw Error("generate: the prompt is empty");
-    if (n0 >= P)
-        throw Error(ErrorCode::state, "generate: the cache already holds " + std::to_string(n0) + " positions for a prompt of " +
-                    std::to_string(P) + " tokens (at least the last prompt token must be run)");
-    if (P > cache.capacity())
-        throw Error(ErrorCode::capacity, "generate: the prompt of " + std::to_string(P) + " tokens does not fit the KV cache capacity " +
-                    std::to_string(cache.capacity()));
-    for (int64_t i = 0; i < P; ++i) {
-        if (!model.tokenizer().valid(prompt[static_cast<size_t>(i)]) || prompt[static_cast<size_t>(i)] >= model.n_vocab())
-            throw Error("generate: prompt token " + std::to_string(i) + " has id " +
-                        std::to_string(prompt[static_cast<size_t>(i)]) + ", outside the vocabulary");
-    }
-    Sampler sampler(opts.sampler, model.n_vocab());
-    StopChecker checker(opts, model.tokenizer(), cache.capacity());
+    check_prompt(ctx.model(), prompt, n0, cache.capacity(), "generate");
+    DecodeState seq(ctx.model(), opts, cache.capacity());
+    seq.start(prompt);
 
     GenerateResult res;
     const std::span<const TokenId> pending(prompt.data() + n0, static_cast<size_t>(P - n0));
     const auto t0 = clock::now();
-    if (opts.max_tokens == 0 || P == cache.capacity()) {
+    if (seq.nothing_to_generate(P)) {
         // Nothing can be generated: run the prompt but its last token, which stays held back.
         if (pending.size() > 1) ctx.forward(cache, pending.first(pending.size() - 1), Logits::None);
         res.prompt_tokens = P - n0 - 1;
         res.prompt_seconds = std::chrono::duration<double>(clock::now() - t0).count();
-        res.stop = opts.max_tokens == 0 ? StopReason::MaxTokens : StopReason::ContextFull;
+        res.stop = seq.stop();
         return res;
     }
+    // The whole uncached prompt in one call (Numerics::LlamaCpp's logits depend on the pass
+    // size, as llama.cpp's do): its last row is judged as a pass of the last prompt token alone.
     std::span<const float> logits = ctx.forward(cache, pending, Logits::Last);
     const auto t1 = clock::now();
     res.prompt_tokens = P - n0;
     res.prompt_seconds = std::chrono::duration<double>(t1 - t0).count();
-
-    std::vector<TokenId> history(prompt);
-    history.reserve(static_cast<size_t>(std::min(P + opts.max_tokens, cache.capacity())));
-    for (;;) {
-        const auto pos = static_cast<int64_t>(history.size());
-        const TokenId id = sampler.sample(logits.data(), pos, history);
-        history.push_back(id);
-        res.tokens.push_back(id);
-        const bool stop = checker.push(id, pos);
-        const bool go_on = on_token ? on_token(id) : true;
-        if (stop) {
-            res.stop = checker.reason();
-            break;
-        }
-        if (!go_on) {
-            res.stop = StopReason::Callback;
-            break;
-        }
+    for (int64_t pc = P - 1;;) {
+        seq.begin_pass(pc, {}, {}, 0);
+        seq.judge(logits, on_token);
+        if (seq.done()) break;
+        const TokenId id = seq.tokens().back();
+        pc = cache.size();
         logits = ctx.forward(cache, std::span<const TokenId>(&id, 1), Logits::Last);
     }
+    res.tokens.assign(seq.generated().begin(), seq.generated().end());
+    res.stop = seq.stop();
     res.generate_seconds = std::chrono::duration<double>(clock::now() - t1).count();
     return res;
 }

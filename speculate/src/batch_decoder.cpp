@@ -1,15 +1,15 @@
 // BatchDecoder: per pass, the next prompt chunk of every request still prefilling, and for the
 // others: propose -> guesses trimmed to the pass budget -> one Context::forward_batch over all
-// chunks and [pending token, guesses] -> each request's rows judged in order through its own
-// StopChecker -> each cache truncated to its own emitted prefix. Retirement frees a request's
-// cache (and its share of the KV budget).
+// chunks and [pending token, guesses] -> each request's rows judged and its cache rolled back by
+// its own DecodeState (the core plain and speculative decoding share). Retirement frees a
+// request's cache (and its share of the KV budget).
 #include "rewind/speculate/batch_decoder.h"
 
 #include <algorithm>
 #include <cmath>
 #include <exception>
 
-#include "k_controller.h"
+#include "pass_cost_model.h"
 
 namespace rwd::speculate {
 namespace {
@@ -19,34 +19,42 @@ double seconds_between(Clock::time_point a, Clock::time_point b) { return std::c
 
 } // namespace
 
-// One admitted request: its cache, sampler, stop rules and speculation state.
+// One admitted request: its cache and its decoding state (tokens, sampler, stop rules, k).
 struct BatchDecoder::Request {
     uint64_t id = 0;
     BatchRequest req;
     KvCache cache;
-    Sampler sampler;
-    StopChecker checker;
-    KController kc;
-    std::vector<TokenId> tokens;  // prompt + everything emitted (the last one pending in the cache)
-    std::vector<TokenId> batch;   // this pass: [pending token, guesses]
+    DecodeState seq;
     Proposal proposal;
-    BatchResult res;
+    BatchResult res;              // tokens and stats mirrored from seq after each pass
     uint64_t kv_bytes = 0;
-    size_t m = 0;                 // guesses verified this pass
+    size_t m = 0;                 // guesses kept this pass (trim_guesses)
     bool judging = false;         // this pass yields tokens (false: a prompt chunk without logits)
     int64_t rejections = 0;       // passes in which a guess was refused (acceptance estimate)
     double next_gain = 0;         // trim_guesses: chance that the next kept guess stands
-    bool done = false, cancelled = false;
+    bool failed = false;
     Clock::time_point admitted;
 
+    bool done() const { return failed || seq.done(); }
     int64_t prompt_size() const { return static_cast<int64_t>(req.prompt.size()); }
     // Prompt tokens but the last are not all in the cache yet (the last one is the first pass's
     // pending token, as in decoding).
-    bool prefilling() const { return !done && cache.size() < prompt_size() - 1; }
+    bool prefilling() const { return !done() && cache.size() < prompt_size() - 1; }
 
     Request(const Model& model, BatchRequest r, KvCacheOptions kv, int k_max)
-        : req(std::move(r)), cache(model, kv), sampler(req.generate.sampler, model.n_vocab()),
-          checker(req.generate, model.tokenizer(), cache.capacity()), kc(req.k_policy, k_max) {}
+        : req(std::move(r)), cache(model, kv),
+          seq(model, req.generate, cache.capacity(),
+              Speculation{.k_max = k_max, .k_policy = req.k_policy, .verify = req.verify}) {}
+
+    // res.tokens and res.stats follow seq (progress() and retirement read res).
+    void mirror() {
+        const std::span<const TokenId> gen = seq.generated();
+        if (res.tokens.empty() && !gen.empty())
+            res.queue_to_first_token_seconds = std::chrono::duration<double>(Clock::now() - admitted).count();
+        res.tokens.insert(res.tokens.end(), gen.begin() + static_cast<std::ptrdiff_t>(res.tokens.size()), gen.end());
+        res.stats = seq.stats();
+        if (seq.done()) res.stop = seq.stop();
+    }
 };
 
 BatchDecoder::BatchDecoder(Context& ctx, BatchOptions opts) : ctx_(ctx), opts_(opts) {
@@ -66,6 +74,7 @@ BatchDecoder::BatchDecoder(Context& ctx, BatchOptions opts) : ctx_(ctx), opts_(o
     in_pass_.reserve(B);
     active_.reserve(B);
     decode_levels_.resize(B + 1);
+    cost_ = std::make_unique<PassCostModel>(opts_.pass_fixed_seconds, opts_.pass_row_seconds);
 }
 
 BatchDecoder::~BatchDecoder() = default;
@@ -81,24 +90,18 @@ uint64_t BatchDecoder::submit(BatchRequest req) {
     const Model& model = ctx_.model();
     const auto P = static_cast<int64_t>(req.prompt.size());
     const int64_t n_ctx = model.hparams().n_ctx_train;
-    if (P == 0) throw Error("batch decoding: the prompt is empty");
-    for (int64_t i = 0; i < P; ++i) {
-        const TokenId id = req.prompt[static_cast<size_t>(i)];
-        if (!model.tokenizer().valid(id) || id >= model.n_vocab())
-            throw Error("batch decoding: prompt token " + std::to_string(i) + " has id " + std::to_string(id) +
-                        ", outside the vocabulary");
-    }
     if (P > n_ctx)
         throw Error(ErrorCode::capacity, "batch decoding: the prompt of " + std::to_string(P) +
                                              " tokens exceeds the model's context length " + std::to_string(n_ctx));
+    check_prompt(model, req.prompt, 0, n_ctx, "batch decoding");
     if (req.generate.max_tokens < 0)
         throw Error("batch decoding: max_tokens must be >= 0, got " + std::to_string(req.generate.max_tokens));
     if (req.source && (req.k < 1 || req.k > SpeculativeOptions::kMaxK))
         throw Error("batch decoding: k must be in [1, " + std::to_string(SpeculativeOptions::kMaxK) + "], got " +
                     std::to_string(req.k));
-    // Sampler and stop options are checked by their constructors, before any cache is allocated.
-    (void)Sampler(req.generate.sampler, model.n_vocab());
-    (void)StopChecker(req.generate, model.tokenizer(), n_ctx);
+    // Sampler, stop and verification options are checked by DecodeState's constructor, before any
+    // cache is allocated.
+    (void)DecodeState(model, req.generate, n_ctx, Speculation{.k_policy = req.k_policy, .verify = req.verify});
     if (static_cast<int64_t>(active_.size()) >= ctx_.options().max_batch)
         throw Error(ErrorCode::capacity, "batch decoding: " + std::to_string(active_.size()) +
                                              " requests are active, the most a pass of max_batch " +
@@ -121,9 +124,8 @@ uint64_t BatchDecoder::submit(BatchRequest req) {
                                        k_max);
     r->admitted = Clock::now();
     r->kv_bytes = need;
-    r->res.stats.proposed_at.assign(static_cast<size_t>(k_max), 0);
-    r->res.stats.accepted_at.assign(static_cast<size_t>(k_max), 0);
     const std::vector<TokenId>& prompt = r->req.prompt;
+    r->seq.start(prompt);
     if (opts_.share_prefixes) {
         // The longest run of prompt tokens from position 0 that another cache holds (all but the
         // last prompt token at most: that one is the first pass's pending token).
@@ -132,7 +134,8 @@ uint64_t BatchDecoder::submit(BatchRequest req) {
         for (const auto& d : active_) {
             const int64_t lim = std::min({d->cache.size(), P - 1, r->cache.capacity()});
             int64_t n = 0;
-            while (n < lim && d->tokens[static_cast<size_t>(n)] == prompt[static_cast<size_t>(n)]) ++n;
+            const std::vector<TokenId>& held = d->seq.tokens();
+            while (n < lim && held[static_cast<size_t>(n)] == prompt[static_cast<size_t>(n)]) ++n;
             if (n > best && d->cache.type() == r->cache.type()) {
                 best = n;
                 donor = d.get();
@@ -143,16 +146,12 @@ uint64_t BatchDecoder::submit(BatchRequest req) {
             r->res.prompt_tokens_shared = best;
         }
     }
-    r->tokens.assign(prompt.begin(), prompt.end());
-    r->tokens.reserve(static_cast<size_t>(capacity + k_max + 1));
-    r->batch.reserve(static_cast<size_t>(k_max + 1));
-    if (r->req.generate.max_tokens == 0 || P == capacity) {
-        // Nothing can be generated (as generate_plain): retires at the next step.
-        r->res.stop = r->req.generate.max_tokens == 0 ? StopReason::MaxTokens : StopReason::ContextFull;
-        r->done = true;
+    if (r->seq.nothing_to_generate(P)) {
+        r->mirror(); // as generate_plain: retires at the next step
     } else if (r->req.source) {
-        r->req.source->reset(GenerationStart{r->tokens, VerifyMode::Exact, r->req.generate.sampler});
+        r->req.source->reset(GenerationStart{r->seq.tokens(), r->req.verify, r->req.generate.sampler});
     }
+    r->res.stats = r->seq.stats();
     r->id = next_id_++;
     r->res.id = r->id;
     kv_in_use_ += need;
@@ -168,8 +167,8 @@ const BatchResult* BatchDecoder::progress(uint64_t id) const {
 
 bool BatchDecoder::cancel(uint64_t id) {
     for (auto& r : active_) {
-        if (r->id == id && !r->done) {
-            r->cancelled = true;
+        if (r->id == id && !r->done()) {
+            r->seq.cancel(); // takes effect before its next pass
             return true;
         }
     }
@@ -180,73 +179,24 @@ void BatchDecoder::fail(Request& r, ErrorCode code, const std::string& what) {
     r.res.failed = true;
     r.res.error_code = code;
     r.res.error = what;
-    r.done = true;
+    r.failed = true;
 }
 
-// Judges r's rows (logits [r.m + 1, n_vocab]) in order, as SpeculativeDecoder does in exact
-// mode: the target's own token at each position; a guess stands iff it is that token.
+// Judges r's rows (logits [r.m + 1, n_vocab], or the last prompt row) through its DecodeState,
+// rolls its cache back and tells its source where the text now stands.
 void BatchDecoder::judge(Request& r, std::span<const float> logits) {
-    const auto n_vocab = static_cast<size_t>(ctx_.model().n_vocab());
-    SpecStats& st = r.res.stats;
-    const int64_t pc = r.cache.size() - static_cast<int64_t>(r.m) - 1; // where the pending token went
-    ++st.passes;
-    st.proposed += static_cast<int64_t>(r.m);
-    if (r.m == 0) ++st.empty_passes;
-    for (size_t i = 0; i < r.m; ++i) ++st.proposed_at[i];
-    int accepted = 0;
-    int64_t emitted = 0;
-    for (size_t i = 0; i <= r.m; ++i) {
-        const auto pos = static_cast<int64_t>(r.tokens.size());
-        const TokenId t = r.sampler.sample(logits.data() + i * n_vocab, pos, r.tokens);
-        const bool stands = i < r.m && t == r.proposal.tokens[i];
-        if (stands) {
-            ++accepted;
-            ++st.accepted_at[i];
-        }
-        r.tokens.push_back(t);
-        r.res.tokens.push_back(t);
-        if (r.res.tokens.size() == 1) r.res.queue_to_first_token_seconds = seconds_between(r.admitted, Clock::now());
-        ++emitted;
-        if (r.checker.push(t, pos)) {
-            r.res.stop = r.checker.reason();
-            r.done = true;
-            break;
-        }
-        if (!stands) break;
-    }
-    // Keep the emitted tokens but the last (the next pass's pending token).
-    r.cache.truncate(pc + emitted);
-    st.accepted += accepted;
-    st.emitted += emitted;
-    emitted_this_pass_ += emitted;
-    if (accepted < static_cast<int>(r.m)) ++r.rejections;
-    r.kc.observe(static_cast<int>(r.m), accepted);
-    if (!r.done && r.req.source) {
+    const int accepted = r.seq.judge(logits);
+    r.seq.commit(r.cache);
+    emitted_this_pass_ += r.seq.emitted_last();
+    if (accepted < static_cast<int>(r.seq.guesses())) ++r.rejections;
+    r.mirror();
+    if (!r.seq.done() && r.req.source) {
         try {
-            r.req.source->accept(r.tokens);
+            r.req.source->accept(r.seq.tokens());
         } catch (const Error& e) {
             fail(r, e.code(), std::string("guess source '") + std::string(r.req.source->name()) + "': " + e.what());
         }
     }
-}
-
-// Keeps at most `budget` guesses in all: one at a time, the guess most likely to stand among
-// the next unkept guess of every request, where a request's guess j (0-based) stands with its
-// estimated per-guess acceptance p to the power j + 1 (p from its own passes so far, with one
-// accepted and one refused guess as the prior). Ties go to the older request.
-// The fitted pass time a + b * rows (seconds), when there is one: at least two row counts seen
-// and both terms positive.
-bool BatchDecoder::pass_cost(double& a, double& b) const {
-    if (opts_.pass_fixed_seconds > 0 && opts_.pass_row_seconds > 0) {
-        a = opts_.pass_fixed_seconds;
-        b = opts_.pass_row_seconds;
-        return true;
-    }
-    const double var = fit_n_ * fit_xx_ - fit_x_ * fit_x_;
-    if (fit_n_ < 2 || var <= 1e-9 * fit_n_ * fit_xx_) return false;
-    b = (fit_n_ * fit_xy_ - fit_x_ * fit_y_) / var;
-    a = (fit_y_ - b * fit_x_) / fit_n_;
-    return a > 0 && b > 0;
 }
 
 // Keeps at most `budget` guesses in all: one at a time, the guess most likely to stand among
@@ -263,11 +213,11 @@ void BatchDecoder::trim_guesses(int64_t budget, int64_t rows, size_t first) {
     for (Request* r : in_pass_) sure += r->judging ? 1 : 0;
     for (Request* r : dec) {
         total += static_cast<int64_t>(r->m);
-        const SpecStats& st = r->res.stats;
+        const DecodeStats& st = r->seq.stats();
         r->next_gain = static_cast<double>(st.accepted + 1) / static_cast<double>(st.accepted + r->rejections + 2);
     }
     double a = 0, b = 0;
-    const bool costed = opts_.cost_model && pass_cost(a, b);
+    const bool costed = opts_.cost_model && cost_->cost(a, b);
     if (total <= budget && !costed) return;
     // Reuse the proposals' sizes (batch) as the ceilings and count kept guesses in m.
     for (Request* r : dec) r->m = 0;
@@ -276,169 +226,158 @@ void BatchDecoder::trim_guesses(int64_t budget, int64_t rows, size_t first) {
     for (int64_t kept = 0; kept < budget; ++kept) {
         Request* best = nullptr;
         for (Request* r : dec) {
-            if (r->m + 1 >= r->batch.size()) continue;
+            if (r->m >= r->seq.guesses()) continue;
             if (!best || r->next_gain > best->next_gain) best = r;
         }
         if (!best) break;
-        if (costed && best->next_gain <= expected * b / (a + b * rows_now)) break;
+        if (costed && !PassCostModel::pays(best->next_gain, expected, rows_now, a, b)) break;
         expected += best->next_gain;
         rows_now += 1;
         ++best->m;
-        const SpecStats& st = best->res.stats;
+        const DecodeStats& st = best->seq.stats();
         best->next_gain *= static_cast<double>(st.accepted + 1) / static_cast<double>(st.accepted + best->rejections + 2);
     }
-    for (Request* r : dec) r->batch.resize(r->m + 1);
+    for (Request* r : dec) r->seq.keep_guesses(r->m);
+}
+
+// Prompt chunks, oldest request first. At most max_batch - decoding rows are left for them, and
+// every active request holds at most one row of max_batch, so a prefilling request always finds
+// one. A chunk that reaches the end of its prompt takes the last prompt token too and yields the
+// request's first token (Logits::Last, no guesses).
+void BatchDecoder::prefill_chunks(int64_t decoding, int64_t& prefill_rows) {
+    int64_t left = std::min(opts_.prefill_chunk, ctx_.options().max_batch - decoding);
+    for (auto& rp : active_) {
+        Request& r = *rp;
+        if (!r.prefilling() || left == 0) continue;
+        const int64_t c0 = r.cache.size();
+        const int64_t rest = r.prompt_size() - 1 - c0; // >= 1
+        const bool last = left >= rest + 1;
+        const int64_t n = last ? rest + 1 : std::min(left, rest);
+        r.m = 0;
+        r.judging = last;
+        // The last chunk's row is judged as a pass of the pending (last prompt) token alone.
+        if (last) r.seq.begin_pass(r.prompt_size() - 1, {}, {}, 0);
+        const auto chunk = std::span<const TokenId>(r.req.prompt).subspan(static_cast<size_t>(c0), static_cast<size_t>(n));
+        items_.push_back(BatchItem{&r.cache, chunk, last ? Logits::Last : Logits::None, {}});
+        in_pass_.push_back(&r);
+        left -= n;
+        prefill_rows += n;
+    }
+}
+
+// A decoding request's guesses for this pass (up to its own k and the pass's guess budget),
+// and its rows [pending token, guesses...]. A source that throws fails the request alone.
+void BatchDecoder::propose(Request& r, int64_t guess_budget) {
+    const int64_t pc = r.cache.size();
+    const int room = r.req.source ? r.seq.room(pc, guess_budget) : 0;
+    r.proposal.clear();
+    if (room >= 1) {
+        try {
+            r.req.source->propose(r.seq.tokens(), room, r.proposal);
+        } catch (const Error& e) {
+            fail(r, e.code(), std::string("guess source '") + std::string(r.req.source->name()) + "': " + e.what());
+            return;
+        }
+    }
+    try {
+        r.seq.begin_pass(pc, r.proposal.tokens, r.proposal.probs, room,
+                         r.req.source ? r.req.source->name() : std::string_view("guess source"));
+    } catch (const Error& e) {
+        fail(r, e.code(), e.what());
+        return;
+    }
+    r.m = r.seq.guesses();
+    r.judging = true;
+    in_pass_.push_back(&r);
 }
 
 std::vector<BatchResult> BatchDecoder::step() {
-    const Model& model = ctx_.model();
-    const Tokenizer& tok = model.tokenizer();
     const int64_t max_batch = ctx_.options().max_batch;
     items_.clear();
     in_pass_.clear();
     int64_t decoding = 0;
-    for (auto& rp : active_) {
-        if (rp->cancelled) {
-            rp->res.cancelled = true;
-            rp->res.stop = StopReason::Callback;
-            rp->done = true;
-        }
-        if (!rp->done && !rp->prefilling()) ++decoding;
-    }
+    for (auto& rp : active_)
+        if (!rp->done() && !rp->prefilling()) ++decoding;
 
-    // Prompt chunks, oldest request first. At most max_batch - decoding rows are left for them,
-    // and every active request holds at most one row of max_batch, so a prefilling request
-    // always finds one. A chunk that reaches the end of its prompt takes the last prompt token
-    // too and yields the request's first token (Logits::Last, no guesses).
-    int64_t prefill_left = std::min(opts_.prefill_chunk, max_batch - decoding);
-    int64_t prefill_rows = 0;
     const auto t_start = Clock::now();
-    for (auto& rp : active_) {
-        Request& r = *rp;
-        if (!r.prefilling() || prefill_left == 0) continue;
-        const int64_t c0 = r.cache.size();
-        const int64_t rest = r.prompt_size() - 1 - c0; // >= 1
-        const bool last = prefill_left >= rest + 1;
-        const int64_t n = last ? rest + 1 : std::min(prefill_left, rest);
-        r.m = 0;
-        r.judging = last;
-        items_.push_back(BatchItem{&r.cache,
-                                   std::span<const TokenId>(r.req.prompt).subspan(static_cast<size_t>(c0),
-                                                                                 static_cast<size_t>(n)),
-                                   last ? Logits::Last : Logits::None,
-                                   {}});
-        in_pass_.push_back(&r);
-        prefill_left -= n;
-        prefill_rows += n;
-    }
-
+    int64_t prefill_rows = 0;
+    prefill_chunks(decoding, prefill_rows);
     // Guesses: each decoding request proposes up to its own k; together they are trimmed to the
     // pass budget (after one pending row per request) and to what max_batch leaves.
     const int64_t budget = opts_.pass_tokens > 0 ? std::min(opts_.pass_tokens, max_batch) : max_batch;
     const int64_t guess_budget = std::max<int64_t>(0, std::min(budget - decoding, max_batch - decoding - prefill_rows));
     const size_t first_decode = in_pass_.size();
-    for (auto& rp : active_) {
-        Request& r = *rp;
-        if (r.done || r.prefilling()) continue;
-        const int64_t pc = r.cache.size();
-        const auto generated = static_cast<int64_t>(r.res.tokens.size());
-        // Every guess must land inside the cache, and a pass emits at most m + 1 tokens.
-        const int64_t room = r.req.source ? std::min<int64_t>({r.kc.next(), r.cache.capacity() - 1 - pc,
-                                                               r.req.generate.max_tokens - generated - 1, guess_budget})
-                                          : 0;
-        r.proposal.clear();
-        if (room >= 1) {
-            try {
-                r.req.source->propose(r.tokens, static_cast<int>(room), r.proposal);
-            } catch (const Error& e) {
-                fail(r, e.code(), std::string("guess source '") + std::string(r.req.source->name()) + "': " + e.what());
-                continue;
-            }
-        }
-        r.m = std::min(r.proposal.tokens.size(), static_cast<size_t>(std::max<int64_t>(room, 0)));
-        for (size_t i = 0; i < r.m; ++i) {
-            const TokenId g = r.proposal.tokens[i];
-            if (!tok.valid(g) || g >= model.n_vocab()) r.m = i; // a guess the model cannot run ends the run
-        }
-        r.batch.clear();
-        r.batch.push_back(r.tokens.back());
-        r.batch.insert(r.batch.end(), r.proposal.tokens.begin(),
-                       r.proposal.tokens.begin() + static_cast<std::ptrdiff_t>(r.m));
-        r.judging = true;
-        in_pass_.push_back(&r);
-    }
+    for (auto& rp : active_)
+        if (!rp->done() && !rp->prefilling()) propose(*rp, guess_budget);
     trim_guesses(guess_budget, decoding + prefill_rows, first_decode);
     for (size_t j = first_decode; j < in_pass_.size(); ++j)
-        items_.push_back(BatchItem{&in_pass_[j]->cache, in_pass_[j]->batch, Logits::All, {}});
-    const double propose_seconds = seconds_between(t_start, Clock::now());
+        items_.push_back(BatchItem{&in_pass_[j]->cache, in_pass_[j]->seq.rows(), Logits::All, {}});
+    if (!items_.empty()) run_pass(first_decode, t_start);
+    return retire();
+}
 
+// One forward_batch over items_ (or, when it is refused, each request alone, so that a refusal
+// is its own), the judging, and the pass's timings.
+void BatchDecoder::run_pass(size_t first_decode, Clock::time_point t_start) {
+    const double propose_seconds = seconds_between(t_start, Clock::now());
     emitted_this_pass_ = 0;
     const uint64_t rows_before = ctx_.tokens_processed();
-    if (!items_.empty()) {
-        const auto t_verify = Clock::now();
-        bool batched = true;
+    const auto t_verify = Clock::now();
+    bool batched = true;
+    try {
+        ctx_.forward_batch(items_);
+        ++passes_;
+    } catch (const Error&) {
+        batched = false; // refused before anything changed: find out whose input it was
+    }
+    for (size_t j = 0; j < items_.size(); ++j) {
+        Request& r = *in_pass_[j];
         try {
-            ctx_.forward_batch(items_);
-            ++passes_;
-        } catch (const Error&) {
-            batched = false; // refused before anything changed: find out whose input it was
-        }
-        if (batched) {
-            for (size_t j = 0; j < items_.size(); ++j)
-                if (in_pass_[j]->judging) judge(*in_pass_[j], items_[j].logits);
-        } else {
-            // Each request alone: the bits are the same, and a refusal is its own.
-            for (size_t j = 0; j < items_.size(); ++j) {
-                Request& r = *in_pass_[j];
-                try {
-                    const auto logits = ctx_.forward(r.cache, items_[j].tokens, items_[j].which);
-                    ++passes_;
-                    if (r.judging) judge(r, logits);
-                } catch (const Error& e) {
-                    fail(r, e.code(), e.what());
-                }
-            }
-        }
-        const auto t_end = Clock::now();
-        const double verify_seconds = seconds_between(t_verify, t_end);
-        if (first_decode == 0) {
-            ++decode_passes_;
-            const double sec = seconds_between(t_start, t_end);
-            decode_seconds_ += sec;
-            decode_tokens_ += emitted_this_pass_;
-            DecodeLevel& lv = decode_levels_[in_pass_.size()];
-            ++lv.passes;
-            lv.seconds += sec;
-            lv.tokens += emitted_this_pass_;
-            lv.rows += static_cast<int64_t>(ctx_.tokens_processed() - rows_before);
-            // The cost model's fit, recent passes weighted most (about the last 30).
-            constexpr double kDecay = 0.967;
-            const auto x = static_cast<double>(ctx_.tokens_processed() - rows_before);
-            fit_n_ = kDecay * fit_n_ + 1;
-            fit_x_ = kDecay * fit_x_ + x;
-            fit_y_ = kDecay * fit_y_ + sec;
-            fit_xx_ = kDecay * fit_xx_ + x * x;
-            fit_xy_ = kDecay * fit_xy_ + x * sec;
-        }
-        for (size_t j = 0; j < in_pass_.size(); ++j) {
-            Request& r = *in_pass_[j];
-            if (j < first_decode) {
-                // A prompt chunk: the prefill time runs until the prompt is in (or it failed).
-                if (r.judging || !r.prefilling()) r.res.stats.prompt_seconds = seconds_between(r.admitted, t_end);
-                continue;
-            }
-            r.res.stats.verify_seconds += verify_seconds;
-            r.res.stats.propose_seconds += propose_seconds;
+            const auto logits = batched ? items_[j].logits : ctx_.forward(r.cache, items_[j].tokens, items_[j].which);
+            if (!batched) ++passes_;
+            if (r.judging) judge(r, logits);
+        } catch (const Error& e) {
+            fail(r, e.code(), e.what());
         }
     }
+    const auto t_end = Clock::now();
+    const double verify_seconds = seconds_between(t_verify, t_end);
+    if (first_decode == 0) {
+        const double sec = seconds_between(t_start, t_end);
+        const auto rows = static_cast<int64_t>(ctx_.tokens_processed() - rows_before);
+        ++decode_passes_;
+        decode_seconds_ += sec;
+        decode_tokens_ += emitted_this_pass_;
+        DecodeLevel& lv = decode_levels_[in_pass_.size()];
+        ++lv.passes;
+        lv.seconds += sec;
+        lv.tokens += emitted_this_pass_;
+        lv.rows += rows;
+        cost_->observe(static_cast<double>(rows), sec);
+    }
+    for (size_t j = 0; j < in_pass_.size(); ++j) {
+        Request& r = *in_pass_[j];
+        DecodeStats& st = r.seq.stats();
+        if (j < first_decode) {
+            // A prompt chunk: the prefill time runs until the prompt is in (or it failed).
+            if (r.judging || !r.prefilling()) st.prompt_seconds = seconds_between(r.admitted, t_end);
+        } else {
+            st.verify_seconds += verify_seconds;
+            st.propose_seconds += propose_seconds;
+        }
+        r.res.stats = st;
+    }
+}
 
-    // Retire, in admission order; the rest keep their order.
+// Retires the finished, cancelled and failed requests, in admission order; the rest keep theirs.
+std::vector<BatchResult> BatchDecoder::retire() {
     std::vector<BatchResult> out;
     const auto now = Clock::now();
     size_t keep = 0;
     for (size_t i = 0; i < active_.size(); ++i) {
         Request& r = *active_[i];
-        if (r.done) {
+        if (r.done()) {
+            r.mirror();
             r.res.latency_seconds = seconds_between(r.admitted, now);
             r.res.stats.total_seconds = r.res.latency_seconds;
             kv_in_use_ -= r.kv_bytes;

@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
                                                            });
         std::printf("%s\n", text.flush().c_str());
 
-        const sp::SpecStats& s = r.stats;
+        const rwd::DecodeStats& s = r.stats;
         std::fprintf(stderr, "rewind %s, source %s: %lld tokens in %lld passes (%.2f per pass), %lld/%lld guesses "
                              "accepted, stop: %s\n",
                      REWIND_VERSION_STRING, std::string(source->name()).c_str(), static_cast<long long>(s.emitted),

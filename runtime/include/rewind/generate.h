@@ -12,7 +12,9 @@
 
 namespace rwd {
 
-enum class StopReason { MaxTokens, EndOfGeneration, StopString, ContextFull, Callback };
+// Why a generation ended. Cancelled: the caller ended it (a TokenCallback returned false, or a
+// batch request was cancelled): the one representation of a cancel, in C++ as in C.
+enum class StopReason { MaxTokens, EndOfGeneration, StopString, ContextFull, Cancelled };
 const char* stop_reason_name(StopReason r);
 
 struct GenerateOptions {
@@ -22,7 +24,7 @@ struct GenerateOptions {
     bool stop_at_eog = true;               // end on EOS/EOT (the token is kept in the output)
 };
 
-// Called with each token as it is decided; return false to stop (StopReason::Callback).
+// Called with each token as it is decided; return false to stop (StopReason::Cancelled).
 using TokenCallback = std::function<bool(TokenId)>;
 
 struct GenerateResult {
@@ -47,6 +49,8 @@ public:
     // Feed the next generated token at absolute position `pos`; returns true if generation
     // must end after this token, with the reason in reason().
     bool push(TokenId id, int64_t pos);
+    // Forgets the tokens pushed so far (a new generation with the same rules).
+    void reset();
     StopReason reason() const { return reason_; }
     int64_t count() const { return count_; } // tokens pushed so far
 

@@ -24,12 +24,17 @@
 
 namespace rwd::speculate {
 
+class PassCostModel; // speculate/src/pass_cost_model.h
+
 struct BatchRequest {
     std::vector<TokenId> prompt;           // >= 1 token (BOS included if the model wants one)
     GenerateOptions generate;              // max tokens, sampler, stop strings: as generate_plain
     std::unique_ptr<GuessSource> source;   // null: plain decoding, one token per pass
     int k = 8;                             // guesses per pass, [1, SpeculativeOptions::kMaxK]
     KPolicy k_policy = KPolicy::Fixed;
+    // Exact: the tokens equal generate_plain's. Rejection: speculative sampling (a draft source
+    // then proposes with its distributions), as SpeculativeDecoder does alone.
+    VerifyMode verify = VerifyMode::Exact;
 };
 
 struct BatchOptions {
@@ -76,12 +81,11 @@ struct DecodeLevel {
 struct BatchResult {
     uint64_t id = 0;
     std::vector<TokenId> tokens;           // generated ids (prompt excluded), as generate_plain
-    StopReason stop = StopReason::MaxTokens;
-    bool cancelled = false;                // cancel() ended it (stop is then Callback)
+    StopReason stop = StopReason::MaxTokens; // Cancelled: cancel() ended it
     bool failed = false;                   // it ended with its own error (below); tokens so far kept
     ErrorCode error_code = ErrorCode::state;
     std::string error;
-    SpecStats stats;                       // passes this request took part in, guesses, ...
+    DecodeStats stats;                     // passes this request took part in, guesses, ...
     int64_t prompt_tokens_shared = 0;      // prompt positions copied from another request's cache
     double queue_to_first_token_seconds = 0; // admission to its first token
     double latency_seconds = 0;            // admission to retirement
@@ -107,7 +111,7 @@ public:
     // (max_tokens 0, or a prompt filling the context) retires at the next step().
     uint64_t submit(BatchRequest req);
 
-    // Ends request `id` before the next pass (its tokens so far are kept, cancelled = true).
+    // Ends request `id` before the next pass (its tokens so far are kept, stop = Cancelled).
     // Returns false if no active request has that id.
     bool cancel(uint64_t id);
 
@@ -144,6 +148,10 @@ public:
 private:
     struct Request;
     void judge(Request& r, std::span<const float> logits);
+    void prefill_chunks(int64_t decoding, int64_t& prefill_rows);
+    void propose(Request& r, int64_t guess_budget);
+    void run_pass(size_t first_decode, std::chrono::steady_clock::time_point t_start);
+    std::vector<BatchResult> retire();
     void trim_guesses(int64_t budget, int64_t rows, size_t first);
     void fail(Request& r, ErrorCode code, const std::string& what);
 
@@ -159,9 +167,7 @@ private:
     double decode_seconds_ = 0;
     std::vector<DecodeLevel> decode_levels_; // [max_batch + 1], sized once
     int64_t emitted_this_pass_ = 0;
-    // cost_model: exponentially weighted sums of (rows, seconds) over decoding passes.
-    double fit_n_ = 0, fit_x_ = 0, fit_y_ = 0, fit_xx_ = 0, fit_xy_ = 0;
-    bool pass_cost(double& a, double& b) const;
+    std::unique_ptr<PassCostModel> cost_; // the pass time, for BatchOptions::cost_model
 };
 
 } // namespace rwd::speculate

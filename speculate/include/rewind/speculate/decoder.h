@@ -1,6 +1,7 @@
 // The speculative decoder: guess, verify every guess in one multi-token forward pass of the
 // target, keep the longest prefix the target agrees with plus the target's own next token, and
-// roll the KV cache back to it. Stops exactly where plain decoding stops (shared StopChecker).
+// roll the KV cache back to it. Judges, stops and counts through DecodeState, the core plain
+// and batched decoding share, so it stops exactly where plain decoding stops.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "rewind/context.h"
+#include "rewind/decode_state.h"
 #include "rewind/generate.h"
 #include "rewind/kv_cache.h"
 #include "rewind/sampler.h"
@@ -16,49 +18,23 @@
 
 namespace rwd::speculate {
 
-// How many guesses each pass asks for. Only the pass structure depends on it, never the output.
-enum class KPolicy {
-    Fixed,     // always k
-    Adaptive,  // starts at 1; a pass that accepts all k_cur guesses grows k_cur by 1; a miss
-               // after a accepted guesses sets k_cur to a + 1 (what would have sufficed);
-               // always within [1, k]. Passes where the source ran out of guesses (fewer than
-               // k_cur) leave k_cur alone: they say nothing about acceptance. Deterministic.
-};
-const char* k_policy_name(KPolicy p);
+using rwd::KPolicy;
+using rwd::k_policy_name;
 
 struct SpeculativeOptions {
     GenerateOptions generate;                // max tokens, sampler, stop strings: as plain decoding
     int k = 8;                               // guesses per pass (the ceiling when not Fixed)
     KPolicy k_policy = KPolicy::Fixed;
     VerifyMode verify = VerifyMode::Exact;
-    static constexpr int kMaxK = 255;        // k is also clamped to the context's max_batch - 1
-};
-
-// Per-generation statistics. A "pass" is one target forward pass after the prompt.
-struct SpecStats {
-    int64_t passes = 0;
-    int64_t proposed = 0;       // guesses verified
-    int64_t accepted = 0;       // guesses the target agreed with
-    int64_t emitted = 0;        // tokens output (accepted guesses + the target's own), after stops
-    int64_t empty_passes = 0;   // passes with no guess (the source had none): plain decode steps
-    std::vector<int64_t> proposed_at; // [i]: passes that verified a guess at index i (0 = first)
-    std::vector<int64_t> accepted_at; // [i]: passes that accepted the guess at index i
-    double prompt_seconds = 0;  // prompt prefill (all but the last prompt token)
-    double propose_seconds = 0; // inside the guess source (propose + accept)
-    double verify_seconds = 0;  // target forward passes and the accept/reject decisions
-    double total_seconds = 0;   // the whole call, prompt included
-
-    double acceptance_rate() const { return proposed ? static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0; }
-    double tokens_per_pass() const { return passes ? static_cast<double>(emitted) / static_cast<double>(passes) : 0.0; }
-    double guesses_per_pass() const { return passes ? static_cast<double>(proposed) / static_cast<double>(passes) : 0.0; }
+    static constexpr int kMaxK = DecodeState::kMaxK; // k is also clamped to the context's max_batch - 1
 };
 
 // A multi-line human-readable summary (what `rewind generate --spec` prints to stderr).
-std::string format_stats(const SpecStats& s);
+std::string format_stats(const DecodeStats& s);
 
 // tokens, stop and timings as from generate_plain, plus the speculation statistics.
 struct SpeculativeResult : GenerateResult {
-    SpecStats stats;
+    DecodeStats stats;
 };
 
 // What the decoder reports after each pass (tests check the cache against a replay).
@@ -89,26 +65,18 @@ public:
     const SpeculativeOptions& options() const { return opts_; }
     GuessSource& source() { return source_; }
 
-    // Randomness streams of rejection mode, distinct from the sampler's and the draft's.
-    static constexpr uint64_t kAcceptStream = 0x616363657074ull;   // "accept"
-    static constexpr uint64_t kResidualStream = 0x7265736964ull;   // "resid"
+    // Randomness streams of rejection mode (DecodeState's), distinct from the sampler's and the draft's.
+    static constexpr uint64_t kAcceptStream = DecodeState::kAcceptStream;
+    static constexpr uint64_t kResidualStream = DecodeState::kResidualStream;
 
 private:
-    // Decides the token at position `pos` from logits `row`, given guess index i of the pass
-    // (i == n_guesses: no guess left). Returns true if the guess stands.
-    bool judge(const float* row, int64_t pos, int i, TokenId& out);
-
     Context& ctx_;
     KvCache& cache_;
     GuessSource& source_;
     SpeculativeOptions opts_;
-    Sampler sampler_;
     PassObserver observer_;
-    // Reused across passes and generations: nothing is allocated per token once warm.
-    std::vector<TokenId> tokens_;
-    std::vector<TokenId> batch_;
-    Proposal proposal_;
-    std::vector<float> p_, residual_;
+    DecodeState seq_;   // the verification core, reused across generations
+    Proposal proposal_; // reused: nothing is allocated per token once warm
 };
 
 // One-shot form of SpeculativeDecoder::generate, shaped like generate_plain.

@@ -8,19 +8,15 @@
 #include <string_view>
 #include <vector>
 
+#include "rewind/decode_state.h"
 #include "rewind/sampler.h"
 #include "rewind/tokenizer.h"
 
 namespace rwd::speculate {
 
-// How the decoder judges guesses.
-enum class VerifyMode {
-    Exact,     // a guess stands iff it is the token the target's sampler picks there: output is
-               // bit-identical to plain decoding
-    Rejection, // speculative sampling (accept x with probability min(1, p(x)/q(x))): output has
-               // the target's distribution, not plain decoding's exact tokens
-};
-const char* verify_mode_name(VerifyMode m);
+// How the decoder judges guesses (rewind/decode_state.h).
+using rwd::VerifyMode;
+using rwd::verify_mode_name;
 
 // What a generation starts from, told to the source before its first proposal.
 struct GenerationStart {

@@ -1,0 +1,208 @@
+// DecodeState: the judge-then-commit step every decoder shares (exact verification, speculative
+// sampling, the stop rules, the k controller and the statistics), and the prompt checks.
+#include "rewind/decode_state.h"
+
+#include <algorithm>
+#include <string>
+
+#include "rewind/error.h"
+
+namespace rwd {
+
+const char* verify_mode_name(VerifyMode m) {
+    switch (m) {
+    case VerifyMode::Exact: return "exact";
+    case VerifyMode::Rejection: return "rejection";
+    }
+    return "?";
+}
+
+const char* k_policy_name(KPolicy p) {
+    switch (p) {
+    case KPolicy::Fixed: return "fixed";
+    case KPolicy::Adaptive: return "adaptive";
+    }
+    return "?";
+}
+
+void check_prompt(const Model& model, std::span<const TokenId> prompt, int64_t cached, int64_t capacity,
+                  const char* who) {
+    const auto P = static_cast<int64_t>(prompt.size());
+    if (P == 0) throw Error(std::string(who) + ": the prompt is empty");
+    if (cached >= P)
+        throw Error(ErrorCode::state, std::string(who) + ": the cache already holds " + std::to_string(cached) +
+                                          " positions for a prompt of " + std::to_string(P) +
+                                          " tokens (at least the last prompt token must be run)");
+    if (P > capacity)
+        throw Error(ErrorCode::capacity, std::string(who) + ": the prompt of " + std::to_string(P) +
+                                             " tokens does not fit the KV cache capacity " + std::to_string(capacity));
+    const Tokenizer& tok = model.tokenizer();
+    for (int64_t i = 0; i < P; ++i) {
+        const TokenId id = prompt[static_cast<size_t>(i)];
+        if (!tok.valid(id) || id >= model.n_vocab())
+            throw Error(std::string(who) + ": prompt token " + std::to_string(i) + " has id " + std::to_string(id) +
+                        ", outside the vocabulary");
+    }
+}
+
+namespace {
+constexpr int kAdaptiveStart = 1;
+} // namespace
+
+DecodeState::DecodeState(const Model& model, const GenerateOptions& opts, int64_t capacity, Speculation spec)
+    : model_(model), max_tokens_(opts.max_tokens), capacity_(capacity), spec_(spec),
+      sampler_(opts.sampler, model.n_vocab()), checker_(opts, model.tokenizer(), capacity) {
+    if (spec_.k_max < 0 || spec_.k_max > kMaxK)
+        throw Error("decoding: k must be in [0, " + std::to_string(kMaxK) + "], got " + std::to_string(spec_.k_max));
+    if (spec_.verify != VerifyMode::Exact && spec_.verify != VerifyMode::Rejection)
+        throw Error("decoding: unknown VerifyMode value " + std::to_string(static_cast<int>(spec_.verify)));
+    if (spec_.k_policy != KPolicy::Fixed && spec_.k_policy != KPolicy::Adaptive)
+        throw Error("decoding: unknown KPolicy value " + std::to_string(static_cast<int>(spec_.k_policy)));
+    rows_.reserve(static_cast<size_t>(spec_.k_max) + 1);
+}
+
+void DecodeState::start(std::span<const TokenId> prompt) {
+    tokens_.assign(prompt.begin(), prompt.end());
+    prompt_size_ = prompt.size();
+    const auto P = static_cast<int64_t>(prompt.size());
+    tokens_.reserve(static_cast<size_t>(std::min(P + max_tokens_, capacity_) + spec_.k_max + 1));
+    checker_.reset();
+    done_ = false;
+    stop_ = StopReason::MaxTokens;
+    emitted_ = 0;
+    stats_ = DecodeStats{};
+    stats_.proposed_at.assign(static_cast<size_t>(spec_.k_max), 0);
+    stats_.accepted_at.assign(static_cast<size_t>(spec_.k_max), 0);
+    k_cur_ = spec_.k_policy == KPolicy::Adaptive ? std::min(spec_.k_max, kAdaptiveStart) : spec_.k_max;
+}
+
+bool DecodeState::nothing_to_generate(int64_t prompt_size) {
+    if (max_tokens_ != 0 && prompt_size != capacity_) return false;
+    stop_ = max_tokens_ == 0 ? StopReason::MaxTokens : StopReason::ContextFull;
+    done_ = true;
+    return true;
+}
+
+int DecodeState::room(int64_t pc, int64_t limit) const {
+    if (done_) return 0;
+    const auto generated = static_cast<int64_t>(tokens_.size() - prompt_size_);
+    // Every guess must land on a position inside the cache, and a pass emits at most m + 1.
+    const int64_t r = std::min<int64_t>({k_cur_, capacity_ - 1 - pc, max_tokens_ - generated - 1, limit});
+    return static_cast<int>(std::max<int64_t>(r, 0));
+}
+
+std::span<const TokenId> DecodeState::begin_pass(int64_t pc, std::span<const TokenId> guesses,
+                                                 std::span<const float> probs, int room, std::string_view source) {
+    const auto n_vocab = static_cast<size_t>(model_.n_vocab());
+    if (!probs.empty() && probs.size() != guesses.size() * n_vocab)
+        throw Error(ErrorCode::shape, "decoding: " + std::string(source) + " returned " + std::to_string(probs.size()) +
+                                          " probabilities for " + std::to_string(guesses.size()) + " guesses");
+    size_t m = std::min(guesses.size(), static_cast<size_t>(std::max(room, 0)));
+    const Tokenizer& tok = model_.tokenizer();
+    for (size_t i = 0; i < m; ++i) {
+        const TokenId g = guesses[i];
+        if (!tok.valid(g) || g >= model_.n_vocab()) m = i; // a guess the model cannot run ends the run
+    }
+    pc_ = pc;
+    probs_ = probs;
+    rows_.clear();
+    rows_.push_back(tokens_.back());
+    rows_.insert(rows_.end(), guesses.begin(), guesses.begin() + static_cast<std::ptrdiff_t>(m));
+    return rows_;
+}
+
+void DecodeState::keep_guesses(size_t m) {
+    if (m < guesses()) rows_.resize(m + 1);
+}
+
+void DecodeState::cancel() {
+    if (done_) return;
+    stop_ = StopReason::Cancelled;
+    done_ = true;
+}
+
+bool DecodeState::decide(const float* row, int64_t pos, size_t i, TokenId& out) {
+    const size_t m = guesses();
+    if (i >= m || spec_.verify == VerifyMode::Exact) {
+        out = sampler_.sample(row, pos, tokens_);
+        return i < m && out == rows_[i + 1];
+    }
+    // Speculative sampling: keep guess x with probability min(1, p(x)/q(x)); otherwise draw from
+    // normalise(max(0, p - q)). A source without distributions proposed x with q = one-hot(x).
+    const TokenId x = rows_[i + 1];
+    const auto n_vocab = static_cast<size_t>(model_.n_vocab());
+    sampler_.distribution(row, tokens_, p_);
+    const float* q = probs_.empty() ? nullptr : probs_.data() + i * n_vocab;
+    const double px = p_[static_cast<size_t>(x)];
+    const double qx = q ? q[x] : 1.0;
+    const double u = counter_uniform(sampler_.options().seed, static_cast<uint64_t>(pos), kAcceptStream);
+    if (qx > 0 && u * qx < px) {
+        out = x;
+        return true;
+    }
+    residual_.resize(n_vocab);
+    double total = 0;
+    for (size_t v = 0; v < n_vocab; ++v) {
+        const float qv = q ? q[v] : (v == static_cast<size_t>(x) ? 1.0f : 0.0f);
+        residual_[v] = std::max(0.0f, p_[v] - qv);
+        total += residual_[v];
+    }
+    // p == q up to rounding: acceptance was (nearly) certain, so p itself is the right fallback.
+    out = sampler_.sample_from(total > 0 ? std::span<const float>(residual_) : std::span<const float>(p_), pos,
+                               kResidualStream);
+    return false;
+}
+
+// Records t at `pos`; returns true when the generation ends after it.
+bool DecodeState::push(TokenId t, int64_t pos, const TokenCallback& on_token) {
+    tokens_.push_back(t);
+    const bool stop = checker_.push(t, pos);
+    const bool go_on = on_token ? on_token(t) : true;
+    if (!stop && go_on) return false;
+    stop_ = stop ? checker_.reason() : StopReason::Cancelled;
+    done_ = true;
+    return true;
+}
+
+int DecodeState::judge(std::span<const float> logits, const TokenCallback& on_token) {
+    const auto n_vocab = static_cast<size_t>(model_.n_vocab());
+    const size_t m = guesses();
+    if (logits.size() < (m + 1) * n_vocab)
+        throw Error(ErrorCode::shape, "decoding: " + std::to_string(logits.size()) + " logits for a pass of " +
+                                          std::to_string(m + 1) + " rows");
+    ++stats_.passes;
+    stats_.proposed += static_cast<int64_t>(m);
+    if (m == 0) ++stats_.empty_passes;
+    for (size_t i = 0; i < m; ++i) ++stats_.proposed_at[i];
+    int accepted = 0;
+    emitted_ = 0;
+    for (size_t i = 0; i <= m; ++i) {
+        const auto pos = static_cast<int64_t>(tokens_.size());
+        TokenId t;
+        const bool stands = decide(logits.data() + i * n_vocab, pos, i, t);
+        if (stands) {
+            ++accepted;
+            ++stats_.accepted_at[i];
+        }
+        ++emitted_;
+        if (push(t, pos, on_token) || !stands) break;
+    }
+    stats_.accepted += accepted;
+    stats_.emitted += emitted_;
+    observe_k(static_cast<int>(m), accepted);
+    return accepted;
+}
+
+void DecodeState::commit(KvCache& cache) const {
+    // Keep the emitted tokens but the last (the next pass's pending token): drops the rejected
+    // guesses' K/V and anything computed past a stop.
+    cache.truncate(pc_ + emitted_);
+}
+
+void DecodeState::observe_k(int proposed, int accepted) {
+    if (spec_.k_policy != KPolicy::Adaptive || proposed == 0) return; // no guess: says nothing
+    if (accepted == proposed && proposed >= k_cur_) k_cur_ = std::min(spec_.k_max, k_cur_ + 1);
+    else if (accepted < proposed) k_cur_ = std::clamp(accepted + 1, 1, spec_.k_max);
+}
+
+} // namespace rwd
