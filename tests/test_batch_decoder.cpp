@@ -16,6 +16,8 @@
 #include "rewind/generate.h"
 #include "rewind/model.h"
 #include "rewind/speculate/batch_decoder.h"
+#include "rewind/speculate/decoder.h"
+#include "rewind/speculate/draft_source.h"
 #include "rewind/speculate/ngram_source.h"
 
 using namespace rwd;
@@ -141,6 +143,71 @@ TEST_P(BatchDecoding, EveryRequestEqualsItsOwnPlainDecoding) {
 INSTANTIATE_TEST_SUITE_P(Models, BatchDecoding, ::testing::Values("pycode-4m", "bundled"),
                          [](const auto& info) { return std::string(info.param) == "bundled" ? "q8_0" : "f32"; });
 
+// Rejection-sampling verification in a batch: each request's tokens equal those of the
+// speculative decoder alone with the same source, options and k (both judge through the same
+// core, with randomness keyed by position), for a draft source that reports its distributions
+// and an n-gram source whose guesses are point masses.
+TEST(BatchDecoder, RejectionModeEqualsSpeculativeDecodingAlone) {
+    auto target = load("pycode-4m");
+    auto draft = load("pycode-600k");
+    // Room for every guess of every request in every pass: in rejection mode the tokens drawn
+    // depend on how many guesses a pass verifies, so none may be trimmed for this comparison.
+    Context ctx(target, {.n_threads = 2, .max_batch = 256});
+    Context solo(target, {.n_threads = 1, .max_batch = 256});
+    struct Case {
+        int text;
+        int64_t max_tokens;
+        bool use_draft;
+        int k;
+    };
+    const std::vector<Case> cases = {{0, 40, true, 4}, {2, 30, false, 5}, {3, 35, true, 3}, {5, 25, false, 6}};
+    auto options = [](const Case& c, size_t i) {
+        GenerateOptions g;
+        g.max_tokens = c.max_tokens;
+        g.sampler.temperature = 0.8f;
+        g.sampler.top_k = 40;
+        g.sampler.seed = 7 + i;
+        return g;
+    };
+    auto source = [&](const Case& c, int64_t capacity) -> std::unique_ptr<GuessSource> {
+        if (c.use_draft) return std::make_unique<DraftSource>(draft, *target, capacity);
+        return std::make_unique<NgramSource>();
+    };
+    BatchDecoder dec(ctx, {.prefill_chunk = 256});
+    std::vector<uint64_t> ids;
+    for (size_t i = 0; i < cases.size(); ++i) {
+        BatchRequest r;
+        r.prompt = target->tokenizer().encode(kTexts[cases[i].text]);
+        r.generate = options(cases[i], i);
+        r.source = source(cases[i], static_cast<int64_t>(r.prompt.size()) + cases[i].max_tokens);
+        r.k = cases[i].k;
+        r.verify = VerifyMode::Rejection;
+        ids.push_back(dec.submit(std::move(r)));
+    }
+    std::map<uint64_t, BatchResult> out;
+    while (!dec.idle())
+        for (BatchResult& r : dec.step()) out[r.id] = std::move(r);
+    int64_t accepted = 0;
+    for (size_t i = 0; i < cases.size(); ++i) {
+        const std::vector<TokenId> prompt = target->tokenizer().encode(kTexts[cases[i].text]);
+        const int64_t capacity = static_cast<int64_t>(prompt.size()) + cases[i].max_tokens;
+        KvCache cache(*target, {.capacity = capacity});
+        const auto src = source(cases[i], capacity);
+        SpeculativeOptions so;
+        so.generate = options(cases[i], i);
+        so.k = cases[i].k;
+        so.verify = VerifyMode::Rejection;
+        const SpeculativeResult want = generate_speculative(solo, cache, prompt, *src, so);
+        const BatchResult& got = out.at(ids[i]);
+        EXPECT_FALSE(got.failed) << got.error;
+        EXPECT_EQ(got.tokens, want.tokens) << "request " << i;
+        EXPECT_EQ(got.stop, want.stop) << "request " << i;
+        EXPECT_EQ(got.stats.accepted, want.stats.accepted) << "request " << i;
+        accepted += got.stats.accepted;
+    }
+    EXPECT_GT(accepted, 0) << "no guess stood: the test would not see the judge";
+}
+
 TEST(BatchDecoder, CancelEndsOneRequestOthersGoOn) {
     auto model = load("pycode-4m");
     Context ctx(model, {.n_threads = 1, .max_batch = 64});
@@ -162,7 +229,7 @@ TEST(BatchDecoder, CancelEndsOneRequestOthersGoOn) {
         const GenerateResult want = plain(ctx, *model, specs[i], 100 + i);
         if (i == 1) {
             EXPECT_EQ(r.stop, StopReason::Cancelled);
-            ASSERT_EQ(r.tokens.size(), 3u) << "one token per plain pass, three passes";
+            ASSERT_EQ(r.tokens.size(), 2u) << "the prompt, then one token per plain pass: three passes";
             EXPECT_TRUE(std::equal(r.tokens.begin(), r.tokens.end(), want.tokens.begin()));
         } else {
             EXPECT_NE(r.stop, StopReason::Cancelled);
@@ -553,7 +620,7 @@ TEST(BatchDecoder, CostModelWithAFixedPassCostDecidesDeterministically) {
 }
 
 // The decoding passes are counted by the number of requests they carried, and add up to the
-// totals: four requests admitted together (whole prompts in the first pass) decode four at a
+// totals: four requests admitted together (their prompts in the first pass) decode four at a
 // time until the shortest retires.
 TEST(BatchDecoder, DecodePassesAreCountedByRequestsCarried) {
     auto model = load("pycode-4m");
@@ -567,15 +634,15 @@ TEST(BatchDecoder, DecodePassesAreCountedByRequestsCarried) {
     ASSERT_EQ(emitted, 100);
     const auto lv = dec.decode_levels();
     ASSERT_EQ(lv.size(), 257u);
-    // Pass 1: every prompt and a first token each. Then 9 passes of four (the first request's
-    // other 9 tokens), 10 of three, 10 of two, 10 of one.
-    EXPECT_EQ(dec.decode_passes(), 39);
-    EXPECT_EQ(lv[4].passes, 9);
+    // Pass 1: every prompt but its last token. Then 10 passes of four (the first request's 10
+    // tokens), 10 of three, 10 of two, 10 of one.
+    EXPECT_EQ(dec.decode_passes(), 40);
+    EXPECT_EQ(lv[4].passes, 10);
     EXPECT_EQ(lv[3].passes, 10);
     EXPECT_EQ(lv[2].passes, 10);
     EXPECT_EQ(lv[1].passes, 10);
-    EXPECT_EQ(lv[4].tokens, 36);
-    EXPECT_EQ(lv[4].rows, 36) << "plain decoding: one row per request";
+    EXPECT_EQ(lv[4].tokens, 40);
+    EXPECT_EQ(lv[4].rows, 40) << "plain decoding: one row per request";
     int64_t passes = 0, tokens = 0;
     double seconds = 0;
     for (const DecodeLevel& l : lv) {
@@ -586,5 +653,5 @@ TEST(BatchDecoder, DecodePassesAreCountedByRequestsCarried) {
     EXPECT_EQ(passes, dec.decode_passes());
     EXPECT_EQ(tokens, dec.decode_tokens());
     EXPECT_NEAR(seconds, dec.decode_seconds(), 1e-9 * (1 + dec.decode_seconds()));
-    EXPECT_EQ(tokens, 96);
+    EXPECT_EQ(tokens, 100);
 }

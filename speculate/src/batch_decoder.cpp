@@ -242,23 +242,20 @@ void BatchDecoder::trim_guesses(int64_t budget, int64_t rows, size_t first) {
 
 // Prompt chunks, oldest request first. At most max_batch - decoding rows are left for them, and
 // every active request holds at most one row of max_batch, so a prefilling request always finds
-// one. A chunk that reaches the end of its prompt takes the last prompt token too and yields the
-// request's first token (Logits::Last, no guesses).
+// one. Chunks stop before the last prompt token: that one is the first decoding pass's pending
+// token, verified with the first guesses, exactly as SpeculativeDecoder starts (so rejection
+// mode draws the same tokens batched as alone).
 void BatchDecoder::prefill_chunks(int64_t decoding, int64_t& prefill_rows) {
     int64_t left = std::min(opts_.prefill_chunk, ctx_.options().max_batch - decoding);
     for (auto& rp : active_) {
         Request& r = *rp;
         if (!r.prefilling() || left == 0) continue;
         const int64_t c0 = r.cache.size();
-        const int64_t rest = r.prompt_size() - 1 - c0; // >= 1
-        const bool last = left >= rest + 1;
-        const int64_t n = last ? rest + 1 : std::min(left, rest);
+        const int64_t n = std::min(left, r.prompt_size() - 1 - c0);
         r.m = 0;
-        r.judging = last;
-        // The last chunk's row is judged as a pass of the pending (last prompt) token alone.
-        if (last) r.seq.begin_pass(r.prompt_size() - 1, {}, {}, 0);
+        r.judging = false;
         const auto chunk = std::span<const TokenId>(r.req.prompt).subspan(static_cast<size_t>(c0), static_cast<size_t>(n));
-        items_.push_back(BatchItem{&r.cache, chunk, last ? Logits::Last : Logits::None, {}});
+        items_.push_back(BatchItem{&r.cache, chunk, Logits::None, {}});
         in_pass_.push_back(&r);
         left -= n;
         prefill_rows += n;
@@ -360,7 +357,7 @@ void BatchDecoder::run_pass(size_t first_decode, Clock::time_point t_start) {
         DecodeStats& st = r.seq.stats();
         if (j < first_decode) {
             // A prompt chunk: the prefill time runs until the prompt is in (or it failed).
-            if (r.judging || !r.prefilling()) st.prompt_seconds = seconds_between(r.admitted, t_end);
+            if (!r.prefilling()) st.prompt_seconds = seconds_between(r.admitted, t_end);
         } else {
             st.verify_seconds += verify_seconds;
             st.propose_seconds += propose_seconds;

@@ -33,7 +33,9 @@ struct BatchRequest {
     int k = 8;                             // guesses per pass, [1, SpeculativeOptions::kMaxK]
     KPolicy k_policy = KPolicy::Fixed;
     // Exact: the tokens equal generate_plain's. Rejection: speculative sampling (a draft source
-    // then proposes with its distributions), as SpeculativeDecoder does alone.
+    // then proposes with its distributions), as SpeculativeDecoder does alone; the tokens drawn
+    // depend on how many guesses each pass verifies, so they equal the decoder's alone while no
+    // guess of the request is trimmed (pass_tokens, max_batch, cost_model).
     VerifyMode verify = VerifyMode::Exact;
 };
 
@@ -115,8 +117,9 @@ public:
     // Returns false if no active request has that id.
     bool cancel(uint64_t id);
 
-    // One pass over every active request: the next prompt chunk of those still prefilling (the
-    // chunk that ends a prompt also yields its first token), and for the others propose, verify
+    // One pass over every active request: the next prompt chunk of those still prefilling (all
+    // but the last prompt token, which is verified with the first guesses in the request's
+    // first decoding pass, as SpeculativeDecoder does), and for the others propose, verify
     // all together in one forward_batch, judge, roll each cache back. Returns the requests
     // retired by this step (finished, cancelled or failed), in admission order. A request whose
     // source throws, or whose pass is refused, retires failed with its own error; the others go
