@@ -34,23 +34,24 @@ TokenId id_of_piece(const Tokenizer& tok, const std::string& piece) {
 
 TEST(Session, AppendGenerateAppendGenerateReusesEverything) {
     auto model = bundled();
-    Session s(model, {.context = {.n_threads = 1}, .cache = {.capacity = 256}});
-    s.append_text("def add(a, b):\n");
+    Context sctx(model, {.n_threads = 1});
+    Session s(model, {.capacity = 256});
+    s.append_text(sctx, "def add(a, b):\n");
     const size_t prompt1 = s.tokens().size();
     EXPECT_EQ(s.tokens().front(), model->tokenizer().bos());
-    EXPECT_EQ(s.context().tokens_processed(), prompt1 - 1); // the newest token is held back
-    const GenerateResult g1 = s.generate(greedy(12));
+    EXPECT_EQ(sctx.tokens_processed(), prompt1 - 1); // the newest token is held back
+    const GenerateResult g1 = s.generate(sctx, greedy(12));
     EXPECT_EQ(g1.tokens.size(), 12u);
     EXPECT_EQ(g1.stop, StopReason::MaxTokens);
     EXPECT_EQ(g1.prompt_tokens, 1); // only the held-back token ran for the "prompt"
     EXPECT_EQ(s.tokens().size(), prompt1 + 12);
 
-    s.append_text("\ndef mul(a, b):\n");
+    s.append_text(sctx, "\ndef mul(a, b):\n");
     const std::vector<TokenId> before_second(s.tokens());
-    const GenerateResult g2 = s.generate(greedy(10));
+    const GenerateResult g2 = s.generate(sctx, greedy(10));
     EXPECT_EQ(g2.tokens.size(), 10u);
     // Every token ran exactly once, except the newest (held back).
-    EXPECT_EQ(s.context().tokens_processed(), s.tokens().size() - 1);
+    EXPECT_EQ(sctx.tokens_processed(), s.tokens().size() - 1);
     EXPECT_EQ(static_cast<size_t>(s.cache().size()), s.tokens().size() - 1);
     EXPECT_EQ(s.text().substr(0, 15), "def add(a, b):\n");
 
@@ -70,12 +71,13 @@ TEST(Session, SampledGenerationMatchesPlainToo) {
     o.sampler.temperature = 0.8f;
     o.sampler.top_k = 40;
     o.sampler.seed = 1234;
-    Session s(model, {.context = {}, .cache = {.capacity = 128}});
-    s.append_text("import os\n");
-    s.generate(o);
-    s.append_text("\n");
+    Context sctx(model);
+    Session s(model, {.capacity = 128});
+    s.append_text(sctx, "import os\n");
+    s.generate(sctx, o);
+    s.append_text(sctx, "\n");
     const std::vector<TokenId> prefix(s.tokens());
-    const auto g = s.generate(o);
+    const auto g = s.generate(sctx, o);
     Context ctx(model);
     KvCache cache(*model, {.capacity = 128});
     EXPECT_EQ(generate_plain(ctx, cache, prefix, o).tokens, g.tokens);
@@ -84,11 +86,12 @@ TEST(Session, SampledGenerationMatchesPlainToo) {
 TEST(Session, StopStringsAndCallbacks) {
     auto model = bundled();
     const Tokenizer& tok = model->tokenizer();
-    Session s(model, {.context = {}, .cache = {.capacity = 256}});
-    s.append_text("class A:\n    def f(self):\n        return 1\n\n");
+    Context sctx(model);
+    Session s(model, {.capacity = 256});
+    s.append_text(sctx, "class A:\n    def f(self):\n        return 1\n\n");
     GenerateOptions o = greedy(200);
     o.stop_strings = {"\n"};
-    const auto r = s.generate(o);
+    const auto r = s.generate(sctx, o);
     ASSERT_EQ(r.stop, StopReason::StopString);
     const std::string text = tok.decode(r.tokens);
     // The newline arrives with the last token and nowhere before it.
@@ -97,34 +100,68 @@ TEST(Session, StopStringsAndCallbacks) {
     EXPECT_EQ(text.find('\n'), text.size() - last_piece.size() + last_piece.find('\n'));
 
     int seen = 0;
-    const auto c = s.generate(greedy(50), [&](TokenId) { return ++seen < 3; });
+    const auto c = s.generate(sctx, greedy(50), [&](TokenId) { return ++seen < 3; });
     EXPECT_EQ(c.stop, StopReason::Cancelled);
     EXPECT_EQ(c.tokens.size(), 3u);
-    EXPECT_EQ(s.context().tokens_processed(), s.tokens().size() - 1);
+    EXPECT_EQ(sctx.tokens_processed(), s.tokens().size() - 1);
 }
 
 TEST(Session, ContextFullAndOverflow) {
     auto model = bundled();
-    Session s(model, {.context = {}, .cache = {.capacity = 24}});
-    s.append_text("for i in range(10):\n");
+    Context sctx(model);
+    Session s(model, {.capacity = 24});
+    s.append_text(sctx, "for i in range(10):\n");
     const size_t n = s.tokens().size();
     ASSERT_LT(n, 24u);
-    const auto r = s.generate(greedy(100));
+    const auto r = s.generate(sctx, greedy(100));
     EXPECT_EQ(r.stop, StopReason::ContextFull);
     EXPECT_EQ(s.tokens().size(), 24u); // the sequence exactly fills the cache
     EXPECT_EQ(s.cache().size(), 23);
     // Nothing more fits: appending throws with nothing changed; generating stops at once.
     const std::vector<TokenId> before(s.tokens());
-    EXPECT_THROW(s.append_text("x"), Error);
+    EXPECT_THROW(s.append_text(sctx, "x"), Error);
     EXPECT_EQ(s.tokens(), before);
     EXPECT_EQ(s.cache().size(), 23);
-    const auto again = s.generate(greedy(5));
+    const auto again = s.generate(sctx, greedy(5));
     EXPECT_EQ(again.stop, StopReason::ContextFull);
     EXPECT_TRUE(again.tokens.empty());
-    EXPECT_THROW(s.append_tokens({static_cast<TokenId>(model->n_vocab())}), Error);
+    EXPECT_THROW(s.append_tokens(sctx, std::vector<TokenId>{static_cast<TokenId>(model->n_vocab())}), Error);
 
-    Session empty(model, {.context = {}, .cache = {.capacity = 24}});
-    EXPECT_THROW(empty.generate(greedy(3)), Error);
+    Session empty(model, {.capacity = 24});
+    EXPECT_THROW(empty.generate(sctx, greedy(3)), Error);
+}
+
+// Sessions borrow a context per call: two sessions interleaved on one context each equal a
+// session alone; a session rebuilt from a saved cache and its ids goes on identically; a context
+// of another model and a cache that does not match its ids are refused.
+TEST(Session, SessionsShareOneContextAndResumeFromASavedCache) {
+    auto model = bundled();
+    Context ctx(model);
+    Session a(model, {.capacity = 128}), b(model, {.capacity = 128}), alone(model, {.capacity = 128});
+    a.append_text(ctx, "def add(a, b):\n");
+    b.append_text(ctx, "import sys\n");
+    alone.append_text(ctx, "def add(a, b):\n");
+    const auto ga = a.generate(ctx, greedy(8));
+    b.generate(ctx, greedy(8));
+    const auto gb = a.generate(ctx, greedy(8));
+    alone.generate(ctx, greedy(8));
+    const auto want = alone.generate(ctx, greedy(8));
+    EXPECT_EQ(gb.tokens, want.tokens);
+    EXPECT_TRUE(a.cache().contents_equal(alone.cache()));
+
+    KvCache copy = a.cache().fork();
+    Session resumed(model, std::move(copy), a.tokens());
+    EXPECT_EQ(resumed.generate(ctx, greedy(6)).tokens, a.generate(ctx, greedy(6)).tokens);
+    KvCache short_cache(*model, {.capacity = 128});
+    EXPECT_THROW(Session(model, std::move(short_cache), a.tokens()), Error);
+
+    auto other = Model::load(std::string(REWIND_SHARED_DIR) + "/models/pycode-600k.gguf");
+    Context other_ctx(other);
+    const std::vector<TokenId> before(a.tokens());
+    EXPECT_THROW(a.generate(other_ctx, greedy(3)), Error);
+    EXPECT_THROW(a.append_text(other_ctx, "x"), Error);
+    EXPECT_EQ(a.tokens(), before);
+    (void)ga;
 }
 
 TEST(GeneratePlain, ValidatesAndLeavesCacheUnchanged) {

@@ -527,7 +527,8 @@ TEST_F(Speculative, SessionSpeculatesLosslessly) {
     const size_t cut = item.prompt.find('\n', item.prompt.size() / 2);
     ASSERT_NE(cut, std::string::npos);
     const std::string part1 = item.prompt.substr(0, cut + 1), part2 = item.prompt.substr(cut + 1) + "\n";
-    const SessionOptions sopts{.context = {}, .cache = {.capacity = kCapacity}};
+    const KvCacheOptions sopts{.capacity = kCapacity};
+    Context sctx(target_);
     int64_t accepted = 0; // guesses that stood: the sessions really speculated
     for (const float temp : {0.0f, 0.8f}) {
         GenerateOptions go;
@@ -535,10 +536,10 @@ TEST_F(Speculative, SessionSpeculatesLosslessly) {
         go.sampler.temperature = temp;
         go.sampler.seed = 1234;
         Session plain(target_, sopts);
-        plain.append_text(part1);
-        const GenerateResult p1 = plain.generate(go);
-        plain.append_text(part2);
-        const GenerateResult p2 = plain.generate(go);
+        plain.append_text(sctx, part1);
+        const GenerateResult p1 = plain.generate(sctx, go);
+        plain.append_text(sctx, part2);
+        const GenerateResult p2 = plain.generate(sctx, go);
         for (const std::string kind : {"ngram", "ref", "draft", "auto", "auto-first"}) {
             auto src = make_source(kind, item);
             for (const KPolicy policy : {KPolicy::Fixed, KPolicy::Adaptive}) {
@@ -547,11 +548,11 @@ TEST_F(Speculative, SessionSpeculatesLosslessly) {
                 so.k = 4;
                 so.k_policy = policy;
                 Session s(target_, sopts);
-                s.append_text(part1);
-                const SpeculativeResult r1 = generate_speculative(s, *src, so);
+                s.append_text(sctx, part1);
+                const SpeculativeResult r1 = generate_speculative(sctx, s, *src, so);
                 ASSERT_EQ(r1.tokens, p1.tokens) << kind << " temp " << temp;
-                s.append_text(part2);
-                const SpeculativeResult r2 = generate_speculative(s, *src, so);
+                s.append_text(sctx, part2);
+                const SpeculativeResult r2 = generate_speculative(sctx, s, *src, so);
                 ASSERT_EQ(r2.tokens, p2.tokens) << kind << " temp " << temp;
                 EXPECT_EQ(r2.stop, p2.stop);
                 EXPECT_EQ(r2.prompt_tokens, 1); // the prefix was reused
@@ -569,17 +570,18 @@ TEST_F(Speculative, SessionRefusesBadOptionsWithNothingChanged) {
     NgramSource src;
     SpeculativeOptions so;
     so.generate.max_tokens = 8;
-    Session empty(target_, {.context = {}, .cache = {.capacity = 64}});
-    EXPECT_THROW(generate_speculative(empty, src, so), Error);
-    Session s(target_, {.context = {}, .cache = {.capacity = 64}});
-    s.append_text("def f(x):\n");
+    Context sctx(target_);
+    Session empty(target_, {.capacity = 64});
+    EXPECT_THROW(generate_speculative(sctx, empty, src, so), Error);
+    Session s(target_, {.capacity = 64});
+    s.append_text(sctx, "def f(x):\n");
     const std::vector<TokenId> before(s.tokens());
     const int64_t cached = s.cache().size();
     so.k = 0;
-    EXPECT_THROW(generate_speculative(s, src, so), Error);
+    EXPECT_THROW(generate_speculative(sctx, s, src, so), Error);
     so.k = 4;
     so.generate.sampler.top_p = 0.0f;
-    EXPECT_THROW(generate_speculative(s, src, so), Error);
+    EXPECT_THROW(generate_speculative(sctx, s, src, so), Error);
     EXPECT_EQ(s.tokens(), before);
     EXPECT_EQ(s.cache().size(), cached);
 }

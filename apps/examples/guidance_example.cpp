@@ -30,44 +30,47 @@ int main(int argc, char** argv) {
     const std::string path = argc > 1 ? argv[1] : std::string(REWIND_ASSETS_DIR) + "/pycode-4m-q8_0.gguf";
     try {
         auto model = rwd::Model::load(path);
-        rwd::Session session(model, {.context = {.n_threads = 1}, .cache = {.capacity = 512}});
+        // The context runs the model; sessions borrow it for each call (several may share one).
+        rwd::Context ctx(model, {.n_threads = 1});
+        rwd::Session session(model, {.capacity = 512});
 
         rwd::GenerateOptions opts;
         opts.max_tokens = 40;
         opts.stop_strings = {"\n\n"};
 
         // 1. A prompt, then generation.
-        session.append_text("def read_config(path):\n    \"\"\"");
-        uint64_t before = session.context().tokens_processed();
-        auto r1 = session.generate(opts);
-        show("first generate", r1, session.context(), before);
+        session.append_text(ctx, "def read_config(path):\n    \"\"\"");
+        uint64_t before = ctx.tokens_processed();
+        auto r1 = session.generate(ctx, opts);
+        show("first generate", r1, ctx, before);
 
         // 2. More text of our own, then generation again: only the new tokens are run.
-        before = session.context().tokens_processed();
-        session.append_text("\n\ndef write_config(path, config):\n    ");
-        const uint64_t appended = session.context().tokens_processed() - before;
-        before = session.context().tokens_processed();
-        auto r2 = session.generate(opts);
+        before = ctx.tokens_processed();
+        session.append_text(ctx, "\n\ndef write_config(path, config):\n    ");
+        const uint64_t appended = ctx.tokens_processed() - before;
+        before = ctx.tokens_processed();
+        auto r2 = session.generate(ctx, opts);
         std::printf("[append] ran %llu new tokens\n", static_cast<unsigned long long>(appended));
-        show("second generate", r2, session.context(), before);
+        show("second generate", r2, ctx, before);
 
         std::printf("\n--- session text (%zu tokens, %llu run through the model in all) ---\n%s\n",
-                    session.tokens().size(), static_cast<unsigned long long>(session.context().tokens_processed()),
+                    session.tokens().size(), static_cast<unsigned long long>(ctx.tokens_processed()),
                     session.text().c_str());
 
         // 3. The same steps in a session that speculates: a guess source from the library's
         //    factory, and generate_speculative instead of generate. The text is identical.
-        rwd::Session spec_session(model, {.context = {.n_threads = 1}, .cache = {.capacity = 512}});
+        rwd::Context spec_ctx(model, {.n_threads = 1});
+        rwd::Session spec_session(model, {.capacity = 512});
         rwd::speculate::SourceSpec spec; // ngram: prompt lookup, no documents or draft needed
         auto source = rwd::speculate::make_guess_source(spec, *model, spec_session.cache().capacity());
         rwd::speculate::SpeculativeOptions so;
         so.generate = opts;
         so.k = 4;
         int64_t passes = 0;
-        spec_session.append_text("def read_config(path):\n    \"\"\"");
-        passes += rwd::speculate::generate_speculative(spec_session, *source, so).stats.passes;
-        spec_session.append_text("\n\ndef write_config(path, config):\n    ");
-        passes += rwd::speculate::generate_speculative(spec_session, *source, so).stats.passes;
+        spec_session.append_text(spec_ctx, "def read_config(path):\n    \"\"\"");
+        passes += rwd::speculate::generate_speculative(spec_ctx, spec_session, *source, so).stats.passes;
+        spec_session.append_text(spec_ctx, "\n\ndef write_config(path, config):\n    ");
+        passes += rwd::speculate::generate_speculative(spec_ctx, spec_session, *source, so).stats.passes;
         std::printf("\n[speculative session] same text: %s; %zu generated tokens in %lld forward passes\n",
                     spec_session.tokens() == session.tokens() ? "yes" : "NO",
                     r1.tokens.size() + r2.tokens.size(), static_cast<long long>(passes));

@@ -16,9 +16,11 @@
 #include "rewind/generate.h"
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
+#include "rewind/session.h"
 #include "rewind/speculate/batch_decoder.h"
 #include "rewind/speculate/decoder.h"
 #include "rewind/speculate/source_factory.h"
+#include "rewind/speculate/speculative_session.h"
 #include "rewind/version.h"
 
 struct rewind_model {
@@ -29,12 +31,10 @@ struct rewind_context {
     rwd::Context ctx;
 };
 
-// The sequence and the KV cache of all of it but its newest token (Session's invariant):
-// kv.size() == max(0, tokens.size() - 1).
+// A sequence and the KV cache of all of it but its newest token: a Session, which borrows the
+// caller's context for each call, as the C functions take one.
 struct rewind_cache {
-    std::shared_ptr<const rwd::Model> model;
-    rwd::KvCache kv;
-    std::vector<rwd::TokenId> tokens;
+    rwd::Session session;
 };
 
 // A batch: its own context (BatchDecoder keeps a reference to it for its whole life), the
@@ -130,8 +130,8 @@ rwd::KvCacheOptions cache_options(int64_t capacity, int kv_f16) {
 void check_pair(const rewind_context* ctx, const rewind_cache* cache) {
     need(ctx, "the context");
     need(cache, "the cache");
-    if (!cache->kv.belongs_to(ctx->ctx.model()))
-        throw Error(ErrorCode::state, "the cache belongs to " + cache->model->path() + ", the context runs " +
+    if (!cache->session.cache().belongs_to(ctx->ctx.model()))
+        throw Error(ErrorCode::state, "the cache belongs to " + cache->session.model().path() + ", the context runs " +
                                           ctx->ctx.model().path());
 }
 
@@ -170,11 +170,10 @@ int32_t stop_of(rwd::StopReason r) {
     return REWIND_STOP_MAX_TOKENS;
 }
 
-// The common tail of both generate calls: the output, the sequence, the stats.
-void finish(rewind_cache* cache, const rwd::GenerateResult& r, rewind_token* out, size_t* n_out) {
+// The common tail of both generate calls: the output.
+void finish(const rwd::GenerateResult& r, rewind_token* out, size_t* n_out) {
     std::copy(r.tokens.begin(), r.tokens.end(), out);
     *n_out = r.tokens.size();
-    cache->tokens.insert(cache->tokens.end(), r.tokens.begin(), r.tokens.end());
 }
 
 void fill_stats(rewind_stats* s, const rwd::GenerateResult& r) {
@@ -359,30 +358,26 @@ rewind_status rewind_cache_new(const rewind_model* model, int64_t capacity, int 
         need(out, "out");
         *out = nullptr;
         need(model, "the model");
-        *out = new rewind_cache{model->model, rwd::KvCache(*model->model, cache_options(capacity, kv_f16)), {}};
+        *out = new rewind_cache{rwd::Session(model->model, cache_options(capacity, kv_f16))};
     });
 }
 
 void rewind_cache_free(rewind_cache* cache) { delete cache; }
 
-int64_t rewind_cache_n_tokens(const rewind_cache* c) { return c ? static_cast<int64_t>(c->tokens.size()) : 0; }
-int64_t rewind_cache_capacity(const rewind_cache* c) { return c ? c->kv.capacity() : 0; }
+int64_t rewind_cache_n_tokens(const rewind_cache* c) { return c ? static_cast<int64_t>(c->session.tokens().size()) : 0; }
+int64_t rewind_cache_capacity(const rewind_cache* c) { return c ? c->session.cache().capacity() : 0; }
 
 rewind_status rewind_cache_tokens(const rewind_cache* cache, rewind_token* tokens, size_t capacity, size_t* n) {
     return guarded("rewind_cache_tokens", [&] {
         need(cache, "the cache");
-        copy_out(cache->tokens, tokens, capacity, n);
+        copy_out(cache->session.tokens(), tokens, capacity, n);
     });
 }
 
 rewind_status rewind_cache_truncate(rewind_cache* cache, int64_t n) {
     return guarded("rewind_cache_truncate", [&] {
         need(cache, "the cache");
-        const auto size = static_cast<int64_t>(cache->tokens.size());
-        if (n < 0 || n > size)
-            throw Error(ErrorCode::argument, "cannot keep " + std::to_string(n) + " tokens of " + std::to_string(size));
-        cache->kv.truncate(std::max<int64_t>(n - 1, 0));
-        cache->tokens.resize(static_cast<size_t>(n));
+        cache->session.truncate(n);
     });
 }
 
@@ -390,7 +385,7 @@ rewind_status rewind_cache_save(const rewind_cache* cache, const char* path) {
     return guarded("rewind_cache_save", [&] {
         need(cache, "the cache");
         need(path, "path");
-        cache->kv.save(path);
+        cache->session.cache().save(path);
     });
 }
 
@@ -403,15 +398,12 @@ rewind_status rewind_cache_load(const rewind_model* model, const char* path, int
         need(path, "path");
         if (n_tokens > 0) need(tokens, "tokens");
         rwd::KvCache kv = rwd::KvCache::load(path, *model->model, cache_options(capacity, kv_f16));
-        const auto n = static_cast<int64_t>(n_tokens);
-        if (std::max<int64_t>(n - 1, 0) != kv.size() || n > kv.capacity())
-            throw Error(ErrorCode::state, std::string(path) + ": holds " + std::to_string(kv.size()) +
-                                              " positions, which " + std::to_string(n_tokens) +
-                                              " ids do not match (a sequence of n ids keeps n - 1)");
-        for (size_t i = 0; i < n_tokens; ++i)
-            if (tokens[i] < 0 || tokens[i] >= model->model->n_vocab())
-                throw Error(ErrorCode::argument, "id " + std::to_string(i) + " is outside the vocabulary");
-        *out = new rewind_cache{model->model, std::move(kv), std::vector<rwd::TokenId>(tokens, tokens + n_tokens)};
+        try {
+            *out = new rewind_cache{rwd::Session(model->model, std::move(kv),
+                                                 std::vector<rwd::TokenId>(tokens, tokens + n_tokens))};
+        } catch (const Error& e) {
+            throw Error(e.code(), std::string(path) + ": " + e.what());
+        }
     });
 }
 
@@ -420,24 +412,7 @@ rewind_status rewind_append(rewind_context* ctx, rewind_cache* cache, const rewi
         check_pair(ctx, cache);
         if (n_tokens == 0) return;
         need(tokens, "tokens");
-        const int64_t n_vocab = cache->model->n_vocab();
-        for (size_t i = 0; i < n_tokens; ++i)
-            if (tokens[i] < 0 || tokens[i] >= n_vocab)
-                throw Error(ErrorCode::argument, "token " + std::to_string(i) + " has id " + std::to_string(tokens[i]) +
-                                                     ", outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
-        const auto total = static_cast<int64_t>(cache->tokens.size() + n_tokens);
-        if (total > cache->kv.capacity())
-            throw Error(ErrorCode::capacity, std::to_string(n_tokens) + " more tokens after " +
-                                                 std::to_string(cache->tokens.size()) + " exceed the cache capacity " +
-                                                 std::to_string(cache->kv.capacity()));
-        // Run the held-back token and all new ones but the last, which is held back now.
-        std::vector<rwd::TokenId> run;
-        run.reserve(n_tokens);
-        if (!cache->tokens.empty()) run.push_back(cache->tokens.back());
-        run.insert(run.end(), tokens, tokens + n_tokens - 1);
-        cache->tokens.reserve(static_cast<size_t>(total));
-        if (!run.empty()) ctx->ctx.forward(cache->kv, run, rwd::Logits::None);
-        cache->tokens.insert(cache->tokens.end(), tokens, tokens + n_tokens);
+        cache->session.append_tokens(ctx->ctx, std::span<const rwd::TokenId>(tokens, n_tokens));
     });
 }
 
@@ -465,10 +440,8 @@ rewind_status rewind_generate(rewind_context* ctx, rewind_cache* cache, const re
         need(n_out, "n_out");
         const rwd::GenerateOptions g = generate_options(opts, out_capacity);
         if (g.max_tokens > 0) need(out_tokens, "out_tokens");
-        if (cache->tokens.empty()) throw Error(ErrorCode::state, "the cache holds no tokens (append a prompt first)");
-        cache->tokens.reserve(cache->tokens.size() + static_cast<size_t>(g.max_tokens));
-        const rwd::GenerateResult r = rwd::generate_plain(ctx->ctx, cache->kv, cache->tokens, g);
-        finish(cache, r, out_tokens, n_out);
+        const rwd::GenerateResult r = cache->session.generate(ctx->ctx, g);
+        finish(r, out_tokens, n_out);
         if (stats) fill_stats(stats, r);
     });
 }
@@ -499,13 +472,13 @@ rewind_status rewind_generate_speculative(rewind_context* ctx, rewind_cache* cac
         if (so.generate.max_tokens > 0) need(out_tokens, "out_tokens");
         so.k = spec->k;
         so.k_policy = spec->adaptive ? sp::KPolicy::Adaptive : sp::KPolicy::Fixed;
-        const sp::SourceSpec ss = source_spec(spec, cache->kv.type());
-        if (cache->tokens.empty()) throw Error(ErrorCode::state, "the cache holds no tokens (append a prompt first)");
-        auto source = sp::make_guess_source(ss, ctx->ctx.model(), cache->kv.capacity());
-        sp::SpeculativeDecoder dec(ctx->ctx, cache->kv, *source, so);
-        cache->tokens.reserve(cache->tokens.size() + static_cast<size_t>(so.generate.max_tokens));
-        const sp::SpeculativeResult r = dec.generate(cache->tokens);
-        finish(cache, r, out_tokens, n_out);
+        const rwd::KvCache& kv = cache->session.cache();
+        const sp::SourceSpec ss = source_spec(spec, kv.type());
+        if (cache->session.tokens().empty())
+            throw Error(ErrorCode::state, "the cache holds no tokens (append a prompt first)");
+        auto source = sp::make_guess_source(ss, ctx->ctx.model(), kv.capacity());
+        const sp::SpeculativeResult r = sp::generate_speculative(ctx->ctx, cache->session, *source, so);
+        finish(r, out_tokens, n_out);
         if (stats) {
             fill_stats(stats, r);
             stats->passes = r.stats.passes;

@@ -65,7 +65,9 @@ void DecodeState::start(std::span<const TokenId> prompt) {
     tokens_.assign(prompt.begin(), prompt.end());
     prompt_size_ = prompt.size();
     const auto P = static_cast<int64_t>(prompt.size());
-    tokens_.reserve(static_cast<size_t>(std::min(P + max_tokens_, capacity_) + spec_.k_max + 1));
+    // (Written so that a huge max_tokens, e.g. INT64_MAX from the C API, cannot overflow.)
+    const int64_t reach = max_tokens_ >= capacity_ - P ? capacity_ : P + max_tokens_;
+    tokens_.reserve(static_cast<size_t>(std::max(reach, P) + spec_.k_max + 1));
     checker_.reset();
     done_ = false;
     stop_ = StopReason::MaxTokens;

@@ -2,23 +2,55 @@
 // exactly once. Invariant: the cache holds tokens_ minus the newest token (held back).
 #include "rewind/session.h"
 
+#include <algorithm>
 #include <string>
 
 #include "rewind/error.h"
 
 namespace rwd {
 
-Session::Session(std::shared_ptr<const Model> model, SessionOptions opts)
-    : ctx_(model, opts.context), cache_(ctx_.model(), opts.cache) {}
+namespace {
+const Model& model_of(const std::shared_ptr<const Model>& m) {
+    if (!m) throw Error("session: no model");
+    return *m;
+}
+} // namespace
 
-void Session::append_text(std::string_view text) {
-    const AddBos bos = tokens_.empty() ? AddBos::Default : AddBos::No;
-    append_tokens(ctx_.model().tokenizer().encode(text, bos, SpecialTokens::AsText));
+Session::Session(std::shared_ptr<const Model> model, KvCacheOptions cache)
+    : model_(std::move(model)), cache_(model_of(model_), cache) {}
+
+Session::Session(std::shared_ptr<const Model> model, KvCache kv, std::vector<TokenId> ids)
+    : model_(std::move(model)), cache_(std::move(kv)), tokens_(std::move(ids)) {
+    const Model& m = model_of(model_);
+    const KvCache& cache = cache_;
+    const std::vector<TokenId>& tokens = tokens_;
+    const auto n = static_cast<int64_t>(tokens.size());
+    if (!cache.belongs_to(m))
+        throw Error(ErrorCode::state, "session: the KV cache belongs to another model than " + m.path());
+    if (std::max<int64_t>(n - 1, 0) != cache.size() || n > cache.capacity())
+        throw Error(ErrorCode::state, "session: the KV cache holds " + std::to_string(cache.size()) + " positions, which " +
+                                          std::to_string(n) + " ids do not match (a sequence of n ids keeps n - 1)");
+    for (size_t i = 0; i < tokens.size(); ++i)
+        if (tokens[i] < 0 || tokens[i] >= m.n_vocab())
+            throw Error("session: id " + std::to_string(i) + " is outside the vocabulary");
 }
 
-void Session::append_tokens(const std::vector<TokenId>& tokens) {
+void Session::check_context(const Context& ctx, const char* fn) const {
+    if (!cache_.belongs_to(ctx.model()))
+        throw Error(ErrorCode::state, std::string("session: ") + fn + ": the context runs " + ctx.model().path() +
+                                          ", the session belongs to " + model_->path());
+}
+
+void Session::append_text(Context& ctx, std::string_view text) {
+    const AddBos bos = tokens_.empty() ? AddBos::Default : AddBos::No;
+    const std::vector<TokenId> ids = model_->tokenizer().encode(text, bos, SpecialTokens::AsText);
+    append_tokens(ctx, ids);
+}
+
+void Session::append_tokens(Context& ctx, std::span<const TokenId> tokens) {
+    check_context(ctx, "append");
     if (tokens.empty()) return;
-    const int64_t n_vocab = ctx_.model().n_vocab();
+    const int64_t n_vocab = model_->n_vocab();
     for (size_t i = 0; i < tokens.size(); ++i) {
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
             throw Error("session: appended token " + std::to_string(i) + " has id " + std::to_string(tokens[i]) +
@@ -34,7 +66,8 @@ void Session::append_tokens(const std::vector<TokenId>& tokens) {
     run.reserve(tokens.size());
     if (!tokens_.empty()) run.push_back(tokens_.back());
     run.insert(run.end(), tokens.begin(), tokens.end() - 1);
-    if (!run.empty()) ctx_.forward(cache_, run, Logits::None);
+    tokens_.reserve(static_cast<size_t>(total));
+    if (!run.empty()) ctx.forward(cache_, run, Logits::None);
     tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
 }
 
@@ -54,18 +87,27 @@ private:
 
 } // namespace
 
-GenerateResult Session::generate(const GenerateOptions& opts, const TokenCallback& on_token) {
+GenerateResult Session::generate(Context& ctx, const GenerateOptions& opts, const TokenCallback& on_token) {
     PlainContinuation plain(opts);
-    return generate(plain, on_token);
+    return generate(ctx, plain, on_token);
 }
 
-GenerateResult Session::generate(Continuation& how, const TokenCallback& on_token) {
+GenerateResult Session::generate(Context& ctx, Continuation& how, const TokenCallback& on_token) {
     if (tokens_.empty()) throw Error(ErrorCode::state, "session: nothing to generate from (append a prompt first)");
-    GenerateResult r = how.continue_tokens(ctx_, cache_, tokens_, on_token);
+    check_context(ctx, "generate");
+    GenerateResult r = how.continue_tokens(ctx, cache_, tokens_, on_token);
     tokens_.insert(tokens_.end(), r.tokens.begin(), r.tokens.end());
     return r;
 }
 
-std::string Session::text() const { return ctx_.model().tokenizer().decode(tokens_); }
+void Session::truncate(int64_t n) {
+    const auto size = static_cast<int64_t>(tokens_.size());
+    if (n < 0 || n > size)
+        throw Error("session: cannot keep " + std::to_string(n) + " of " + std::to_string(size) + " tokens");
+    cache_.truncate(std::max<int64_t>(n - 1, 0));
+    tokens_.resize(static_cast<size_t>(n));
+}
+
+std::string Session::text() const { return model_->tokenizer().decode(tokens_); }
 
 } // namespace rwd

@@ -167,10 +167,12 @@ const BatchResult* BatchDecoder::progress(uint64_t id) const {
 
 bool BatchDecoder::cancel(uint64_t id) {
     for (auto& r : active_) {
-        if (r->id == id && !r->done()) {
-            r->seq.cancel(); // takes effect before its next pass
-            return true;
-        }
+        if (r->id != id) continue;
+        // Asking again before the next step() retires it is harmless.
+        const bool cancelled = !r->failed && r->seq.done() && r->seq.stop() == StopReason::Cancelled;
+        if (r->done() && !cancelled) return false;
+        r->seq.cancel(); // no further pass: it retires at the next step()
+        return true;
     }
     return false;
 }

@@ -25,10 +25,10 @@ private:
 
 } // namespace
 
-SpeculativeResult generate_speculative(Session& session, GuessSource& source, const SpeculativeOptions& opts,
-                                       const TokenCallback& on_token) {
+SpeculativeResult generate_speculative(Context& target, Session& session, GuessSource& source,
+                                       const SpeculativeOptions& opts, const TokenCallback& on_token) {
     SpeculativeContinuation how(source, opts);
-    session.generate(how, on_token);
+    session.generate(target, how, on_token);
     return std::move(how.result);
 }
 

@@ -114,7 +114,7 @@ public:
     uint64_t submit(BatchRequest req);
 
     // Ends request `id` before the next pass (its tokens so far are kept, stop = Cancelled).
-    // Returns false if no active request has that id.
+    // Returns false if no active request has that id or it has already finished otherwise.
     bool cancel(uint64_t id);
 
     // One pass over every active request: the next prompt chunk of those still prefilling (all

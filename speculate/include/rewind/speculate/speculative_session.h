@@ -16,14 +16,14 @@
 
 namespace rwd::speculate {
 
-// Generates from the session's current state with `source` guessing and `opts` (sampling, max
-// tokens and stops in opts.generate, exactly as Session::generate takes them); the generated
-// tokens become part of the session, as with Session::generate. The source is reset to the whole
+// Generates from the session's current state on `target` with `source` guessing and `opts`
+// (sampling, max tokens and stops in opts.generate, exactly as Session::generate takes them); the
+// generated tokens become part of the session, as with Session::generate. The source is reset to the whole
 // session text as its prompt (a draft model keeps the prefix its cache shares with it, so it runs
 // only what was appended since). `source` may be used again for later calls, on this session or
 // another. Throws rwd::Error, with the session unchanged, if the session is empty or the options
 // are invalid (see SpeculativeDecoder).
-SpeculativeResult generate_speculative(Session& session, GuessSource& source, const SpeculativeOptions& opts,
-                                       const TokenCallback& on_token = {});
+SpeculativeResult generate_speculative(Context& target, Session& session, GuessSource& source,
+                                       const SpeculativeOptions& opts, const TokenCallback& on_token = {});
 
 } // namespace rwd::speculate
