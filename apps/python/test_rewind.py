@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tests of apps/python/rewind.py (ctest runs them with Debian's python3): speculative output
 equals plain decoding, errors carry their status, a cache saved and loaded continues exactly,
-batched requests each equal their own decoding, and the README's batch example is
+batched requests each equal their own decoding, and docs/c-and-python.md's batch example is
 batch_example.py."""
 import os
 import sys
@@ -147,17 +147,17 @@ class RewindTest(unittest.TestCase):
         self.assertEqual(e.exception.status, "capacity")
         self.assertEqual((len(tiny), tiny.kv_bytes), (0, 0))
 
-    def test_readme_batch_example_is_batch_example_py(self):
+    def test_docs_batch_example_is_batch_example_py(self):
         here = os.path.dirname(os.path.abspath(__file__))
-        with open(os.path.join(here, "..", "..", "README.md")) as f:
-            readme = f.read()
+        with open(os.path.join(here, "..", "..", "docs", "c-and-python.md")) as f:
+            doc = f.read()
         marker = "<!-- the file apps/python/batch_example.py"
-        self.assertIn(marker, readme)
-        block = readme[readme.index(marker):]
+        self.assertIn(marker, doc)
+        block = doc[doc.index(marker):]
         block = block[block.index("```python\n") + len("```python\n"):]
         block = block[: block.index("```\n")]
         with open(os.path.join(here, "batch_example.py")) as f:
-            self.assertEqual(block, f.read(), "README.md's batch example differs from apps/python/batch_example.py")
+            self.assertEqual(block, f.read(), "docs/c-and-python.md's batch example differs from apps/python/batch_example.py")
 
 
 if __name__ == "__main__":

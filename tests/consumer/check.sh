@@ -82,13 +82,13 @@ else
   echo "(no python3: the module is installed but not run)"
 fi
 
-# The README shows this example verbatim: keep them equal.
-readme=$here/../../README.md
+# docs/library.md shows this example verbatim: keep them equal.
+doc=$here/../../docs/library.md
 awk '/<!-- the file tests\/consumer\/rewind_example.cpp/ {on = 1; next} on && /^```cpp$/ {inside = 1; next}
-     inside && /^```$/ {exit} inside {print}' "$readme" >"$tmp/readme_example.cpp"
-if ! cmp -s "$tmp/readme_example.cpp" "$here/rewind_example.cpp"; then
-  echo "check.sh: the README's example differs from tests/consumer/rewind_example.cpp" >&2
-  diff "$tmp/readme_example.cpp" "$here/rewind_example.cpp" >&2 || true
+     inside && /^```$/ {exit} inside {print}' "$doc" >"$tmp/doc_example.cpp"
+if ! cmp -s "$tmp/doc_example.cpp" "$here/rewind_example.cpp"; then
+  echo "check.sh: docs/library.md's example differs from tests/consumer/rewind_example.cpp" >&2
+  diff "$tmp/doc_example.cpp" "$here/rewind_example.cpp" >&2 || true
   exit 1
 fi
-echo "== the README's example is tests/consumer/rewind_example.cpp"
+echo "== docs/library.md's example is tests/consumer/rewind_example.cpp"
