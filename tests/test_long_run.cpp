@@ -67,12 +67,14 @@ TEST(LongRun, HundredThousandSpeculativeTokensEqualPlainWithFlatMemorySlow) {
     GenerateOptions g;
     g.stop_at_eog = false;
     g.max_tokens = n_ctx - 64; // each segment fills the context from a 32-token prompt
-    speculate::SpeculativeDecoder decoder(ctx, spec_cache, source, speculate::SpeculativeOptions{.generate = g, .k = 4});
     int64_t passes = 0, rollbacks = 0;
-    decoder.set_pass_observer([&](const speculate::PassReport& r) {
+    speculate::SpeculativeOptions so;
+    so.generate = g;
+    so.k = 4;
+    so.on_pass = [&](const speculate::PassReport& r) {
         ++passes;
         rollbacks += r.accepted < r.proposed;
-    });
+    };
 
     // Segments: each prompt is the last 32 tokens of the previous segment's output, so the text
     // keeps going while every segment fits the context.
@@ -85,7 +87,7 @@ TEST(LongRun, HundredThousandSpeculativeTokensEqualPlainWithFlatMemorySlow) {
         plain_cache.truncate(0);
         spec_cache.truncate(0);
         const auto plain = generate_plain(ctx, plain_cache, prompt, g);
-        const auto spec = decoder.generate(prompt);
+        const auto spec = speculate::generate_speculative(ctx, spec_cache, prompt, source, so);
         ASSERT_EQ(spec.tokens, plain.tokens) << "segment " << segments << " after " << generated << " tokens";
         ASSERT_FALSE(plain.tokens.empty());
         generated += static_cast<int64_t>(plain.tokens.size());

@@ -237,19 +237,18 @@ TEST_F(Speculative, RollbackLeavesTheCacheAsAReplayWould) {
         so.generate.sampler.temperature = 0.8f;
         so.generate.sampler.seed = 7;
         so.k = 8;
-        SpeculativeDecoder dec(ctx, cache, *src, so);
         // Emitted tokens are final, so the replay only ever grows: feed it the new ones singly.
         KvCache replay(*target_, {kCapacity});
         int passes = 0, partial = 0;
-        dec.set_pass_observer([&](const PassReport& r) {
+        so.on_pass = [&](const PassReport& r) {
             ++passes;
             if (r.accepted < r.proposed) ++partial;
             ASSERT_EQ(r.cache.size(), static_cast<int64_t>(r.tokens.size()) - 1);
             for (auto i = static_cast<size_t>(replay.size()); i + 1 < r.tokens.size(); ++i)
                 replay_ctx.forward(replay, r.tokens.subspan(i, 1), Logits::Last);
             ASSERT_TRUE(r.cache.contents_equal(replay)) << kind << " pass " << passes;
-        });
-        const auto res = dec.generate(prompt);
+        };
+        const auto res = generate_speculative(ctx, cache, prompt, *src, so);
         EXPECT_GT(passes, 1);
         EXPECT_GT(partial, 0) << kind << ": no pass rejected a guess, the rollback went untested";
         EXPECT_EQ(res.stats.passes, passes);
@@ -358,7 +357,7 @@ TEST_F(Speculative, ReusesACachedPromptPrefixAndHandlesEdgeCases) {
     const auto other = Model::load(kShared + "/models/pycode-600k.gguf");
     KvCache foreign(*other, {kCapacity});
     so.k = 4;
-    EXPECT_THROW(SpeculativeDecoder(ctx, foreign, src, so), rwd::Error);
+    EXPECT_THROW(generate_speculative(ctx, foreign, prompt, src, so), rwd::Error);
     // llama.cpp's numerics change with the pass size: refused, the cache untouched.
     Context llama_like(target_, {.n_threads = 1, .max_batch = 64, .numerics = Numerics::LlamaCpp});
     sc.truncate(0);

@@ -236,18 +236,19 @@ int run_generate(const GenerateFlags& f) {
     so.verify = f.verify == "rejection" ? speculate::VerifyMode::Rejection : speculate::VerifyMode::Exact;
     if (!source && (f.adaptive || f.verify != "exact"))
         throw Error("generate: --adaptive and --verify need --spec");
-    // Built before any output, so bad speculation options fail cleanly.
-    std::optional<speculate::SpeculativeDecoder> spec;
-    if (source) spec.emplace(ctx, cache, *source, so);
-
-    // Generated text, complete UTF-8 only: a continuation, so no leading-space rule.
+    // Generated text, complete UTF-8 only: a continuation, so no leading-space rule. The prompt
+    // is echoed with the first token, so that options the decoder refuses fail before any output.
     Utf8StreamDecoder decoder(tok, /*at_text_start=*/false);
     std::string text;
-    if (!f.json) {
+    bool echoed = f.json;
+    auto echo_prompt = [&] {
+        if (echoed) return;
+        echoed = true;
         std::fwrite(prompt.data(), 1, prompt.size(), stdout);
         std::fflush(stdout);
-    }
+    };
     const TokenCallback on_token = [&](TokenId id) {
+        echo_prompt();
         const std::string piece = decoder.push(id);
         text += piece;
         if (!f.json && !piece.empty()) {
@@ -259,12 +260,13 @@ int run_generate(const GenerateFlags& f) {
     DecodeStats stats;
     GenerateResult r;
     if (source) {
-        speculate::SpeculativeResult sr = spec->generate(prompt_ids, on_token);
+        speculate::SpeculativeResult sr = speculate::generate_speculative(ctx, cache, prompt_ids, *source, so, on_token);
         stats = std::move(sr.stats);
         r = std::move(sr);
     } else {
         r = generate_plain(ctx, cache, prompt_ids, opts, on_token);
     }
+    echo_prompt(); // when nothing was generated
     const std::string rest = decoder.flush();
     text += rest;
     const auto n_gen = static_cast<int64_t>(r.tokens.size());

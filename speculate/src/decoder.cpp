@@ -1,4 +1,4 @@
-// SpeculativeDecoder: propose -> one forward pass over [pending token, guesses] -> DecodeState
+// generate_speculative: propose -> one forward pass over [pending token, guesses] -> DecodeState
 // judges the rows in order and rolls the cache back to the emitted prefix.
 #include "rewind/speculate/decoder.h"
 
@@ -41,6 +41,22 @@ std::string format_stats(const DecodeStats& s) {
 
 namespace {
 
+// One speculative generation over a target context and cache (generate_speculative's body).
+class SpeculativeDecoder {
+public:
+    // Keeps references to target, cache and source; all must outlive the decoder.
+    SpeculativeDecoder(Context& target, KvCache& cache, GuessSource& source, const SpeculativeOptions& opts);
+    SpeculativeResult generate(const std::vector<TokenId>& prompt, const TokenCallback& on_token);
+
+private:
+    Context& ctx_;
+    KvCache& cache_;
+    GuessSource& source_;
+    const SpeculativeOptions& opts_;
+    DecodeState seq_;   // the verification core
+    Proposal proposal_; // reused: nothing is allocated per token once warm
+};
+
 // The decoder's guesses per pass: k, but never more than a pass of max_batch rows can verify.
 Speculation speculation_of(const SpeculativeOptions& o, const Context& target) {
     if (o.k < 1 || o.k > SpeculativeOptions::kMaxK)
@@ -50,10 +66,9 @@ Speculation speculation_of(const SpeculativeOptions& o, const Context& target) {
     return Speculation{.k_max = std::max(k_max, 0), .k_policy = o.k_policy, .verify = o.verify};
 }
 
-} // namespace
-
-SpeculativeDecoder::SpeculativeDecoder(Context& target, KvCache& cache, GuessSource& source, SpeculativeOptions opts)
-    : ctx_(target), cache_(cache), source_(source), opts_(std::move(opts)),
+SpeculativeDecoder::SpeculativeDecoder(Context& target, KvCache& cache, GuessSource& source,
+                                       const SpeculativeOptions& opts)
+    : ctx_(target), cache_(cache), source_(source), opts_(opts),
       seq_(target.model(), opts_.generate, cache.capacity(), speculation_of(opts_, target)) {
     if (!cache_.belongs_to(target.model()))
         throw Error(ErrorCode::state, "speculative decoding: the KV cache was built for another model");
@@ -112,8 +127,8 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& promp
             source_.accept(seq_.tokens());
             st.propose_seconds += seconds_since(t);
         }
-        if (observer_)
-            observer_(PassReport{cache_, seq_.tokens(), static_cast<int>(seq_.guesses()), accepted, room});
+        if (opts_.on_pass)
+            opts_.on_pass(PassReport{cache_, seq_.tokens(), static_cast<int>(seq_.guesses()), accepted, room});
     }
     res.tokens.assign(seq_.generated().begin(), seq_.generated().end());
     res.stop = seq_.stop();
@@ -122,6 +137,8 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& promp
     res.stats = st;
     return res;
 }
+
+} // namespace
 
 SpeculativeResult generate_speculative(Context& target, KvCache& cache, const std::vector<TokenId>& prompt,
                                        GuessSource& source, const SpeculativeOptions& opts,

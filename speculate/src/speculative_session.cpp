@@ -1,4 +1,4 @@
-// generate_speculative(Session&): a SpeculativeDecoder over the session's own context and cache,
+// generate_speculative(Context&, Session&): generate_speculative over the session's own cache,
 // plugged into Session::generate through rwd::Continuation.
 #include "rewind/speculate/speculative_session.h"
 
@@ -11,8 +11,7 @@ public:
 
     GenerateResult continue_tokens(Context& ctx, KvCache& cache, const std::vector<TokenId>& tokens,
                                    const TokenCallback& on_token) override {
-        SpeculativeDecoder dec(ctx, cache, source_, opts_); // validates before anything runs
-        result = dec.generate(tokens, on_token);
+        result = generate_speculative(ctx, cache, tokens, source_, opts_, on_token); // validates first
         return result;
     }
 

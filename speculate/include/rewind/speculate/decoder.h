@@ -21,11 +21,22 @@ namespace rwd::speculate {
 using rwd::KPolicy;
 using rwd::k_policy_name;
 
+// What the decoder reports after each pass (tests check the cache against a replay).
+struct PassReport {
+    const KvCache& cache;                // holds tokens[0, tokens.size() - 1)
+    std::span<const TokenId> tokens;     // prompt + everything emitted so far
+    int proposed = 0;
+    int accepted = 0;
+    int k = 0;                           // the k asked of the source this pass
+};
+using PassObserver = std::function<void(const PassReport&)>;
+
 struct SpeculativeOptions {
     GenerateOptions generate;                // max tokens, sampler, stop strings: as plain decoding
     int k = 8;                               // guesses per pass (the ceiling when not Fixed)
     KPolicy k_policy = KPolicy::Fixed;
     VerifyMode verify = VerifyMode::Exact;
+    PassObserver on_pass{};                  // optional: called after each pass (tests, tracing)
     static constexpr int kMaxK = DecodeState::kMaxK; // k is also clamped to the context's max_batch - 1
 };
 
@@ -37,49 +48,16 @@ struct SpeculativeResult : GenerateResult {
     DecodeStats stats;
 };
 
-// What the decoder reports after each pass (tests check the cache against a replay).
-struct PassReport {
-    const KvCache& cache;                // holds tokens[0, tokens.size() - 1)
-    std::span<const TokenId> tokens;     // prompt + everything emitted so far
-    int proposed = 0;
-    int accepted = 0;
-    int k = 0;                           // the k asked of the source this pass
-};
-using PassObserver = std::function<void(const PassReport&)>;
 
-class SpeculativeDecoder {
-public:
-    // Keeps references to target, cache and source; all must outlive the decoder. Throws
-    // rwd::Error if k is outside [1, kMaxK] or the sampler options are invalid (argument), or
-    // the cache belongs to another model or the target context does not use Numerics::Exact
-    // (state). generate() throws as generate_plain does, and (shape) if the source returns
-    // probabilities that do not match its guesses.
-    SpeculativeDecoder(Context& target, KvCache& cache, GuessSource& source, SpeculativeOptions opts);
-
-    // Same contract as generate_plain: the cache holds exactly prompt[0, cache.size()) with
-    // cache.size() < prompt.size(); afterwards it holds the prompt and every emitted token but
-    // the last. Exact mode: the tokens equal generate_plain's with opts.generate.
-    SpeculativeResult generate(const std::vector<TokenId>& prompt, const TokenCallback& on_token = {});
-
-    void set_pass_observer(PassObserver obs) { observer_ = std::move(obs); }
-    const SpeculativeOptions& options() const { return opts_; }
-    GuessSource& source() { return source_; }
-
-    // Randomness streams of rejection mode (DecodeState's), distinct from the sampler's and the draft's.
-    static constexpr uint64_t kAcceptStream = DecodeState::kAcceptStream;
-    static constexpr uint64_t kResidualStream = DecodeState::kResidualStream;
-
-private:
-    Context& ctx_;
-    KvCache& cache_;
-    GuessSource& source_;
-    SpeculativeOptions opts_;
-    PassObserver observer_;
-    DecodeState seq_;   // the verification core, reused across generations
-    Proposal proposal_; // reused: nothing is allocated per token once warm
-};
-
-// One-shot form of SpeculativeDecoder::generate, shaped like generate_plain.
+// Speculative generation on a context and cache: guess, verify every guess in one pass, keep the
+// longest agreed prefix plus the target's own token, roll the cache back. Same contract as
+// generate_plain: the cache holds exactly prompt[0, cache.size()) with cache.size() <
+// prompt.size(); afterwards it holds the prompt and every emitted token but the last. Exact
+// mode: the tokens equal generate_plain's with opts.generate. `source` is reset to the prompt.
+// Throws rwd::Error before anything runs as generate_plain does, and if k is outside [1, kMaxK]
+// or the sampler options are invalid (argument), the cache belongs to another model or the
+// target does not use Numerics::Exact (state); while running (shape) if the source returns
+// probabilities that do not match its guesses. (The session form is in speculative_session.h.)
 SpeculativeResult generate_speculative(Context& target, KvCache& cache, const std::vector<TokenId>& prompt,
                                        GuessSource& source, const SpeculativeOptions& opts,
                                        const TokenCallback& on_token = {});

@@ -1,6 +1,6 @@
 // The one interface every guesser implements: given the tokens so far, propose the next few.
 // The decoder verifies guesses against the target, so a source can be wrong but never unsafe.
-// Threads: a guess source (and a SpeculativeDecoder) keeps state between calls and belongs to
+// Threads: a guess source keeps state between calls and belongs to
 // one thread at a time; sources of different threads may share one (immutable) Model.
 #pragma once
 #include <cstdint>
