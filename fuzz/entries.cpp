@@ -121,7 +121,7 @@ void gguf(std::span<const uint8_t> data) {
     }
     std::shared_ptr<const Model> model;
     try {
-        model = Model::load_from_memory("fuzz.gguf", data);
+        model = Model::load_from_memory(std::as_bytes(data), "fuzz.gguf");
     } catch (const Error&) {
         return;
     }

@@ -350,8 +350,7 @@ TEST(ForwardHotPath, AttentionScratchFollowsTheCacheNotTheClaimedContext) {
     gguf_test::Builder b = gguf_test::Builder::load(gguf_test::model_path("pycode-600k.gguf"));
     b.set("llama.context_length", gguf_test::U32, gguf_test::raw<uint32_t>(0x7fffffffu));
     const std::string bytes = b.serialize();
-    const auto huge = Model::load_from_memory(
-        "huge-context.gguf", std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+    const auto huge = Model::load_from_memory(std::as_bytes(std::span(bytes.data(), bytes.size())), "huge-context.gguf");
     ASSERT_EQ(huge->hparams().n_ctx_train, 0x7fffffff);
     const auto model = load("pycode-600k");
     std::mt19937 rng(5);

@@ -104,9 +104,10 @@ std::shared_ptr<const Model> Model::load(const std::string& path, const ModelOpt
     return from_file(LlamaModelFile::open(path), opts);
 }
 
-std::shared_ptr<const Model> Model::load_from_memory(const std::string& name, std::span<const uint8_t> bytes,
+std::shared_ptr<const Model> Model::load_from_memory(std::span<const std::byte> bytes, const std::string& name,
                                                      const ModelOptions& opts) {
-    return from_file(LlamaModelFile::from_memory(name, bytes), opts);
+    const std::span<const uint8_t> raw(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    return from_file(LlamaModelFile::from_memory(name, raw), opts);
 }
 
 std::shared_ptr<const Model> Model::from_file(std::unique_ptr<LlamaModelFile> file, const ModelOptions& opts) {

@@ -5,6 +5,7 @@
 // number of threads may use one at once (each with its own Context and KvCache). Loading is
 // thread-safe too (no process-global state).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -69,7 +70,8 @@ public:
     // capacity when memory for the repacked weights cannot be allocated.
     static std::shared_ptr<const Model> load(const std::string& path, const ModelOptions& opts = {});
     // The same checks over a GGUF file held in memory (copied); `name` stands for the path.
-    static std::shared_ptr<const Model> load_from_memory(const std::string& name, std::span<const uint8_t> bytes,
+    // (Bytes first, then their name: the order of KvCache::load_from_memory too.)
+    static std::shared_ptr<const Model> load_from_memory(std::span<const std::byte> bytes, const std::string& name,
                                                          const ModelOptions& opts = {});
 
     const ModelOptions& options() const { return opts_; }
