@@ -17,6 +17,7 @@
 #include "rewind/kernels/cuda_matmul.h"
 #include "rewind/kernels/dtype.h"
 #include "rewind/kernels/matmul.h"
+#include "matmul_reference.h"
 
 namespace {
 

@@ -13,6 +13,7 @@
 #include "rewind/error.h"
 #include "rewind/kernels/ggml_compat.h"
 #include "rewind/kernels/ops.h"
+#include "matmul_reference.h"
 
 using namespace rwd;
 

@@ -12,6 +12,7 @@
 #include "kernel_test_util.h"
 #include "rewind/error.h"
 #include "rewind/kernels/matmul.h"
+#include "matmul_reference.h"
 
 using namespace rwd;
 

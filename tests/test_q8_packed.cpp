@@ -13,6 +13,7 @@
 #include "kernel_test_util.h"
 #include "rewind/error.h"
 #include "rewind/kernels/q8_packed.h"
+#include "matmul_reference.h"
 
 using namespace rwd;
 

@@ -1,8 +1,7 @@
 // matmul front end: validates shapes, quantizes activations for Q8_0, splits output rows over
-// the pool and hands each range to the body for the requested SIMD level. Also the Eigen reference.
+// the pool and hands each range to the body for the requested SIMD level.
 #include "rewind/kernels/matmul.h"
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <string>
 
@@ -146,19 +145,6 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, std
     else if (simd_has_avx2(level)) body = detail::matmul_rows_avx2;
 
     for_row_ranges(pool, w.rows, w.rows * w.cols * n_tokens, [&](int64_t r0, int64_t r1) { body(job, r0, r1); });
-}
-
-void matmul_reference(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
-    if (!w.data || !x || !y) throw Error("matmul_reference: null pointer");
-    if (w.rows <= 0 || w.cols <= 0 || n_tokens <= 0) throw Error(ErrorCode::shape, "matmul_reference: non-positive size");
-    const size_t row_bytes = dtype_row_bytes(w.type, w.cols);
-    using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-    RowMajor wf(w.rows, w.cols);
-    for (int64_t r = 0; r < w.rows; ++r)
-        dequantize_row(w.type, static_cast<const std::byte*>(w.data) + size_t(r) * row_bytes, w.cols, &wf(r, 0));
-    Eigen::Map<const RowMajor> xm(x, n_tokens, w.cols);
-    Eigen::Map<RowMajor> ym(y, n_tokens, w.rows);
-    ym.noalias() = xm * wf.transpose();
 }
 
 } // namespace rwd

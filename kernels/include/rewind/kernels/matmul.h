@@ -45,8 +45,4 @@ size_t matmul_scratch_bytes(DType type, int64_t n_tokens, int64_t cols);
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y,
             std::span<std::byte> scratch, ThreadPool* pool, SimdLevel level = detect_simd());
 
-// Straightforward reference (dequantize then Eigen float product). Agrees with matmul within
-// rounding, not bit for bit.
-void matmul_reference(const MatrixView& w, const float* x, int64_t n_tokens, float* y);
-
 } // namespace rwd
