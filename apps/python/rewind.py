@@ -38,7 +38,17 @@ class Error(Exception):
 
 
 class _ContextOptions(ctypes.Structure):
-    _fields_ = [("n_threads", ctypes.c_int32), ("max_batch", ctypes.c_int64)]
+    _fields_ = [
+        ("n_threads", ctypes.c_int32),
+        ("max_batch", ctypes.c_int64),
+        ("numerics", ctypes.c_char_p),
+        ("simd", ctypes.c_char_p),
+        ("device", ctypes.c_char_p),
+    ]
+
+
+# rewind_token_callback: int (*)(rewind_token, void*), 0 to stop.
+_TokenCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_void_p)
 
 
 class GenerateOptions(ctypes.Structure):
@@ -54,6 +64,8 @@ class GenerateOptions(ctypes.Structure):
         ("stop_at_eog", ctypes.c_int),
         ("stop_strings", ctypes.POINTER(ctypes.c_char_p)),
         ("n_stop_strings", ctypes.c_size_t),
+        ("on_token", _TokenCallback),
+        ("user_data", ctypes.c_void_p),
     ]
 
 
