@@ -219,7 +219,7 @@ REWIND_C_API rewind_status rewind_generate(rewind_context* ctx, rewind_cache* ca
 
 /* Speculative decoding: guesses from a named source, verified by the target in one pass each.
  * The output is exactly rewind_generate's with the same options, and on_token sees the same
- * tokens in the same order (several at once after a pass that accepts guesses), so stopping
+ * tokens in the same order (several in a row after a pass that accepts guesses), so stopping
  * after the same token leaves the same output and cache. */
 typedef struct rewind_spec_options {
     const char* source;            /* "ngram", "ref", "draft", "auto" (or "auto-first") */
@@ -293,8 +293,8 @@ REWIND_C_API void rewind_batch_free(rewind_batch* batch);
  * source runs its own draft cache, outside the KV budget). Its prompt runs in the next steps.
  * Writes its id to *request_id. On failure nothing is added and no other request changes.
  * Errors: argument (NULL batch, prompt, opts or request_id; an empty prompt; an id outside the
- * vocabulary; bad sampler options; an on_token callback; an unknown source, k outside 1..255, references or a draft
- * the source would ignore or lacks), capacity (a prompt longer than the model's context; the
+ * vocabulary; bad sampler options; an on_token callback; an unknown source, k outside 1..255,
+ * references or a draft the source would ignore or lacks), capacity (a prompt longer than the model's context; the
  * KV budget would be exceeded; as many requests running as the context's max_batch; a draft
  * whose context is shorter than the request's cache), state (a
  * draft whose vocabulary differs; a batch broken by an earlier internal failure). */
