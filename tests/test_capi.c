@@ -14,6 +14,28 @@ enum { kMax = 48 };
 
 static const char* kPrompt = "def parse_args(argv):\n    parser = argparse.ArgumentParser()\n";
 
+/* A token callback's record: every token it saw, and after how many it stops (0: never). */
+typedef struct Seen {
+    rewind_token tokens[kMax];
+    size_t n;
+    size_t stop_after;
+} Seen;
+
+static int on_token(rewind_token token, void* user_data) {
+    Seen* s = (Seen*)user_data;
+    CHECK(s->n < kMax);
+    s->tokens[s->n++] = token;
+    return s->stop_after == 0 || s->n < s->stop_after;
+}
+
+/* The index of the largest of n scores (the first on ties, as greedy sampling takes). */
+static rewind_token argmax(const float* x, size_t n) {
+    size_t best = 0;
+    for (size_t i = 1; i < n; ++i)
+        if (x[i] > x[best]) best = i;
+    return (rewind_token)best;
+}
+
 /* A fresh cache holding the prompt. */
 static rewind_cache* prompt_cache(const rewind_model* m, rewind_context* ctx, const rewind_token* ids, size_t n) {
     rewind_cache* c = NULL;
@@ -79,6 +101,110 @@ int main(void) {
         printf("%-6s %lld passes for %lld tokens, %lld/%lld guesses accepted\n", sources[s], (long long)st.passes,
                (long long)st.emitted, (long long)st.accepted, (long long)st.proposed);
         rewind_cache_free(cs);
+    }
+
+    /* A callback that never stops sees every token, in order; one that stops after N leaves the
+     * first N tokens (output and cache) and REWIND_STOP_CANCELLED, plainly and speculatively. */
+    {
+        Seen seen = {{0}, 0, 0};
+        go.on_token = on_token;
+        go.user_data = &seen;
+        rewind_cache* cs = prompt_cache(m, ctx, ids, n);
+        OK(rewind_generate(ctx, cs, &go, out, kMax, &n_out, &st));
+        CHECK(n_out == n_plain && seen.n == n_plain && st.stop == REWIND_STOP_MAX_TOKENS);
+        CHECK(memcmp(seen.tokens, plain, n_plain * sizeof *plain) == 0);
+        rewind_cache_free(cs);
+        const size_t stops[] = {1, 5, 17};
+        for (int i = 0; i < 3; ++i) {
+            for (int spec = 0; spec < 2; ++spec) {
+                Seen s = {{0}, 0, stops[i]};
+                go.user_data = &s;
+                cs = prompt_cache(m, ctx, ids, n);
+                rewind_spec_options so = rewind_spec_default_options();
+                so.k = 6;
+                if (spec)
+                    OK(rewind_generate_speculative(ctx, cs, &go, &so, out, kMax, &n_out, &st));
+                else
+                    OK(rewind_generate(ctx, cs, &go, out, kMax, &n_out, &st));
+                CHECK(n_out == stops[i] && s.n == stops[i] && st.emitted == (int64_t)stops[i]);
+                CHECK(st.stop == REWIND_STOP_CANCELLED);
+                CHECK(memcmp(out, plain, n_out * sizeof *out) == 0);
+                CHECK(rewind_cache_n_tokens(cs) == (int64_t)(n + stops[i]));
+                /* Generating on continues exactly where the unstopped generation went. */
+                go.on_token = NULL;
+                go.max_tokens = kMax - (int64_t)stops[i];
+                OK(rewind_generate(ctx, cs, &go, out, kMax, &n_out, NULL));
+                CHECK(n_out == kMax - stops[i] && memcmp(out, plain + stops[i], n_out * sizeof *out) == 0);
+                go.on_token = on_token;
+                go.max_tokens = kMax;
+                rewind_cache_free(cs);
+            }
+        }
+        go.on_token = NULL;
+        go.user_data = NULL;
+    }
+
+    /* Next logits: their argmax is the token greedy generation picks next, and the cache is
+     * unchanged (same ids, generation from it still gives plain's tokens). */
+    {
+        rewind_cache* cs = prompt_cache(m, ctx, ids, n);
+        const float* lg = NULL;
+        size_t nv = 0;
+        OK(rewind_next_logits(ctx, cs, &lg, &nv));
+        CHECK(nv == (size_t)rewind_model_n_vocab(m));
+        CHECK(argmax(lg, nv) == plain[0]);
+        float* first = malloc(nv * sizeof *first);
+        memcpy(first, lg, nv * sizeof *first);
+        OK(rewind_next_logits(ctx, cs, &lg, &nv)); /* the same bits again */
+        CHECK(memcmp(first, lg, nv * sizeof *first) == 0);
+        free(first);
+        CHECK(rewind_cache_n_tokens(cs) == (int64_t)n);
+        rewind_token seq_ids[256];
+        size_t n_seq_ids = 0;
+        OK(rewind_cache_tokens(cs, seq_ids, 256, &n_seq_ids));
+        CHECK(n_seq_ids == n && memcmp(seq_ids, ids, n * sizeof *ids) == 0);
+        /* Step by step: after each generated token, the next logits' argmax is the next one. */
+        rewind_generate_options one = go;
+        one.max_tokens = 1;
+        for (size_t i = 0; i < 12; ++i) {
+            OK(rewind_next_logits(ctx, cs, &lg, &nv));
+            CHECK(argmax(lg, nv) == plain[i]);
+            OK(rewind_generate(ctx, cs, &one, out, kMax, &n_out, NULL));
+            CHECK(n_out == 1 && out[0] == plain[i]);
+        }
+        go.max_tokens = kMax - 12;
+        OK(rewind_generate(ctx, cs, &go, out, kMax, &n_out, NULL));
+        CHECK(n_out == kMax - 12 && memcmp(out, plain + 12, n_out * sizeof *out) == 0);
+        go.max_tokens = kMax;
+        rewind_cache_free(cs);
+    }
+
+    /* Context options: llama.cpp's numerics and the scalar SIMD level run, and greedy generation
+     * still takes the argmax of rewind_next_logits on that context. */
+    {
+        const char* numerics[] = {"exact", "llamacpp", "exact"};
+        const char* simd[] = {NULL, NULL, "scalar"};
+        for (int i = 0; i < 3; ++i) {
+            rewind_context_options o = rewind_context_default_options();
+            o.numerics = numerics[i];
+            o.simd = simd[i];
+            rewind_context* cx = NULL;
+            OK(rewind_context_new(m, &o, &cx));
+            rewind_cache* cs = prompt_cache(m, cx, ids, n);
+            const float* lg = NULL;
+            size_t nv = 0;
+            OK(rewind_next_logits(cx, cs, &lg, &nv));
+            const rewind_token want = argmax(lg, nv);
+            go.max_tokens = 8;
+            OK(rewind_generate(cx, cs, &go, out, kMax, &n_out, NULL));
+            CHECK(n_out == 8 && out[0] == want);
+            if (i == 0) CHECK(memcmp(out, plain, 8 * sizeof *out) == 0);
+            printf("numerics %-8s simd %-6s: %d %d %d ...\n", numerics[i], simd[i] ? simd[i] : "best", out[0], out[1],
+                   out[2]);
+            go.max_tokens = kMax;
+            rewind_cache_free(cs);
+            rewind_context_free(cx);
+        }
     }
 
     /* Truncate back to the prompt and generate again: same tokens. */

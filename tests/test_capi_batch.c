@@ -262,6 +262,12 @@ static void test_kv_f16_and_max_batch(Request* rs) {
 
 /* Bad requests get their own error, the batch unchanged; a request whose max_tokens runs past
  * the context ends CONTEXT_FULL exactly where plain decoding does. */
+static int refuse_token(rewind_token token, void* user_data) {
+    (void)token;
+    (void)user_data;
+    return 0;
+}
+
 static void test_bad_requests(Request* ok, Request* long_prompt) {
     rewind_batch* b = NULL;
     OK(rewind_batch_new(g_model, NULL, NULL, &b));
@@ -282,6 +288,10 @@ static void test_bad_requests(Request* ok, Request* long_prompt) {
     go = options_of(ok);
     go.top_p = 2.0f;
     FAILS(rewind_batch_add(b, ok->ids, ok->n_ids, &go, NULL, &id), REWIND_ERR_ARGUMENT);
+    go = options_of(ok);
+    go.on_token = refuse_token; /* a batch calls no callback */
+    FAILS(rewind_batch_add(b, ok->ids, ok->n_ids, &go, NULL, &id), REWIND_ERR_ARGUMENT);
+    CHECK(strstr(rewind_last_error(), "on_token") != NULL);
     go = options_of(ok);
     so.k = 0;
     FAILS(rewind_batch_add(b, ok->ids, ok->n_ids, &go, &so, &id), REWIND_ERR_ARGUMENT);

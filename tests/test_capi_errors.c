@@ -75,6 +75,47 @@ int main(void) {
     EXPECT_STATUS(rewind_context_new(m, &co, &ctx), REWIND_ERR_ARGUMENT);
     EXPECT(ctx == NULL);
     EXPECT_STATUS(rewind_context_new(NULL, NULL, &ctx), REWIND_ERR_ARGUMENT);
+    /* Unknown names: argument, naming the accepted ones; nothing created. */
+    co = rewind_context_default_options();
+    co.simd = "sse9";
+    EXPECT_STATUS(rewind_context_new(m, &co, &ctx), REWIND_ERR_ARGUMENT);
+    EXPECT(ctx == NULL && strstr(rewind_last_error(), "sse9") && strstr(rewind_last_error(), "scalar"));
+    co = rewind_context_default_options();
+    co.numerics = "fast";
+    EXPECT_STATUS(rewind_context_new(m, &co, &ctx), REWIND_ERR_ARGUMENT);
+    EXPECT(ctx == NULL && strstr(rewind_last_error(), "fast") && strstr(rewind_last_error(), "llamacpp"));
+    co = rewind_context_default_options();
+    co.device = "tpu";
+    EXPECT_STATUS(rewind_context_new(m, &co, &ctx), REWIND_ERR_ARGUMENT);
+    EXPECT(ctx == NULL && strstr(rewind_last_error(), "tpu") && strstr(rewind_last_error(), "cuda"));
+    /* A CUDA device that cannot run here (no CUDA build, no GPU, or no device 999): unsupported. */
+    co.device = "cuda:999";
+    EXPECT_STATUS(rewind_context_new(m, &co, &ctx), REWIND_ERR_UNSUPPORTED);
+    EXPECT(ctx == NULL);
+    {
+        /* "cuda" (device 0): a context where a GPU is present, else unsupported, never a crash. */
+        co.device = "cuda";
+        rewind_status st = rewind_context_new(m, &co, &ctx);
+        EXPECT(st == REWIND_OK || st == REWIND_ERR_UNSUPPORTED);
+        EXPECT((st == REWIND_OK) == (ctx != NULL));
+        printf("device cuda: %s%s%s\n", rewind_status_name(st), st ? ": " : "", st ? rewind_last_error() : "");
+        rewind_context_free(ctx);
+        ctx = NULL;
+    }
+    /* Every SIMD level: a context where the CPU has it, else unsupported naming the CPU's best. */
+    {
+        const char* levels[] = {"scalar", "avx2", "avx-vnni", "avx512"};
+        co = rewind_context_default_options();
+        for (int i = 0; i < 4; ++i) {
+            co.simd = levels[i];
+            rewind_status st = rewind_context_new(m, &co, &ctx);
+            EXPECT(st == REWIND_OK || st == REWIND_ERR_UNSUPPORTED);
+            EXPECT((st == REWIND_OK) == (ctx != NULL));
+            if (i == 0) EXPECT(st == REWIND_OK); /* every CPU runs scalar */
+            rewind_context_free(ctx);
+            ctx = NULL;
+        }
+    }
     EXPECT_STATUS(rewind_context_new(m, NULL, &ctx), REWIND_OK);
     rewind_cache *c = NULL, *foreign = NULL;
     EXPECT_STATUS(rewind_cache_new(m, -1, 0, &c), REWIND_ERR_ARGUMENT);
@@ -126,6 +167,33 @@ int main(void) {
     EXPECT_STATUS(rewind_generate_speculative(ctx, c, &go, &so, out, 64, &n, NULL), REWIND_ERR_ARGUMENT);
     EXPECT_STATUS(rewind_generate_speculative(ctx, c, &go, NULL, out, 64, &n, NULL), REWIND_ERR_ARGUMENT);
     EXPECT(rewind_cache_n_tokens(c) == 8);
+
+    /* Next logits: NULLs, an empty sequence, another model's cache; the outputs untouched. */
+    {
+        const float sentinel = 0.0f;
+        const float* lg = &sentinel;
+        size_t nv = 7;
+        EXPECT_STATUS(rewind_next_logits(NULL, c, &lg, &nv), REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_next_logits(ctx, NULL, &lg, &nv), REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_next_logits(ctx, c, NULL, &nv), REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_next_logits(ctx, c, &lg, NULL), REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_next_logits(ctx, empty, &lg, &nv), REWIND_ERR_STATE);
+        EXPECT(strstr(rewind_last_error(), "no tokens") != NULL);
+        EXPECT_STATUS(rewind_next_logits(ctx, foreign, &lg, &nv), REWIND_ERR_STATE);
+        EXPECT(lg == &sentinel && nv == 7);
+        EXPECT(rewind_cache_n_tokens(c) == 8);
+        /* A sequence filling its cache: the held-back token still has its position. */
+        rewind_cache* full = NULL;
+        EXPECT_STATUS(rewind_cache_new(m, 4, 0, &full), REWIND_OK);
+        EXPECT_STATUS(rewind_append(ctx, full, ids, 4), REWIND_OK);
+        EXPECT_STATUS(rewind_next_logits(ctx, full, &lg, &nv), REWIND_OK);
+        EXPECT(lg != &sentinel && rewind_cache_n_tokens(full) == 4);
+        rewind_cache_free(full);
+        lg = &sentinel;
+        nv = 7;
+        EXPECT_STATUS(rewind_next_logits(ctx, c, &lg, &nv), REWIND_OK);
+        EXPECT(lg != &sentinel && nv == (size_t)rewind_model_n_vocab(m) && rewind_cache_n_tokens(c) == 8);
+    }
 
     /* Truncate, save and load. */
     EXPECT_STATUS(rewind_cache_truncate(NULL, 0), REWIND_ERR_ARGUMENT);

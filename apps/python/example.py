@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """rewind from Python: speculative generation (the `auto` source) on a GGUF model, its output
-checked against plain decoding, then a second round in the same session reusing the prefix.
+checked against plain decoding, a second round in the same session reusing the prefix, a streamed
+third round stopped early, and the logits of the next position.
 
     python3 apps/python/example.py [MODEL.gguf]   (default: assets/pycode-4m-q8_0.gguf)
 
@@ -37,3 +38,20 @@ session.append_text("\n\ndef main():\n")
 more, stats = session.generate(32, source="ngram", k=4, stop_at_eog=False)
 print(more)
 print(f"ngram: {stats.emitted} tokens in {stats.passes} passes; the session holds {len(session.cache)} tokens")
+
+# Stream: each piece of text as its token is decided; breaking out stops the generation, and the
+# tokens taken so far stay in the session.
+session.append_text("\n\nclass Config:\n")
+n_before = len(session.cache)
+pieces = []
+for piece in session.stream(64, source="ngram", k=4, stop_at_eog=False):
+    pieces.append(piece)
+    if "\n" in piece and len(pieces) > 8:
+        break
+print("".join(pieces))
+print(f"stream: stopped after {len(pieces)} pieces ({len(session.cache) - n_before} tokens, kept in the session)")
+
+# The logits the next token is chosen from (numpy array if numpy is installed, else a list).
+logits = list(session.next_logits())
+best = logits.index(max(logits))
+print(f"next greedy token: {best} {model.detokenize([best])!r}")

@@ -6,6 +6,9 @@ the standard library's ctypes.
     session = rewind.Session(model)
     session.append_text("def parse_args(argv):")
     text, stats = session.generate(64, source="auto", k=4)
+    for piece in session.stream(64, source="ngram"):  # text as it is decided; break stops it
+        print(piece, end="", flush=True)
+    logits = session.next_logits()                # what the next token is chosen from
 
     batch = rewind.Batch(model)                   # continuous batching: many requests at once
     batch.add("import os\n", max_tokens=32, source="ngram")
@@ -18,10 +21,15 @@ levels up (`cmake --install` puts this file in LIBDIR/rewind/python, beside the 
 `status` names the kind ("io", "format", "unsupported", "shape", "capacity", "argument",
 "state", "internal").
 """
+import atexit
 import ctypes
 import os
+import queue
+import threading
+import weakref
 
-__all__ = ["Error", "Model", "Context", "Cache", "Session", "Stats", "GenerateOptions", "Batch", "Result", "version"]
+__all__ = ["Error", "Model", "Context", "Cache", "Session", "Stats", "GenerateOptions", "Batch", "Result", "Stream",
+           "generate", "stream", "next_logits", "version"]
 
 _STATUS = ["ok", "io", "format", "unsupported", "shape", "capacity", "argument", "state", "internal"]
 _STOP = ["max_tokens", "end_of_generation", "stop_string", "context_full", "cancelled"]
@@ -38,7 +46,17 @@ class Error(Exception):
 
 
 class _ContextOptions(ctypes.Structure):
-    _fields_ = [("n_threads", ctypes.c_int32), ("max_batch", ctypes.c_int64)]
+    _fields_ = [
+        ("n_threads", ctypes.c_int32),
+        ("max_batch", ctypes.c_int64),
+        ("numerics", ctypes.c_char_p),
+        ("simd", ctypes.c_char_p),
+        ("device", ctypes.c_char_p),
+    ]
+
+
+# rewind_token_callback: int (*)(rewind_token, void*), 0 to stop.
+_TokenCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_void_p)
 
 
 class GenerateOptions(ctypes.Structure):
@@ -54,6 +72,8 @@ class GenerateOptions(ctypes.Structure):
         ("stop_at_eog", ctypes.c_int),
         ("stop_strings", ctypes.POINTER(ctypes.c_char_p)),
         ("n_stop_strings", ctypes.c_size_t),
+        ("on_token", _TokenCallback),
+        ("user_data", ctypes.c_void_p),
     ]
 
 
@@ -164,6 +184,7 @@ _SIGNATURES = {
     "rewind_cache_save": (ctypes.c_int, [_P, ctypes.c_char_p]),
     "rewind_cache_load": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int, _tok_p, ctypes.c_size_t, ctypes.POINTER(_P)]),
     "rewind_append": (ctypes.c_int, [_P, _P, _tok_p, ctypes.c_size_t]),
+    "rewind_next_logits": (ctypes.c_int, [_P, _P, ctypes.POINTER(ctypes.POINTER(ctypes.c_float)), _size_p]),
     "rewind_generate_default_options": (GenerateOptions, []),
     "rewind_generate": (ctypes.c_int, [_P, _P, ctypes.POINTER(GenerateOptions), _tok_p, ctypes.c_size_t, _size_p, ctypes.POINTER(Stats)]),
     "rewind_spec_default_options": (_SpecOptions, []),
@@ -207,6 +228,38 @@ def _c_strings(strings):
 
 def version():
     return _lib.rewind_version().decode()
+
+
+def _numpy():
+    """numpy if it can be imported, else None (rewind never needs it)."""
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy
+
+
+def _context_options(n_threads, max_batch, numerics, simd, device):
+    co = _lib.rewind_context_default_options()
+    co.n_threads = n_threads
+    co.max_batch = max_batch
+    if numerics is not None:
+        co.numerics = numerics.encode()
+    if simd is not None:
+        co.simd = simd.encode()
+    if device is not None:
+        co.device = device.encode()
+    return co
+
+
+def _settle(*objs):
+    """Ends the stream running on any of these contexts or caches (its tokens so far are kept),
+    so that what comes next uses them alone."""
+    for obj in objs:
+        ref = getattr(obj, "_stream", None)
+        s = ref() if ref is not None else None
+        if s is not None:
+            s.close()
 
 
 class Model:
@@ -254,10 +307,17 @@ class Model:
 
 
 class Context:
-    """Run buffers and threads for one model."""
+    """Run buffers and threads for one model.
 
-    def __init__(self, model, n_threads=1, max_batch=256):
-        opts = _ContextOptions(n_threads, max_batch)
+    n_threads: threads of its pool (>= 1). max_batch: tokens per internal pass. numerics: "exact"
+    (default: a token's logits never depend on its pass size or the thread count) or "llamacpp"
+    (llama.cpp's CPU numerics, to compare with it). simd: the highest SIMD level the kernels may use,
+    "scalar", "avx2", "avx-vnni" or "avx512" (None: the CPU's best). device: "cpu" (default), "cuda"
+    or "cuda:N". An unknown name raises Error("argument"); a SIMD level this CPU lacks or a device
+    that cannot run here raises Error("unsupported")."""
+
+    def __init__(self, model, n_threads=1, max_batch=256, numerics=None, simd=None, device=None):
+        opts = _context_options(n_threads, max_batch, numerics, simd, device)
         self._h = _P()
         _check(_lib.rewind_context_new(model._h, ctypes.byref(opts), ctypes.byref(self._h)))
         self.model = model
@@ -298,10 +358,12 @@ class Cache:
         return list(buf[: n.value])
 
     def truncate(self, n):
+        _settle(self)
         _check(_lib.rewind_cache_truncate(self._h, n))
 
     def save(self, path):
         """Writes the KV cache to `path` and its ids to `path` + ".ids" (one per line)."""
+        _settle(self)
         _check(_lib.rewind_cache_save(self._h, os.fsencode(path)))
         with open(str(path) + ".ids", "w") as f:
             f.write("\n".join(str(t) for t in self.tokens()))
@@ -314,6 +376,21 @@ class Cache:
         h = _P()
         _check(_lib.rewind_cache_load(model._h, os.fsencode(path), capacity, int(kv_f16), arr, count, ctypes.byref(h)))
         return cls(model, _handle=h)
+
+
+def _token_callback(on_token, errors):
+    """on_token(token_id) as a C callback: returning False (or another false value but None)
+    stops; an exception stops too, and is kept in `errors` for the caller to raise."""
+
+    def call(token, _user_data):
+        try:
+            go_on = on_token(token)
+        except BaseException as e:  # noqa: B902 - re-raised by the caller once the C call returns
+            errors.append(e)
+            return 0
+        return 0 if go_on is not None and not go_on else 1
+
+    return _TokenCallback(call)
 
 
 def _options(max_tokens, temperature, seed, stop, stop_at_eog, keep):
@@ -344,47 +421,298 @@ def _spec(source, k, adaptive, references, draft, keep):
     return spec
 
 
-def generate(ctx, cache, max_tokens=128, source=None, k=4, adaptive=False, references=(), draft=None,
-             temperature=0.0, seed=0, stop=(), stop_at_eog=True):
-    """Generates from the sequence in `cache`; the ids are appended to it and returned with the
-    Stats. source None decodes plainly; "ngram", "ref", "draft" or "auto" speculates (same
-    tokens: speculation is lossless)."""
-    keep = []
-    opts = _options(max_tokens, temperature, seed, stop, stop_at_eog, keep)
+def _run(ctx, cache, max_tokens, opts, spec):
+    """One rewind_generate(_speculative) call: (ids, Stats)."""
     out = (ctypes.c_int32 * max(max_tokens, 1))()
     n = ctypes.c_size_t(0)
     stats = Stats()
-    if source is None:
+    if spec is None:
         _check(_lib.rewind_generate(ctx._h, cache._h, ctypes.byref(opts), out, max_tokens, ctypes.byref(n), ctypes.byref(stats)))
     else:
-        spec = _spec(source, k, adaptive, references, draft, keep)
         _check(_lib.rewind_generate_speculative(ctx._h, cache._h, ctypes.byref(opts), ctypes.byref(spec), out, max_tokens, ctypes.byref(n), ctypes.byref(stats)))
     return list(out[: n.value]), stats
+
+
+def generate(ctx, cache, max_tokens=128, source=None, k=4, adaptive=False, references=(), draft=None,
+             temperature=0.0, seed=0, stop=(), stop_at_eog=True, on_token=None):
+    """Generates from the sequence in `cache`; the ids are appended to it and returned with the
+    Stats. source None decodes plainly; "ngram", "ref", "draft" or "auto" speculates (same
+    tokens: speculation is lossless).
+
+    on_token: called with each token id as it is decided (before this returns); returning False
+    stops the generation after that token (Stats.stop_reason "cancelled"), None or True goes on.
+    An exception it raises stops the generation too and is raised from here, the tokens so far
+    kept in the cache."""
+    _settle(ctx, cache)
+    keep = []
+    opts = _options(max_tokens, temperature, seed, stop, stop_at_eog, keep)
+    spec = _spec(source, k, adaptive, references, draft, keep) if source is not None else None
+    errors = []
+    if on_token is not None:
+        cb = _token_callback(on_token, errors)
+        keep.append(cb)
+        opts.on_token = cb
+    result = _run(ctx, cache, max_tokens, opts, spec)
+    if errors:
+        raise errors[0]
+    return result
+
+
+def next_logits(ctx, cache):
+    """The logits of the next position: the scores (one per vocabulary id, before temperature,
+    penalties and filters) the next generated token is chosen from, computed on `ctx`; greedy
+    decoding takes their argmax. The cache is left as it was. A numpy float32 array when numpy can
+    be imported, else a list of floats. Error("state") for an empty cache."""
+    _settle(ctx, cache)
+    p = ctypes.POINTER(ctypes.c_float)()
+    n = ctypes.c_size_t(0)
+    _check(_lib.rewind_next_logits(ctx._h, cache._h, ctypes.byref(p), ctypes.byref(n)))
+    np = _numpy()
+    if np is not None:
+        return np.ctypeslib.as_array(p, shape=(n.value,)).copy()  # the C buffer is the context's
+    return p[: n.value]
+
+
+def _stream_worker(run, replies, messages):
+    """The thread a Stream generates on: tokens go out through the callback, then ("done", ...)."""
+    try:
+        ids, stats = run()
+        messages.put(("done", (ids, stats), None))
+    except BaseException as e:  # noqa: B902 - handed to the consumer
+        messages.put(("done", None, e))
+
+
+class Stream:
+    """A generation whose tokens arrive as they are decided: iterate over it for token ids (or
+    text pieces, from Session.stream), break out of the loop or call close() to stop it. Each
+    token is decided only once the previous one has been taken from the iterator, so the cache
+    ends holding exactly the tokens taken. Made by rewind.stream() and Session.stream().
+
+    After it ends (the iterator is exhausted, or close()): `tokens` (all generated ids),
+    `stats` (Stats; stop_reason "cancelled" when closed early) and `text` (the generated text).
+    Usable as a context manager (closed on exit). While it runs, its context and cache belong to
+    it: generating, appending, truncating or next_logits on them first closes it.
+
+    The generation runs in a helper thread that waits in the token callback while the caller
+    holds a token, so the context never runs on two threads at once. Errors (rewind.Error) are
+    raised from the iteration."""
+
+    def __init__(self, ctx, cache, max_tokens=128, source=None, k=4, adaptive=False, references=(), draft=None,
+                 temperature=0.0, seed=0, stop=(), stop_at_eog=True, text=False):
+        _settle(ctx, cache)
+        self.tokens = []
+        self.stats = None
+        self._ctx, self._cache = ctx, cache
+        self._text_mode = text
+        self._model = ctx.model
+        self._pieces = []
+        self._pending = []  # ids whose text is not complete yet (a UTF-8 sequence cut in two)
+        self._anchor = None  # the ids before _pending, for the text of what follows them
+        self._messages = queue.Queue()  # helper -> caller: ("token", id) or ("done", result, error)
+        self._replies = queue.Queue()  # caller -> helper: go on (True) or stop (False)
+        self._thread = None
+        self._waiting = False  # the helper waits in the callback for a reply
+        self._ended = False
+        keep = []
+        opts = _options(max_tokens, temperature, seed, stop, stop_at_eog, keep)
+        spec = _spec(source, k, adaptive, references, draft, keep) if source is not None else None
+        messages, replies = self._messages, self._replies
+
+        def call(token, _user_data):  # on the helper thread; never references the Stream
+            messages.put(("token", token))
+            return 1 if replies.get() else 0
+
+        cb = _TokenCallback(call)
+        opts.on_token = cb
+        keep.append(cb)
+        self._run = lambda: (keep, _run(ctx, cache, max_tokens, opts, spec))[1]
+        ctx._stream = cache._stream = weakref.ref(self)
+        _live_streams.add(self)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        while True:
+            if self._ended:
+                raise StopIteration
+            if self._thread is None:
+                self._anchor = self._cache.tokens()[-4:]
+                self._thread = threading.Thread(target=_stream_worker, args=(self._run, self._replies, self._messages),
+                                                name="rewind-stream", daemon=True)
+                self._thread.start()
+            elif self._waiting:
+                self._waiting = False
+                self._replies.put(True)
+            try:
+                kind, value, error = self._receive()
+            except BaseException:
+                self.close()
+                raise
+            if kind == "done":
+                self._end(value, error)
+                piece = self._piece(None, final=True) if self._text_mode else None
+                if piece:
+                    return piece
+                continue
+            self.tokens.append(value)
+            if not self._text_mode:
+                return value
+            piece = self._piece(value)
+            if piece:
+                return piece
+
+    def _receive(self):
+        msg = self._messages.get()
+        if msg[0] == "token":
+            self._waiting = True
+            return msg[0], msg[1], None
+        return msg
+
+    def _end(self, value, error):
+        self._ended = True
+        if self._thread is not None:
+            self._thread.join()
+        for obj in (self._ctx, self._cache):
+            ref = getattr(obj, "_stream", None)
+            if ref is not None and ref() is self:
+                obj._stream = None
+        if error is not None:
+            raise error
+        self.stats = value[1]
+
+    def _piece(self, token, final=False):
+        """The text `token` completes (with any ids waiting for the rest of a character)."""
+        if token is not None:
+            self._pending.append(token)
+        if not self._pending or self._anchor is None:
+            return ""
+        detok = self._model.detokenize
+        before = detok(self._anchor) if self._anchor else ""
+        after = detok(self._anchor + self._pending)
+        piece = after[len(before):] if after.startswith(before) else detok(self._pending)
+        if not final and (not piece or piece.endswith("\ufffd")):
+            return ""
+        self._anchor = (self._anchor + self._pending)[-4:]
+        self._pending = []
+        self._pieces.append(piece)
+        return piece
+
+    @property
+    def text(self):
+        """The text generated so far (complete characters)."""
+        if not self._text_mode:
+            return self._model.detokenize(self.tokens) if self.tokens else ""
+        return "".join(self._pieces)
+
+    def close(self):
+        """Stops the generation after the last token taken (kept in the cache, Stats.stop_reason
+        "cancelled"); nothing if it has ended. A stream never iterated runs nothing."""
+        if self._ended:
+            return
+        if self._thread is None:
+            self._end(([], None), None)
+            return
+        while True:
+            if self._waiting:
+                self._waiting = False
+                self._replies.put(False)
+            kind, value, error = self._receive()
+            if kind == "done":
+                try:
+                    self._end(value, error)
+                finally:
+                    if self._text_mode:
+                        self._piece(None, final=True)  # into .text; nobody takes it now
+                return
+            self.tokens.append(value)  # decided before the stop reached it: in the cache too
+            self._pending.append(value)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - nothing to report to from a finalizer
+            pass
+
+
+_live_streams = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_streams():
+    """Ends streams still open at exit while threads can still run, so that no helper thread
+    is left waiting inside a C call."""
+    for s in list(_live_streams):
+        try:
+            s.close()
+        except Exception:  # noqa: BLE001 - exiting anyway
+            pass
+
+
+def stream(ctx, cache, max_tokens=128, **kw):
+    """A Stream of the token ids rewind.generate(ctx, cache, max_tokens, **kw) would return, each
+    as it is decided (keyword arguments as generate's, but on_token):
+
+        for token in rewind.stream(ctx, cache, 64, source="ngram"):
+            if token == newline:
+                break  # stops the generation; the tokens so far stay in the cache
+    """
+    return Stream(ctx, cache, max_tokens, **kw)
 
 
 class Session:
     """A context and a cache together: append text, generate, append more, generate again; the
     prefix already run is reused every time."""
 
-    def __init__(self, model, capacity=0, n_threads=1):
+    def __init__(self, model, capacity=0, n_threads=1, max_batch=256, numerics=None, simd=None, device=None,
+                 kv_f16=False):
+        """capacity: positions of the cache (0: the model's context); the context's options as
+        Context's; kv_f16: store K/V in half precision."""
         self.model = model
-        self.context = Context(model, n_threads=n_threads)
-        self.cache = Cache(model, capacity)
+        self.context = Context(model, n_threads=n_threads, max_batch=max_batch, numerics=numerics, simd=simd,
+                               device=device)
+        self.cache = Cache(model, capacity, kv_f16=kv_f16)
 
     def append_text(self, text):
         ids = self.model.tokenize(text, add_bos=None if len(self.cache) == 0 else False)
         self.append_tokens(ids)
 
     def append_tokens(self, ids):
+        _settle(self.context, self.cache)
         arr, n = _ids(ids)
         _check(_lib.rewind_append(self.context._h, self.cache._h, arr, n))
 
     def generate(self, max_tokens=128, **kw):
-        """Returns (the generated text, Stats); keyword arguments as rewind.generate."""
+        """Returns (the generated text, Stats); keyword arguments as rewind.generate (on_token
+        gets each token id as it is decided and may stop the generation by returning False)."""
         before = self.text()
         ids, stats = generate(self.context, self.cache, max_tokens, **kw)
         after = self.text()
         return (after[len(before):] if after.startswith(before) else self.model.detokenize(ids)), stats
+
+    def stream(self, max_tokens=128, text=True, **kw):
+        """A Stream of the generated text, piece by piece as each token is decided (a piece may
+        hold several tokens when a character spans them); text=False streams token ids instead.
+        Keyword arguments as rewind.generate's, but on_token. Breaking out of the loop stops the
+        generation after the last piece taken:
+
+            for piece in session.stream(200, source="ngram"):
+                print(piece, end="", flush=True)
+                if "\n\n" in piece:
+                    break
+        """
+        return Stream(self.context, self.cache, max_tokens, text=text, **kw)
+
+    def next_logits(self):
+        """The logits the next token is chosen from (rewind.next_logits); the session unchanged."""
+        return next_logits(self.context, self.cache)
 
     def text(self):
         return self.model.detokenize(self.cache.tokens())
@@ -430,9 +758,11 @@ class Batch:
     state "failed" and its own `error`, the others go on."""
 
     def __init__(self, model, n_threads=1, max_batch=256, kv_budget_bytes=0, kv_f16=False, prefill_chunk=64,
-                 pass_tokens=0, share_prefixes=True, cost_model=False):
+                 pass_tokens=0, share_prefixes=True, cost_model=False, numerics=None, simd=None, device=None):
+        """The batch's own context takes n_threads, max_batch, numerics, simd and device as
+        Context does."""
         self.model = model
-        co = _ContextOptions(n_threads, max_batch)
+        co = _context_options(n_threads, max_batch, numerics, simd, device)
         bo = _lib.rewind_batch_default_options()
         bo.kv_budget_bytes = kv_budget_bytes
         bo.kv_f16 = int(kv_f16)

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Tests of apps/python/rewind.py (ctest runs them with Debian's python3): speculative output
 equals plain decoding, errors carry their status, a cache saved and loaded continues exactly,
-batched requests each equal their own decoding, and docs/c-and-python.md's batch example is
-batch_example.py."""
+batched requests each equal their own decoding, a token callback or a stream stops a generation
+with the tokens so far equal to the unstopped one's prefix, next_logits' argmax is the next greedy
+token, the context options (numerics, SIMD level, device) are taken or refused by name, and
+docs/c-and-python.md's batch example is batch_example.py."""
 import os
 import sys
 import tempfile
@@ -146,6 +148,175 @@ class RewindTest(unittest.TestCase):
             tiny.add(PROMPT, max_tokens=8)
         self.assertEqual(e.exception.status, "capacity")
         self.assertEqual((len(tiny), tiny.kv_bytes), (0, 0))
+
+    def plain_ids(self, n=40, **kw):
+        s = self.session()
+        ids, _ = rewind.generate(s.context, s.cache, n, stop_at_eog=False, **kw)
+        return ids
+
+    def test_on_token_sees_every_token_and_stops_early(self):
+        plain = self.plain_ids()
+        seen = []
+        s = self.session()
+        ids, stats = rewind.generate(s.context, s.cache, 40, stop_at_eog=False, on_token=seen.append)
+        self.assertEqual((ids, seen, stats.stop_reason), (plain, plain, "max_tokens"))
+        for source in (None, "ngram"):
+            for n in (1, 7):
+                with self.subTest(source=source, n=n):
+                    s = self.session()
+                    start = len(s.cache)
+                    seen = []
+
+                    def take(token):
+                        seen.append(token)
+                        return len(seen) < n
+
+                    ids, stats = rewind.generate(s.context, s.cache, 40, source=source, k=4, stop_at_eog=False,
+                                                 on_token=take)
+                    self.assertEqual(ids, plain[:n])
+                    self.assertEqual(seen, plain[:n])
+                    self.assertEqual((stats.stop_reason, stats.emitted), ("cancelled", n))
+                    self.assertEqual(s.cache.tokens()[start:], plain[:n])
+                    more, _ = rewind.generate(s.context, s.cache, 40 - n, stop_at_eog=False)
+                    self.assertEqual(more, plain[n:])  # continues as if never stopped
+        # Session.generate passes on_token through and returns the text so far.
+        one, _ = self.session().generate(1, stop_at_eog=False)
+        text, stats = self.session().generate(40, stop_at_eog=False, on_token=lambda t: False)
+        self.assertEqual((text, stats.emitted, stats.stop_reason), (one, 1, "cancelled"))
+
+    def test_on_token_exception_stops_and_is_raised(self):
+        plain = self.plain_ids()
+        s = self.session()
+        start = len(s.cache)
+        seen = []
+
+        def boom(token):
+            seen.append(token)
+            if len(seen) == 3:
+                raise ValueError("enough")
+
+        with self.assertRaises(ValueError):
+            rewind.generate(s.context, s.cache, 40, stop_at_eog=False, on_token=boom)
+        self.assertEqual(s.cache.tokens()[start:], plain[:3])
+
+    def test_stream_equals_generate(self):
+        plain = self.plain_ids()
+        for source in (None, "ngram"):
+            with self.subTest(source=source):
+                s = self.session()
+                st = rewind.stream(s.context, s.cache, 40, source=source, stop_at_eog=False)
+                self.assertEqual(list(st), plain)
+                self.assertEqual(st.tokens, plain)
+                self.assertEqual((st.stats.emitted, st.stats.stop_reason), (40, "max_tokens"))
+        # Text pieces join to what generate returns.
+        text, _ = self.session().generate(40, stop_at_eog=False)
+        s = self.session()
+        with s.stream(40, stop_at_eog=False) as st:
+            pieces = list(st)
+        self.assertEqual("".join(pieces), text)
+        self.assertEqual(st.text, text)
+        self.assertTrue(all(pieces))
+
+    def test_stream_break_stops_after_the_last_token_taken(self):
+        plain = self.plain_ids()
+        for source in (None, "ngram"):
+            with self.subTest(source=source):
+                s = self.session()
+                start = len(s.cache)
+                st = s.stream(40, text=False, source=source, stop_at_eog=False)
+                taken = []
+                for token in st:
+                    taken.append(token)
+                    self.assertEqual(len(s.cache), start)  # readable meanwhile
+                    if len(taken) == 6:
+                        break
+                st.close()
+                self.assertEqual(taken, plain[:6])
+                self.assertEqual((st.stats.stop_reason, st.stats.emitted), ("cancelled", 6))
+                self.assertEqual(s.cache.tokens()[start:], plain[:6])
+        # Breaking without keeping the stream: it ends when dropped.
+        s = self.session()
+        start = len(s.cache)
+        for i, _piece in enumerate(s.stream(40, stop_at_eog=False)):
+            if i == 2:
+                break
+        self.assertEqual(s.cache.tokens()[start:], plain[: len(s.cache) - start])
+        self.assertGreaterEqual(len(s.cache) - start, 3)
+        # A stream left open is closed by the next call that runs the session; nothing is lost.
+        s = self.session()
+        start = len(s.cache)
+        st = s.stream(40, text=False, stop_at_eog=False)
+        first = [next(st), next(st)]
+        rest, _ = s.generate(10, stop_at_eog=False)
+        self.assertEqual(first, plain[:2])
+        self.assertEqual(s.cache.tokens()[start:], plain[:12])
+        self.assertEqual(st.stats.stop_reason, "cancelled")
+        # A stream never iterated runs nothing.
+        s = self.session()
+        n = len(s.cache)
+        s.stream(40).close()
+        self.assertEqual(len(s.cache), n)
+
+    def test_stream_errors_raise_from_iteration(self):
+        s = self.session()
+        n = len(s.cache)
+        with self.assertRaises(rewind.Error) as e:
+            list(s.stream(8, source="telepathy"))
+        self.assertEqual(e.exception.status, "argument")
+        self.assertEqual(len(s.cache), n)
+        s.generate(4)  # the session still works
+
+    def test_next_logits_argmax_is_the_next_greedy_token(self):
+        plain = self.plain_ids()
+        s = self.session()
+        before = s.cache.tokens()
+        for use_numpy in (False, True):
+            with self.subTest(numpy=use_numpy):
+                saved = rewind._numpy
+                if not use_numpy:
+                    rewind._numpy = lambda: None
+                elif saved() is None:
+                    self.skipTest("numpy is not installed")
+                try:
+                    logits = s.next_logits()
+                finally:
+                    rewind._numpy = saved
+                self.assertEqual(len(logits), self.model.n_vocab)
+                values = list(logits)
+                self.assertEqual(values.index(max(values)), plain[0])
+                self.assertEqual(s.cache.tokens(), before)
+        ids, _ = rewind.generate(s.context, s.cache, 40, stop_at_eog=False)
+        self.assertEqual(ids, plain)
+        with self.assertRaises(rewind.Error) as e:
+            rewind.next_logits(s.context, rewind.Cache(self.model, 16))
+        self.assertEqual(e.exception.status, "state")
+
+    def test_context_options(self):
+        plain = self.plain_ids(8)
+        for kw in ({"numerics": "exact", "simd": "scalar"}, {"numerics": "llamacpp", "max_batch": 512},
+                   {"device": "cpu", "n_threads": 2}):
+            with self.subTest(**kw):
+                s = rewind.Session(self.model, capacity=256, **kw)
+                s.append_text(PROMPT)
+                logits = list(s.next_logits())
+                ids, _ = rewind.generate(s.context, s.cache, 8, stop_at_eog=False)
+                self.assertEqual(ids[0], logits.index(max(logits)))
+                if kw.get("numerics") == "exact":
+                    self.assertEqual(ids, plain)
+        for kw, status in [({"simd": "sse9"}, "argument"), ({"numerics": "fast"}, "argument"),
+                           ({"device": "tpu"}, "argument"), ({"device": "cuda:999"}, "unsupported")]:
+            with self.subTest(**kw):
+                with self.assertRaises(rewind.Error) as e:
+                    rewind.Context(self.model, **kw)
+                self.assertEqual(e.exception.status, status)
+                self.assertIn(list(kw.values())[0], str(e.exception))
+        batch = rewind.Batch(self.model, simd="scalar")
+        rid = batch.add(PROMPT, max_tokens=8, stop_at_eog=False)
+        self.assertEqual([r.tokens for r in batch.run_until_done()], [self.alone(PROMPT, 8, stop_at_eog=False)])
+        self.assertEqual(rid, 1)
+        with self.assertRaises(rewind.Error) as e:
+            rewind.Batch(self.model, numerics="fast")
+        self.assertEqual(e.exception.status, "argument")
 
     def test_docs_batch_example_is_batch_example_py(self):
         here = os.path.dirname(os.path.abspath(__file__))

@@ -85,12 +85,26 @@ REWIND_C_API rewind_status rewind_detokenize(const rewind_model* model, const re
 typedef struct rewind_context_options {
     int32_t n_threads; /* >= 1 */
     int64_t max_batch; /* tokens per internal pass, >= 1 (clamped to the context length) */
+    /* How the forward pass rounds: "exact" (rewind's fixed reduction orders: a token's logits do
+     * not depend on its pass size or the thread count; speculation needs this) or "llamacpp"
+     * (llama.cpp's CPU numerics, to compare with its outputs; logits then depend on the pass
+     * size: set max_batch >= 512 to pass prompts whole as llama.cpp does). NULL: "exact". */
+    const char* numerics;
+    /* The highest SIMD level the CPU kernels may use: "scalar", "avx2", "avx-vnni" ("avxvnni"
+     * too) or "avx512". NULL: the best this CPU has. Ignored on a CUDA device. */
+    const char* simd;
+    /* Where the forward pass runs: "cpu", "cuda" (= "cuda:0") or "cuda:N". NULL: "cpu". */
+    const char* device;
 } rewind_context_options;
-/* n_threads 1, max_batch 256. */
+/* n_threads 1, max_batch 256, numerics "exact", simd NULL (the CPU's best), device "cpu". */
 REWIND_C_API rewind_context_options rewind_context_default_options(void);
 
 /* The context keeps the model alive: the model handle may be freed before it. opts may be NULL
- * (defaults). Errors: argument. */
+ * (defaults); the option strings are read during the call only. Errors: argument (n_threads or
+ * max_batch < 1; an unknown numerics, simd or device name: the message lists the accepted ones),
+ * unsupported (a SIMD level this CPU lacks, naming the CPU's best; a CUDA device in a build
+ * without CUDA or on a machine without that GPU; CUDA with "llamacpp" numerics or a weight type
+ * it lacks), capacity (device memory runs out). */
 REWIND_C_API rewind_status rewind_context_new(const rewind_model* model, const rewind_context_options* opts,
                                               rewind_context** out);
 REWIND_C_API void rewind_context_free(rewind_context* ctx);
@@ -129,7 +143,30 @@ REWIND_C_API rewind_status rewind_cache_load(const rewind_model* model, const ch
 REWIND_C_API rewind_status rewind_append(rewind_context* ctx, rewind_cache* cache, const rewind_token* tokens,
                                          size_t n_tokens);
 
+/* The logits of the next position: what the next generated token is chosen from (before any
+ * sampler option: temperature, penalties and filters are not applied). Runs the held-back token
+ * on top of the cache through `ctx`, points *logits at its n_vocab scores (*n_vocab gets the
+ * model's vocabulary size), then rolls the KV cache back (O(1)): the cache's sequence and state
+ * are as before the call. They are the same bits greedy generation's argmax is taken from with
+ * this context's options. *logits belongs to the context and stays valid until the next call
+ * that runs `ctx` (append, generate, next_logits) or frees it; copy it to keep it. On failure
+ * *logits and *n_vocab are untouched. Errors: argument (NULL), state (an empty sequence: append
+ * a prompt first; ctx and cache of different models). */
+REWIND_C_API rewind_status rewind_next_logits(rewind_context* ctx, rewind_cache* cache, const float** logits,
+                                              size_t* n_vocab);
+
 /* ---- Generation ------------------------------------------------------------------------- */
+
+/* Called with each generated token as soon as it is decided (in order, each exactly once, the
+ * last one included), before the call that generates returns. Return non-zero to go on, 0 to stop:
+ * the generation then ends after this token (kept, as every token so far, in the output and the
+ * cache) with REWIND_STOP_CANCELLED, unless this token also ended it by another rule
+ * (end-of-generation, a stop string, max_tokens, a full context), which is then the stop reason.
+ * It runs on the calling thread, in the middle of the generation: it may call rewind functions
+ * that do not use the generating context or cache (e.g. rewind_detokenize on the model), and
+ * must not use that context or cache, free anything the call uses, throw a C++ exception or
+ * longjmp out. */
+typedef int (*rewind_token_callback)(rewind_token token, void* user_data);
 
 typedef struct rewind_generate_options {
     int64_t max_tokens;    /* >= 0 */
@@ -143,8 +180,11 @@ typedef struct rewind_generate_options {
     int stop_at_eog;       /* end on EOS / EOT */
     const char* const* stop_strings; /* generation ends after the token completing one (may be NULL) */
     size_t n_stop_strings;
+    rewind_token_callback on_token; /* NULL: none. rewind_generate and rewind_generate_speculative
+                                     * call it; rewind_batch_add refuses it (argument) */
+    void* user_data;                /* passed to on_token, never read by rewind */
 } rewind_generate_options;
-/* 128 tokens, greedy, no filters, stop at EOS/EOT, no stop strings. */
+/* 128 tokens, greedy, no filters, stop at EOS/EOT, no stop strings, no callback. */
 REWIND_C_API rewind_generate_options rewind_generate_default_options(void);
 
 /* Why a generation ended. */
@@ -153,7 +193,7 @@ typedef enum rewind_stop {
     REWIND_STOP_END_OF_GENERATION = 1,
     REWIND_STOP_STRING = 2,
     REWIND_STOP_CONTEXT_FULL = 3,
-    REWIND_STOP_CANCELLED = 4 /* a batch request ended by rewind_batch_cancel */
+    REWIND_STOP_CANCELLED = 4 /* on_token returned 0, or rewind_batch_cancel ended a request */
 } rewind_stop;
 
 /* What a generation did. For plain decoding, passes == emitted and no guesses. */
@@ -170,6 +210,7 @@ typedef struct rewind_stats {
 
 /* Generates from the sequence in `cache` (which must not be empty); the generated ids are
  * appended to it and written to out_tokens, whose capacity must be at least max_tokens.
+ * opts->on_token, when set, sees each token as it is decided and may stop the generation.
  * stats may be NULL. Errors: argument (NULL, bad options, capacity < max_tokens), capacity,
  * state (an empty sequence, ctx and cache of different models). */
 REWIND_C_API rewind_status rewind_generate(rewind_context* ctx, rewind_cache* cache, const rewind_generate_options* opts,
@@ -177,7 +218,9 @@ REWIND_C_API rewind_status rewind_generate(rewind_context* ctx, rewind_cache* ca
                                            rewind_stats* stats);
 
 /* Speculative decoding: guesses from a named source, verified by the target in one pass each.
- * The output is exactly rewind_generate's with the same options. */
+ * The output is exactly rewind_generate's with the same options, and on_token sees the same
+ * tokens in the same order (several in a row after a pass that accepts guesses), so stopping
+ * after the same token leaves the same output and cache. */
 typedef struct rewind_spec_options {
     const char* source;            /* "ngram", "ref", "draft", "auto" (or "auto-first") */
     int32_t k;                     /* guesses per pass, 1..255 (the ceiling when adaptive) */
@@ -236,7 +279,8 @@ REWIND_C_API rewind_batch_options rewind_batch_default_options(void);
 /* A batch over `model` with its own context (ctx_opts; NULL: defaults). The batch owns that
  * context because every step uses it for the batch's whole life; its max_batch bounds the rows of
  * one pass and so the number of running requests. opts may be NULL (defaults). The batch keeps
- * the model alive. Errors: argument (NULL model or out, options out of range). */
+ * the model alive. Errors: argument (NULL model or out, options out of range), and as
+ * rewind_context_new for ctx_opts (argument, unsupported, capacity). */
 REWIND_C_API rewind_status rewind_batch_new(const rewind_model* model, const rewind_context_options* ctx_opts,
                                             const rewind_batch_options* opts, rewind_batch** out);
 /* Frees the batch and every request in it (running ones are dropped). */
@@ -249,8 +293,8 @@ REWIND_C_API void rewind_batch_free(rewind_batch* batch);
  * source runs its own draft cache, outside the KV budget). Its prompt runs in the next steps.
  * Writes its id to *request_id. On failure nothing is added and no other request changes.
  * Errors: argument (NULL batch, prompt, opts or request_id; an empty prompt; an id outside the
- * vocabulary; bad sampler options; an unknown source, k outside 1..255, references or a draft
- * the source would ignore or lacks), capacity (a prompt longer than the model's context; the
+ * vocabulary; bad sampler options; an on_token callback; an unknown source, k outside 1..255,
+ * references or a draft the source would ignore or lacks), capacity (a prompt longer than the model's context; the
  * KV budget would be exceeded; as many requests running as the context's max_batch; a draft
  * whose context is shorter than the request's cache), state (a
  * draft whose vocabulary differs; a batch broken by an earlier internal failure). */

@@ -7,13 +7,17 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "rewind/context.h"
+#include "rewind/device.h"
 #include "rewind/error.h"
 #include "rewind/generate.h"
+#include "rewind/kernels/simd.h"
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
 #include "rewind/session.h"
@@ -133,6 +137,32 @@ void check_pair(const rewind_context* ctx, const rewind_cache* cache) {
     if (!cache->session.cache().belongs_to(ctx->ctx.model()))
         throw Error(ErrorCode::state, "the cache belongs to " + cache->session.model().path() + ", the context runs " +
                                           ctx->ctx.model().path());
+}
+
+// The C context options as ContextOptions; names are checked here, the rest by Context.
+rwd::ContextOptions context_options(const rewind_context_options* opts) {
+    const rewind_context_options o = opts ? *opts : rewind_context_default_options();
+    rwd::ContextOptions co;
+    co.n_threads = o.n_threads;
+    co.max_batch = o.max_batch;
+    if (o.numerics) {
+        const std::string_view n = o.numerics;
+        if (n == "exact")
+            co.numerics = rwd::Numerics::Exact;
+        else if (n == "llamacpp")
+            co.numerics = rwd::Numerics::LlamaCpp;
+        else
+            throw Error(ErrorCode::argument, "unknown numerics '" + std::string(n) + "' (expected exact or llamacpp)");
+    }
+    if (o.simd) co.simd = rwd::parse_simd(o.simd);
+    if (o.device) co.device = rwd::parse_device(o.device);
+    return co;
+}
+
+// A C callback as a TokenCallback (empty when there is none).
+rwd::TokenCallback token_callback(const rewind_generate_options* o) {
+    if (!o->on_token) return {};
+    return [f = o->on_token, user = o->user_data](rwd::TokenId t) { return f(t, user) != 0; };
 }
 
 rwd::GenerateOptions generate_options(const rewind_generate_options* o, size_t out_capacity) {
@@ -337,7 +367,13 @@ rewind_status rewind_detokenize(const rewind_model* model, const rewind_token* t
 
 rewind_context_options rewind_context_default_options(void) {
     const rwd::ContextOptions d;
-    return {d.n_threads, d.max_batch};
+    rewind_context_options o{};
+    o.n_threads = d.n_threads;
+    o.max_batch = d.max_batch;
+    o.numerics = "exact";
+    o.simd = nullptr;
+    o.device = "cpu";
+    return o;
 }
 
 rewind_status rewind_context_new(const rewind_model* model, const rewind_context_options* opts,
@@ -346,8 +382,7 @@ rewind_status rewind_context_new(const rewind_model* model, const rewind_context
         need(out, "out");
         *out = nullptr;
         need(model, "the model");
-        const rewind_context_options o = opts ? *opts : rewind_context_default_options();
-        *out = new rewind_context{rwd::Context(model->model, {.n_threads = o.n_threads, .max_batch = o.max_batch})};
+        *out = new rewind_context{rwd::Context(model->model, context_options(opts))};
     });
 }
 
@@ -416,6 +451,25 @@ rewind_status rewind_append(rewind_context* ctx, rewind_cache* cache, const rewi
     });
 }
 
+rewind_status rewind_next_logits(rewind_context* ctx, rewind_cache* cache, const float** logits, size_t* n_vocab) {
+    return guarded("rewind_next_logits", [&] {
+        check_pair(ctx, cache);
+        need(logits, "logits");
+        need(n_vocab, "n_vocab");
+        const std::vector<rwd::TokenId>& ids = cache->session.tokens();
+        if (ids.empty()) throw Error(ErrorCode::state, "the cache holds no tokens (append a prompt first)");
+        // Run the held-back token as generation's first pass does (alone, Logits::Last), then
+        // drop its K/V: the session holds exactly what it held.
+        rwd::KvCache& kv = cache->session.cache();
+        const int64_t held = kv.size();
+        const std::span<const float> l = ctx->ctx.forward(kv, std::span<const rwd::TokenId>(&ids.back(), 1),
+                                                          rwd::Logits::Last);
+        kv.truncate(held);
+        *logits = l.data();
+        *n_vocab = l.size();
+    });
+}
+
 rewind_generate_options rewind_generate_default_options(void) {
     const rwd::GenerateOptions g;
     rewind_generate_options o{};
@@ -430,6 +484,8 @@ rewind_generate_options rewind_generate_default_options(void) {
     o.stop_at_eog = g.stop_at_eog ? 1 : 0;
     o.stop_strings = nullptr;
     o.n_stop_strings = 0;
+    o.on_token = nullptr;
+    o.user_data = nullptr;
     return o;
 }
 
@@ -440,7 +496,7 @@ rewind_status rewind_generate(rewind_context* ctx, rewind_cache* cache, const re
         need(n_out, "n_out");
         const rwd::GenerateOptions g = generate_options(opts, out_capacity);
         if (g.max_tokens > 0) need(out_tokens, "out_tokens");
-        const rwd::GenerateResult r = cache->session.generate(ctx->ctx, g);
+        const rwd::GenerateResult r = cache->session.generate(ctx->ctx, g, token_callback(opts));
         finish(r, out_tokens, n_out);
         if (stats) fill_stats(stats, r);
     });
@@ -477,7 +533,8 @@ rewind_status rewind_generate_speculative(rewind_context* ctx, rewind_cache* cac
         if (cache->session.tokens().empty())
             throw Error(ErrorCode::state, "the cache holds no tokens (append a prompt first)");
         auto source = sp::make_guess_source(ss, ctx->ctx.model(), kv.capacity());
-        const sp::SpeculativeResult r = sp::generate_speculative(ctx->ctx, cache->session, *source, so);
+        const sp::SpeculativeResult r =
+            sp::generate_speculative(ctx->ctx, cache->session, *source, so, token_callback(opts));
         finish(r, out_tokens, n_out);
         if (stats) {
             fill_stats(stats, r);
@@ -510,13 +567,11 @@ rewind_status rewind_batch_new(const rewind_model* model, const rewind_context_o
         need(out, "out");
         *out = nullptr;
         need(model, "the model");
-        const rewind_context_options co = ctx_opts ? *ctx_opts : rewind_context_default_options();
         const rewind_batch_options bo = opts ? *opts : rewind_batch_default_options();
         auto b = std::make_unique<rewind_batch>();
         b->model = model->model;
         b->kv_type = bo.kv_f16 ? rwd::KvType::F16 : rwd::KvType::F32;
-        b->ctx = std::make_unique<rwd::Context>(model->model,
-                                                rwd::ContextOptions{.n_threads = co.n_threads, .max_batch = co.max_batch});
+        b->ctx = std::make_unique<rwd::Context>(model->model, context_options(ctx_opts));
         b->dec = std::make_unique<rwd::speculate::BatchDecoder>(
             *b->ctx, rwd::speculate::BatchOptions{.kv_budget_bytes = bo.kv_budget_bytes,
                                                   .kv_type = b->kv_type,
@@ -550,6 +605,9 @@ rewind_status rewind_batch_add(rewind_batch* batch, const rewind_token* prompt, 
         const int64_t n_ctx = model.hparams().n_ctx_train;
         sp::BatchRequest req;
         req.generate = generate_options(opts, SIZE_MAX); // no output buffer: any max_tokens >= 0
+        if (opts->on_token)
+            throw Error(ErrorCode::argument, "a batch request takes no on_token callback (read its tokens with "
+                                             "rewind_batch_request_tokens between steps)");
         req.prompt.assign(prompt, prompt + n_prompt);
         if (spec) {
             if (spec->k < 1 || spec->k > sp::SpeculativeOptions::kMaxK)
