@@ -15,9 +15,8 @@
 #include "rewind/kernels/attention.h"
 #include "rewind/kernels/dtype.h"
 #include "rewind/kernels/ggml_compat.h"
-#include "rewind/kernels/kq_packed.h"
 #include "rewind/kernels/matmul.h"
-#include "rewind/kernels/q8_packed.h"
+#include "rewind/kernels/packed.h"
 
 namespace rwd {
 
@@ -163,51 +162,41 @@ void CpuBackend::matmul(const Matrix& w, const float* x, int64_t rows, float* y)
         MatrixView plain = w;
         plain.packed = nullptr;
         rwd::matmul(plain, x, rows, y, mm, pool_.get(), opts_.simd);
-    } else if (w.packed && kq_repackable(w.type)) {
-        // Packed K-quant: the same quantization and product matmul makes, the tokens'
-        // quantization split over the pool instead of on this thread.
-        matmul_kq_packed(w, quantize_kq_input(x, rows, w.cols, mm, pool_.get(), opts_.simd), y, pool_.get(),
-                         opts_.simd);
+    } else if (w.packed) {
+        // The quantization and product matmul makes (a K-quant's tokens quantized over the pool).
+        const PackedInput xq = quantize_packed(packed_layout(w.type), x, rows, w.cols, mm, pool_.get(), opts_.simd);
+        matmul_packed(w, xq, y, pool_.get(), opts_.simd);
     } else {
         rwd::matmul(w, x, rows, y, mm, pool_.get(), opts_.simd);
     }
 }
 
-// Packed Q8_0 matrices (the widened Q4_0..Q5_1 ones among them: the same Q8_0 activations as
-// their file layout's) of one width, few enough for one pool job.
-bool CpuBackend::shared_q8(std::initializer_list<MatOut<Matrix>> outs) const {
-    bool ok = opts_.numerics == Numerics::Exact && outs.size() <= kQ8PackedManyMax;
+// The layout every one of outs is packed in, if they share one and their width (with Exact
+// numerics, few enough for one pool job); else None.
+PackedLayout CpuBackend::shared_layout(std::initializer_list<MatOut<Matrix>> outs) const {
+    if (opts_.numerics != Numerics::Exact || outs.size() > kQ8PackedManyMax) return PackedLayout::None;
+    const MatrixView& w0 = *outs.begin()->w;
+    const PackedLayout layout = packed_layout(w0.type);
     for (const MatOut<Matrix>& o : outs)
-        ok = ok && o.w->packed && q8_packable(o.w->type) && o.w->cols == outs.begin()->w->cols;
-    return ok;
+        if (!o.w->packed || packed_layout(o.w->type) != layout || o.w->cols != w0.cols) return PackedLayout::None;
+    return layout;
 }
 
-// Packed K-quant matrices (Q4_K, Q5_K and Q6_K alike: all read Q8_K blocks) of one width.
-bool CpuBackend::shared_kq(std::initializer_list<MatOut<Matrix>> outs) const {
-    bool ok = opts_.numerics == Numerics::Exact;
-    for (const MatOut<Matrix>& o : outs)
-        ok = ok && o.w->packed && kq_repackable(o.w->type) && o.w->cols == outs.begin()->w->cols;
-    return ok;
-}
-
-// Products of several matrices over one input (Q, K, V; gate, up): packed ones share a single
-// quantization of x (the same one each would make alone, so the same bits).
+// Products of several matrices over one input (Q, K, V; gate, up): packed ones of one layout
+// (Q8_0 and the widened Q4_0..Q5_1; or Q4_K, Q5_K and Q6_K, all reading Q8_K blocks) share a
+// single quantization of x (the same one each would make alone, so the same bits).
 void CpuBackend::matmul_many(std::initializer_list<MatOut<Matrix>> outs, const float* x, int64_t rows) {
-    const int64_t cols = outs.begin()->w->cols;
-    const std::span<std::byte> mm(buf_->mm_scratch);
-    if (shared_q8(outs)) {
-        const Q8Input xq = quantize_input(x, rows, cols, mm, opts_.simd);
-        // One pool job for all of them: fewer wake-ups and joins per layer.
-        Q8PackedOut q8_outs[kQ8PackedManyMax];
-        size_t n_out = 0;
-        for (const MatOut<Matrix>& o : outs) q8_outs[n_out++] = Q8PackedOut{o.w, o.y};
-        matmul_q8_packed_many(std::span<const Q8PackedOut>(q8_outs, n_out), xq, pool_.get(), q8_kernel_for(opts_.simd));
-    } else if (shared_kq(outs)) {
-        const KqInput xq = quantize_kq_input(x, rows, cols, mm, pool_.get(), opts_.simd);
-        for (const MatOut<Matrix>& o : outs) matmul_kq_packed(*o.w, xq, o.y, pool_.get(), opts_.simd);
-    } else {
+    const PackedLayout layout = shared_layout(outs);
+    if (layout == PackedLayout::None) {
         for (const MatOut<Matrix>& o : outs) matmul(*o.w, x, rows, o.y);
+        return;
     }
+    const int64_t cols = outs.begin()->w->cols;
+    const PackedInput xq = quantize_packed(layout, x, rows, cols, buf_->mm_scratch, pool_.get(), opts_.simd);
+    PackedOut packed[kQ8PackedManyMax];
+    size_t n_out = 0;
+    for (const MatOut<Matrix>& o : outs) packed[n_out++] = PackedOut{o.w, o.y};
+    matmul_packed_many(std::span<const PackedOut>(packed, n_out), xq, pool_.get(), opts_.simd);
 }
 
 void CpuBackend::copy_cols(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t cols,

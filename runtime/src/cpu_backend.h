@@ -10,6 +10,7 @@
 
 #include "forward_graph.h"
 #include "rewind/context.h"
+#include "rewind/kernels/packed.h"
 
 namespace rwd {
 
@@ -55,8 +56,7 @@ public:
 
 private:
     struct Buffers;
-    bool shared_q8(std::initializer_list<MatOut<Matrix>> outs) const;
-    bool shared_kq(std::initializer_list<MatOut<Matrix>> outs) const;
+    PackedLayout shared_layout(std::initializer_list<MatOut<Matrix>> outs) const;
 
     const Model& m_;
     ContextOptions opts_; // the Context's, after its clamping (pool and n_threads settled)
