@@ -256,6 +256,8 @@ struct CudaBackend::Impl {
     // A forward move: pieces no longer than the gap, so no copy overlaps its own source.
     void move_rows(float* dst, const float* src, int64_t n) {
         const int64_t gap = src - dst;
+        if (gap == 0) return;
+        if (gap < 0) throw Error(ErrorCode::argument, "CUDA move_rows: a backward move");
         for (int64_t i = 0; i < n; i += gap) {
             const int64_t c = std::min(gap, n - i);
             cuda::copy_on_device(dst + i, src + i, static_cast<size_t>(c) * 4, stream.get(), "output rows");
