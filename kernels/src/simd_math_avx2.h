@@ -4,10 +4,20 @@
 #pragma once
 #include <immintrin.h>
 
-#include "exp_constants.h"
+#include "exp_core.h"
 
 namespace rwd::detail {
 namespace {
+
+// exp_reduced's lane ops on 8 floats.
+struct Avx2ExpOps {
+    static __m256 set1(float c) { return _mm256_set1_ps(c); }
+    static __m256 mul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
+    static __m256 add(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+    static __m256 round(__m256 a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+    static __m256 fmadd(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+    static __m256 fnmadd(__m256 a, __m256 b, __m256 c) { return _mm256_fnmadd_ps(a, b, c); }
+};
 
 // exp(x) for 8 floats, about 1-2 ulp: x = n*ln2 + r with n = round(x*log2(e)) and ln2 split in
 // two parts so r is accurate, a degree-6 polynomial for e^r, and 2^n built in the exponent bits.
@@ -19,17 +29,8 @@ inline __m256 exp_avx2(__m256 x) {
     const __m256 zero_mask = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
     const __m256 inf_mask = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
     x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(exp_c::log2e)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(exp_c::ln2_hi), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(exp_c::ln2_lo), r);
-    __m256 y = _mm256_set1_ps(exp_c::p0);
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(exp_c::p1));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(exp_c::p2));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(exp_c::p3));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(exp_c::p4));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(exp_c::p5));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256 n;
+    __m256 y = exp_reduced<Avx2ExpOps>(x, n);
     // n is in [-126, 127] after the clamp, so 2^n is a normal float.
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));

@@ -6,9 +6,19 @@
 #include <cstring>
 #include <limits>
 
-#include "exp_constants.h"
+#include "exp_core.h"
 
 namespace rwd::detail {
+
+// exp_reduced's lane ops on one float: std::fma rounds once, as the vector fmas do.
+struct ScalarExpOps {
+    static float set1(float c) { return c; }
+    static float mul(float a, float b) { return a * b; }
+    static float add(float a, float b) { return a + b; }
+    static float round(float a) { return std::nearbyint(a); }
+    static float fmadd(float a, float b, float c) { return std::fma(a, b, c); }
+    static float fnmadd(float a, float b, float c) { return std::fma(-a, b, c); }
+};
 
 // exp_avx2 / exp_avx512 lane by lane: the same clamps (max/min as the vector instructions order
 // their operands, so NaN clamps to -87), the same rounding of n (nearest even), the same fmas in
@@ -18,16 +28,8 @@ inline float exp_avx2_model(float x) {
     const bool zero = x < lo, inf = x > hi; // ordered compares: false for NaN
     x = x > lo ? x : lo;                    // _mm256_max_ps(x, lo)
     x = x < hi ? x : hi;                    // _mm256_min_ps(x, hi)
-    const float n = std::nearbyint(x * exp_c::log2e);
-    float r = std::fma(-n, exp_c::ln2_hi, x); // fnmadd: -(n*c) + x
-    r = std::fma(-n, exp_c::ln2_lo, r);
-    float y = exp_c::p0;
-    y = std::fma(y, r, exp_c::p1);
-    y = std::fma(y, r, exp_c::p2);
-    y = std::fma(y, r, exp_c::p3);
-    y = std::fma(y, r, exp_c::p4);
-    y = std::fma(y, r, exp_c::p5);
-    y = std::fma(y, r * r, r + 1.0f);
+    float n;
+    float y = exp_reduced<ScalarExpOps>(x, n);
     const uint32_t e = uint32_t(int32_t(n) + 127) << 23; // n in [-126, 127]: a normal 2^n
     float p2;
     std::memcpy(&p2, &e, sizeof p2);
