@@ -459,7 +459,7 @@ TEST(BenchScale, WeightBytesPerToken) {
     // Repacked matrices count as packed: pycode-4m-q4_k_m's Q5_0 ones (widened to the Q8_0 layout)
     // read more than the file holds, so the repacked model reads more than the file's layout.
     const std::string q4km = std::string(REWIND_SHARED_DIR) + "/models/pycode-4m-q4_k_m.gguf";
-    auto packed = rwd::Model::load(q4km), plain = rwd::Model::load(q4km, rwd::ModelOptions{.repack_q8_0 = false});
+    auto packed = rwd::Model::load(q4km), plain = rwd::Model::load(q4km, rwd::ModelOptions{.repack = false});
     int64_t swapped = 0;
     auto add = [&](const rwd::MatrixView& v) {
         if (v.packed) swapped += static_cast<int64_t>(rwd::dtype_row_bytes(v.type, v.cols)) * v.rows;

@@ -22,8 +22,7 @@
 #include "rewind/context.h"
 #include "rewind/error.h"
 #include "rewind/kv_cache.h"
-#include "rewind/kernels/kq_packed.h"
-#include "rewind/kernels/q8_packed.h"
+#include "rewind/kernels/packed.h"
 #include "rewind/model.h"
 #include "rewind/sampler.h"
 #include "gguf_test_util.h"
@@ -515,9 +514,7 @@ TEST(ModelLoad, RepackingThreadsDoNotChangeThePackedWeights) {
     const auto three = Model::load(path, ModelOptions{.load_threads = 3});
     ASSERT_GT(one->packed_bytes(), 0u);
     EXPECT_EQ(one->packed_bytes(), three->packed_bytes());
-    auto bytes = [](const MatrixView& w) {
-        return q8_packable(w.type) ? q8_packed_bytes(w.type, w.rows, w.cols) : kq_packed_bytes(w.type, w.rows, w.cols);
-    };
+    auto bytes = [](const MatrixView& w) { return packed_bytes(w.type, w.rows, w.cols); };
     std::map<DType, int> seen;
     for (size_t l = 0; l < one->layers.size(); ++l)
         for (auto mp : {&Model::Layer::wq, &Model::Layer::wk, &Model::Layer::wv, &Model::Layer::wo, &Model::Layer::ffn_gate,

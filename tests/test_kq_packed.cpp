@@ -4,6 +4,7 @@
 // overflow or saturation), partial row groups, any token count and any thread count -- plus the errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "rewind/error.h"
 #include "rewind/kernels/kq_packed.h"
 #include "rewind/kernels/matmul.h"
+#include "rewind/kernels/packed.h"
 
 using namespace rwd;
 
@@ -194,4 +196,47 @@ TEST(KqPacked, RefusesBadInput) {
     mis.packed = w->packed + 4;
     const auto x = test::randn(256, 3);
     EXPECT_THROW(run(mis, x, 1, nullptr, SimdLevel::Scalar), Error);
+}
+
+// packed.h's one front end over both layouts: a Q8_0 matrix repacked by repack() and the K-quants
+// here, one quantize_packed input per layout shared by matmul_packed_many: each product is
+// matmul's, bit for bit, at every level; a matrix of the other layout is refused.
+TEST(PackedFrontEnd, EachLayoutGivesMatmulsBits) {
+    EXPECT_EQ(packed_layout(DType::Q8_0), PackedLayout::Q8);
+    EXPECT_EQ(packed_layout(DType::Q5_0), PackedLayout::Q8);
+    EXPECT_EQ(packed_layout(DType::Q6_K), PackedLayout::Kq);
+    EXPECT_EQ(packed_layout(DType::F16), PackedLayout::None);
+    EXPECT_FALSE(packable(DType::F32));
+    EXPECT_EQ(packed_bytes(DType::Q4_K, 16, 256), kq_packed_bytes(DType::Q4_K, 16, 256));
+    const int64_t cols = 512, n = 9;
+    const auto q4k = make(DType::Q4_K, 40, cols, 3, 0), q6k = make(DType::Q6_K, 21, cols, 4, 1);
+    Packed q8;
+    q8.type = DType::Q8_0;
+    q8.rows = 33;
+    q8.cols = cols;
+    const auto src = test::randn(size_t(q8.rows * cols), 5, 0.5f);
+    q8.data.resize(dtype_row_bytes(DType::Q8_0, cols) * size_t(q8.rows));
+    for (int64_t r = 0; r < q8.rows; ++r)
+        quantize_row(DType::Q8_0, src.data() + r * cols, cols, q8.data.data() + size_t(r) * dtype_row_bytes(DType::Q8_0, cols));
+    const size_t bytes = packed_bytes(DType::Q8_0, q8.rows, cols);
+    q8.mem.reset(new std::byte[bytes + 64]);
+    q8.packed = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(q8.mem.get()) + 63) & ~uintptr_t(63));
+    repack(q8.plain(), {q8.packed, bytes});
+    ThreadPool p2(2);
+    const auto x = test::randn(size_t(n * cols), 11);
+    std::vector<std::byte> scratch(std::max(matmul_scratch_bytes(DType::Q8_0, n, cols), kq_input_bytes(n, cols)));
+    for (SimdLevel level : supported_simd_levels()) {
+        const PackedInput xk = quantize_packed(PackedLayout::Kq, x.data(), n, cols, scratch, &p2, level);
+        std::vector<float> ya(size_t(n * q4k->rows), NAN), yb(size_t(n * q6k->rows), NAN);
+        const MatrixView va = q4k->view(), vb = q6k->view(), v8 = q8.view();
+        const PackedOut outs[] = {{&va, ya.data()}, {&vb, yb.data()}};
+        matmul_packed_many(outs, xk, &p2, level);
+        ASSERT_TRUE(same_bits(ya, run(va, x, n, nullptr, level))) << simd_name(level);
+        ASSERT_TRUE(same_bits(yb, run(vb, x, n, nullptr, level))) << simd_name(level);
+        std::vector<float> y8(size_t(n * q8.rows), NAN);
+        EXPECT_THROW(matmul_packed(v8, xk, y8.data(), &p2, level), Error); // a Q8 matrix, a Kq input
+        const PackedInput x8 = quantize_packed(PackedLayout::Q8, x.data(), n, cols, scratch, &p2, level);
+        matmul_packed(v8, x8, y8.data(), &p2, level);
+        ASSERT_TRUE(same_bits(y8, run(v8, x, n, nullptr, level))) << simd_name(level);
+    }
 }

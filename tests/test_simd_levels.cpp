@@ -117,7 +117,7 @@ TEST(SimdLevels, DenseFloatWeightsSameBitsWithinABodysOrder) {
     expect_same_bits(model_test::load("pycode-4m"), "pycode-4m (F32)", Order::PerBody);
     expect_same_bits(model_test::load("pycode-4m-f16"), "pycode-4m-f16", Order::PerBody, KvType::F16);
     const auto plain = Model::load(std::string(REWIND_SHARED_DIR) + "/models/pycode-4m-q8_0.gguf",
-                                   ModelOptions{.repack_q8_0 = false});
+                                   ModelOptions{.repack = false});
     expect_same_bits(plain, "pycode-4m-q8_0 (file layout)", Order::PerBody);
     // Q/K norms and neox rope (qwen3), GELU and sliding windows (gemma3).
     expect_same_bits(model_test::load("arch-qwen3"), "arch-qwen3", Order::PerBody);

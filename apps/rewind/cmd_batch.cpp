@@ -89,7 +89,7 @@ int run_batch(const BatchFlags& f) {
          std::isinf(f.pass_cost_ms[0]) || std::isinf(f.pass_cost_ms[1])))
         throw Error("batch: --pass-cost wants two positive numbers, FIXED_MS,PER_ROW_MS");
     const auto items = rb::take_first(rb::load_workload(f.workload), f.items);
-    const ModelOptions mo{.repack_q8_0 = !f.no_repack, .widen_q4 = f.widen_q4};
+    const ModelOptions mo{.repack = !f.no_repack, .widen_q4 = f.widen_q4};
     auto model = Model::load(f.model, mo);
     Context ctx(model, ContextOptions{.n_threads = f.threads});
 

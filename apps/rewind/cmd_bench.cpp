@@ -66,7 +66,7 @@ struct BenchCliOptions {
     int cost_warmup = 6;
     std::string project;         // a saved workload report whose tokens per pass to project
     std::string from_json; // redraw the reports of a saved --json file instead of measuring
-    bool no_repack = false; // keep Q8_0, Q5_0 and K-quant weights in the file's layout (ModelOptions::repack_q8_0)
+    bool no_repack = false; // keep Q8_0, Q5_0 and K-quant weights in the file's layout (ModelOptions::repack)
     bool widen_q4 = false; // ModelOptions::widen_q4
     std::vector<int> concurrency; // --concurrency: continuous-batching mode at these levels
     int64_t prefill_chunk = 64;   // --concurrency: prompt tokens per pass
@@ -165,7 +165,7 @@ int run_cost_curve(const BenchCliOptions& o, const std::string& model_path) {
     if (o.long_prefix < 0) throw Error(ErrorCode::argument, "bench: --long-prefix must not be negative");
     if (o.bandwidth_mib < 0) throw Error(ErrorCode::argument, "bench: --bandwidth-mib must not be negative");
     if (o.cost_warmup < 0) throw Error(ErrorCode::argument, "bench: --cost-warmup must not be negative");
-    auto model = Model::load(model_path, ModelOptions{.repack_q8_0 = !o.no_repack, .widen_q4 = o.widen_q4});
+    auto model = Model::load(model_path, ModelOptions{.repack = !o.no_repack, .widen_q4 = o.widen_q4});
     const int64_t hp_ctx = model->hparams().n_ctx_train;
     const Device device = parse_device(o.device);
     const SimdLevel simd = simd_of(o);
@@ -304,7 +304,7 @@ int run_concurrency(const BenchCliOptions& o, const std::string& model_path) {
         auto part = rb::take_first(rb::load_workload(w), o.items);
         items.insert(items.end(), part.begin(), part.end());
     }
-    const ModelOptions mo{.repack_q8_0 = !o.no_repack, .widen_q4 = o.widen_q4};
+    const ModelOptions mo{.repack = !o.no_repack, .widen_q4 = o.widen_q4};
     auto model = Model::load(model_path, mo);
     Context ctx(model, ContextOptions{.n_threads = o.threads, .device = parse_device(o.device), .simd = simd_of(o)});
     SamplerOptions so;
@@ -485,7 +485,7 @@ int run_bench(const BenchCliOptions& o) {
     ro.cost.warmup = o.cost_warmup;
 
     rb::BenchModels models;
-    const ModelOptions mo{.repack_q8_0 = !o.no_repack, .widen_q4 = o.widen_q4};
+    const ModelOptions mo{.repack = !o.no_repack, .widen_q4 = o.widen_q4};
     models.target = Model::load(model_path, mo);
     if (!o.draft.empty()) models.draft = Model::load(o.draft, mo);
 

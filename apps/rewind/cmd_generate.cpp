@@ -53,7 +53,7 @@ struct GenerateFlags {
     int k = 8;
     bool adaptive = false;
     std::string verify = "exact";
-    bool no_repack = false; // keep Q8_0, Q5_0 and K-quant weights in the file's layout (ModelOptions::repack_q8_0)
+    bool no_repack = false; // keep Q8_0, Q5_0 and K-quant weights in the file's layout (ModelOptions::repack)
     bool widen_q4 = false; // ModelOptions::widen_q4
 };
 
@@ -186,7 +186,7 @@ std::unique_ptr<speculate::GuessSource> make_guess_source(const GenerateFlags& f
     sp::SourceSpec spec;
     sp::parse_source_kind(f.spec, spec);
     for (const std::string& path : f.refs) spec.references.push_back(sp::read_text_file(path));
-    if (!f.draft.empty()) spec.draft = Model::load(f.draft, ModelOptions{.repack_q8_0 = !f.no_repack, .widen_q4 = f.widen_q4});
+    if (!f.draft.empty()) spec.draft = Model::load(f.draft, ModelOptions{.repack = !f.no_repack, .widen_q4 = f.widen_q4});
     spec.draft_options.context = copts;
     spec.draft_options.cache_type = cache.type();
     return sp::make_guess_source(spec, target, cache.capacity());
@@ -218,7 +218,7 @@ nlohmann::ordered_json stats_json(const DecodeStats& s, const speculate::Specula
 int run_generate(const GenerateFlags& f) {
     const std::string prompt = read_prompt(f);
     if (prompt.empty()) throw Error("generate: the prompt is empty (give -p TEXT or -f FILE)");
-    auto model = Model::load(f.model, ModelOptions{.repack_q8_0 = !f.no_repack, .widen_q4 = f.widen_q4});
+    auto model = Model::load(f.model, ModelOptions{.repack = !f.no_repack, .widen_q4 = f.widen_q4});
     ContextOptions copts = to_context_options(f);
     // One pool for the target and a draft model's context: two spinning pools would fight over
     // the cores.

@@ -12,8 +12,7 @@
 #include "commands.h"
 #include "rewind/error.h"
 #include "rewind/gguf.h"
-#include "rewind/kernels/kq_packed.h"
-#include "rewind/kernels/q8_packed.h"
+#include "rewind/kernels/packed.h"
 #include "rewind/llama_model.h"
 #include "rewind/model.h"
 #include "rewind/tokenizer.h"
@@ -198,7 +197,7 @@ void print_tensors(const GgufFile& g) {
               << human_bytes(total) << " (" << total << " bytes)\n";
 }
 
-// What Model::load's repacking (ModelOptions::repack_q8_0) costs for this file: every matrix of a
+// What Model::load's repacking (ModelOptions::repack) costs for this file: every matrix of a
 // type repacked_at_load names but the token embedding goes into owned memory and the mapped
 // original is released, so resident memory is replaced, not doubled; the 32-blocks widened to the
 // Q8_0 layout (Q5_0, Q5_1; Q4_0, Q4_1 only when asked) grow.
@@ -212,9 +211,9 @@ void print_repack(const LlamaModelFile& mf) {
         if (!dt) return;
         const bool by_default = repacked_at_load(*dt, ModelOptions{});
         if (!by_default && !repacked_at_load(*dt, ModelOptions{.widen_q4 = true})) return;
-        const bool q8 = q8_packable(*dt);
+        const bool q8 = packed_layout(*dt) == PackedLayout::Q8;
         if (r.cols % (q8 ? kQ8Block : 256) != 0) return; // the loader refuses these widths
-        const uint64_t n = q8 ? q8_packed_bytes(*dt, r.rows, r.cols) : kq_packed_bytes(*dt, r.rows, r.cols);
+        const uint64_t n = packed_bytes(*dt, r.rows, r.cols);
         if (!by_default) { // Q4_0 / Q4_1: widened only with ModelOptions::widen_q4 (--widen-q4)
             four += r.n_bytes;
             four_packed += n;

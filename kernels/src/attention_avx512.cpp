@@ -221,24 +221,25 @@ void pv_dims(const float* vb, int64_t hd, const float* const* w, float* const* o
     }
 }
 
+// exp_reduced's lane ops on 16 floats.
+struct Avx512ExpOps {
+    static __m512 set1(float c) { return _mm512_set1_ps(c); }
+    static __m512 mul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
+    static __m512 add(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+    static __m512 round(__m512 a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+    static __m512 fmadd(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
+    static __m512 fnmadd(__m512 a, __m512 b, __m512 c) { return _mm512_fnmadd_ps(a, b, c); }
+};
+
 // exp_avx2 on 16 lanes, the same steps.
 inline __m512 exp_avx512(__m512 x) {
-    const __m512 lo = _mm512_set1_ps(-87.0f);
-    const __m512 hi = _mm512_set1_ps(88.3762626647949f);
+    const __m512 lo = _mm512_set1_ps(exp_c::lo);
+    const __m512 hi = _mm512_set1_ps(exp_c::hi);
     const __mmask16 zero_mask = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
     const __mmask16 inf_mask = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
     x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
-    y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    __m512 n;
+    __m512 y = exp_reduced<Avx512ExpOps>(x, n);
     const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     y = _mm512_mul_ps(y, _mm512_castsi512_ps(e));
     y = _mm512_mask_blend_ps(inf_mask, y, _mm512_set1_ps(__builtin_inff()));

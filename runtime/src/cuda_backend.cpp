@@ -1,16 +1,18 @@
-// The CUDA backend of Context: context.cpp's forward pass, step for step, on one CUDA device.
+// The CUDA backend of Context: forward_graph.h's ops on one CUDA device.
 // The KvCache (host memory) stays the authority on the cache's contents: the device holds a
 // mirror of positions < size(), valid while the cache's version() is the one this backend last
 // wrote (truncate keeps it; any other writer or a new cache makes the next pass upload the
 // prefix again), and every pass copies its new K/V rows back before committing them.
 #include "cuda_backend.h"
 
+#include "forward_graph.h"
 #include "rewind/error.h"
 
 #if defined(REWIND_HAVE_CUDA)
 
 #include <algorithm>
-#include <cmath>
+#include <cstddef>
+#include <initializer_list>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -43,9 +45,9 @@ struct CudaBackend::Impl {
     // Weights: one device copy per distinct host array (a tied head shares the embedding's).
     std::vector<cuda::DeviceBuffer> owned;
     std::unordered_map<const void*, const void*> uploaded;
-    cuda::DeviceMatrix tok_embd, output;
-    const float* output_norm = nullptr;
-    const float* rope_freqs = nullptr;
+    cuda::DeviceMatrix tok_embd, head;
+    const float* head_norm = nullptr;
+    const float* freq_factors = nullptr; // [n_rot / 2] or null
     std::vector<Layer> layers;
 
     // Run buffers. B = max_batch, E = n_embd, Q = n_embd_q, KV = n_embd_kv, F = n_ff, V = n_vocab.
@@ -77,9 +79,9 @@ struct CudaBackend::Impl {
         cuda::DeviceScope scope(dev);
         const LlamaHparams& hp = m.hparams();
         tok_embd = upload_matrix(m.tok_embd, "token_embd");
-        output = upload_matrix(m.output, "output");
-        output_norm = upload_vector(m.output_norm, hp.n_embd);
-        rope_freqs = upload_vector(m.rope_freqs, hp.n_rot / 2);
+        head = upload_matrix(m.output, "output");
+        head_norm = upload_vector(m.output_norm, hp.n_embd);
+        freq_factors = upload_vector(m.rope_freqs, hp.n_rot / 2);
         bool fused_qkv = false, fused_up = false;
         for (size_t il = 0; il < m.layers.size(); ++il) {
             const Model::Layer& L = m.layers[il];
@@ -185,22 +187,94 @@ struct CudaBackend::Impl {
         kv_version = cache.version();
     }
 
-    void matmul(const cuda::DeviceMatrix& w, const float* in, int64_t rows, float* out) {
+    // forward_graph.h's ops, each on this backend's stream.
+    using Matrix = cuda::DeviceMatrix;
+    const LlamaHparams& hparams() const { return m.hparams(); }
+    PassBuffers buffers() {
+        return PassBuffers{x.as<float>(),    xn.as<float>(),   q.as<float>(),    k.as<float>(),
+                           v.as<float>(),    qkv.as<float>(),  attn.as<float>(), proj.as<float>(),
+                           gate.as<float>(), up.as<float>(),   logits.as<float>(),
+                           ids_h.data(),     pos_h.data()};
+    }
+    const Layer& layer(int64_t il) const { return layers[static_cast<size_t>(il)]; }
+    const Matrix& output() const { return head; }
+    const float* output_norm() const { return head_norm; }
+    const float* rope_freqs() const { return freq_factors; }
+    const int32_t* positions(const int32_t* host, int64_t n) {
+        cuda::copy_to_device(pos.data(), host, static_cast<size_t>(n) * 4, stream.get(), "positions");
+        return pos.as<int32_t>();
+    }
+    void embed(const int32_t* host_ids, int64_t n, float* out) {
+        cuda::copy_to_device(ids.data(), host_ids, static_cast<size_t>(n) * 4, stream.get(), "token ids");
+        cuda::get_rows(tok_embd.type, tok_embd.data, tok_embd.rows, m.hparams().n_embd, ids.as<int32_t>(), n, out,
+                       stream.get());
+    }
+    void rms_norm(const float* in, const float* w, int64_t rows, int64_t cols, float eps, float* out) {
+        cuda::rms_norm(in, w, rows, cols, eps, out, stream.get());
+    }
+    void matmul(const Matrix& w, const float* in, int64_t rows, float* out) {
         cuda::matmul(w, in, rows, out, stream.get());
     }
+    void matmul_many(std::initializer_list<MatOut<Matrix>> outs, const float* in, int64_t rows) {
+        for (const MatOut<Matrix>& o : outs) matmul(*o.w, in, rows, o.y);
+    }
+    void copy_cols(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t cols, int64_t rows) {
+        cuda::copy_2d_on_device(dst, static_cast<size_t>(dst_stride) * 4, src, static_cast<size_t>(src_stride) * 4,
+                                static_cast<size_t>(cols) * 4, static_cast<size_t>(rows), stream.get(),
+                                "fused qkv split");
+    }
+    void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) {
+        cuda::add_bias(y, bias, rows, cols, stream.get());
+    }
+    void rope(float* y, const int32_t* p, int64_t rows, int64_t heads, int64_t head_dim, const RopeParams& rp) {
+        cuda::rope(y, p, rows, heads, head_dim, rp, stream.get());
+    }
+    void scale(float* y, int64_t n, float s) { cuda::scale_inplace(y, n, s, stream.get()); }
+    // Into the mirror (the pass's one cache); forward() copies the rows back to the host cache.
+    void kv_store(KvCache& cache, int64_t il, int64_t pos0, int64_t rows, const float* kr, const float* vr) {
+        const size_t row = cache.bytes_per_position();
+        const int64_t n = rows * m.hparams().n_embd_kv();
+        auto* kc = static_cast<std::byte*>(kd[static_cast<size_t>(il)].data()) + static_cast<size_t>(pos0) * row;
+        auto* vc = static_cast<std::byte*>(vd[static_cast<size_t>(il)].data()) + static_cast<size_t>(pos0) * row;
+        cuda::store_kv(kr, n, kv_type, kc, stream.get());
+        cuda::store_kv(vr, n, kv_type, vc, stream.get());
+    }
+    // In launches of at most kAttnChunk queries (the split-K scratch grows with tokens x context).
+    void attention(const AttnCall& call, const float* qr, float* out) {
+        const LlamaHparams& hp = m.hparams();
+        const int64_t Q = hp.n_embd_q();
+        for (int64_t c0 = 0; c0 < call.n; c0 += kAttnChunk) {
+            const int64_t cn = std::min(kAttnChunk, call.n - c0);
+            AttentionShape s{cn, call.pos0 + c0, hp.n_head, hp.n_head_kv, hp.head_dim()};
+            s.window = call.window;
+            s.scale = call.scale;
+            cuda::attention(s, qr + c0 * Q, kd[static_cast<size_t>(call.layer)].data(),
+                            vd[static_cast<size_t>(call.layer)].data(), kv_type, out + c0 * Q, att_scratch.as<float>(),
+                            att_scratch_floats, stream.get());
+        }
+    }
+    // A forward move: pieces no longer than the gap, so no copy overlaps its own source.
+    void move_rows(float* dst, const float* src, int64_t n) {
+        const int64_t gap = src - dst;
+        if (gap == 0) return;
+        if (gap < 0) throw Error(ErrorCode::argument, "CUDA move_rows: a backward move");
+        for (int64_t i = 0; i < n; i += gap) {
+            const int64_t c = std::min(gap, n - i);
+            cuda::copy_on_device(dst + i, src + i, static_cast<size_t>(c) * 4, stream.get(), "output rows");
+        }
+    }
+    void glu(FfnAct act, const float* g, const float* u, int64_t rows, int64_t cols, int64_t in_stride, float* out) {
+        if (act == FfnAct::Silu) cuda::swiglu(g, u, rows, cols, in_stride, in_stride, out, cols, stream.get());
+        else cuda::geglu(g, u, rows, cols, in_stride, in_stride, out, cols, stream.get());
+    }
+    void add(float* y, const float* in, int64_t n) { cuda::add_inplace(y, in, n, stream.get()); }
+    void softcap(float* y, int64_t n, float c) { cuda::softcap(y, n, c, stream.get()); }
 
+    // One pass of the forward graph per chunk of at most max_batch tokens, over the mirror.
     std::span<const float> forward(KvCache& cache, std::span<const TokenId> tokens, Logits which, int64_t out_row) {
         cuda::DeviceScope scope(dev);
-        const LlamaHparams& hp = m.hparams();
-        const ArchInfo& arch = *hp.arch;
         const auto n = static_cast<int64_t>(tokens.size());
-        const int64_t E = hp.n_embd, KV = hp.n_embd_kv(), Q = hp.n_embd_q(), F = hp.n_ff, hd = hp.head_dim();
         const int64_t n_vocab = m.n_vocab();
-        const float eps = hp.rms_eps;
-        const auto S = stream.get();
-        const size_t row = cache.bytes_per_position();
-        const float embd_scale = std::sqrt(float(E));
-        const auto n_layer = static_cast<int64_t>(layers.size());
         const int64_t out_rows_max = which == Logits::All ? n : (which == Logits::Last ? 1 : 0);
         if (out_row < 0 || out_row + out_rows_max > opts.max_batch)
             throw Error(ErrorCode::capacity, "CUDA forward: logits rows " + std::to_string(out_row) + " + " +
@@ -212,121 +286,16 @@ struct CudaBackend::Impl {
         kv_valid = false; // until this pass has succeeded: a failure leaves device rows undefined
         const int64_t n0 = cache.size();
         int64_t out_rows = 0;
-        float* X = x.as<float>();
-        float* XN = xn.as<float>();
-        float* Qb = q.as<float>();
-        float* Kb = k.as<float>();
-        float* Vb = v.as<float>();
         for (int64_t done = 0; done < n;) {
             const int64_t nt = std::min(opts.max_batch, n - done);
-            const int64_t pos0 = n0 + done;
-            const bool final_chunk = done + nt == n;
-            const Logits mode = final_chunk ? which : Logits::None;
-            const int64_t r0 = mode == Logits::All ? 0 : nt - 1;
-            const int64_t nr = mode == Logits::All ? nt : (mode == Logits::Last ? 1 : 0);
-
-            for (int64_t t = 0; t < nt; ++t) {
-                pos_h[static_cast<size_t>(t)] = static_cast<int32_t>(pos0 + t);
-                ids_h[static_cast<size_t>(t)] = static_cast<int32_t>(tokens[static_cast<size_t>(done + t)]);
+            PassSegment seg{&cache, tokens.data() + done, nt, n0 + done, 0, done + nt == n ? which : Logits::None};
+            run_forward(*this, &seg, 1, nt);
+            if (seg.out_n > 0) {
+                cuda::copy_to_host(logits_out, logits.data(), static_cast<size_t>(seg.out_n * n_vocab) * 4,
+                                   stream.get(), "logits");
+                out_rows = seg.out_n;
             }
-            cuda::copy_to_device(pos.data(), pos_h.data(), static_cast<size_t>(nt) * 4, S, "positions");
-            cuda::copy_to_device(ids.data(), ids_h.data(), static_cast<size_t>(nt) * 4, S, "token ids");
-            cuda::get_rows(tok_embd.type, tok_embd.data, tok_embd.rows, E, ids.as<int32_t>(), nt, X, S);
-            if (arch.embd_scaled) cuda::scale_inplace(X, nt * E, embd_scale, S);
-
-            for (int64_t il = 0; il < n_layer; ++il) {
-                const Layer& L = layers[static_cast<size_t>(il)];
-                const bool swa = hp.is_swa_layer(il);
-                cuda::rms_norm(X, L.attn_norm, nt, E, eps, XN, S);
-                if (L.wqkv.data) {
-                    float* QKV = qkv.as<float>();
-                    matmul(L.wqkv, XN, nt, QKV);
-                    const size_t pitch = static_cast<size_t>(Q + 2 * KV) * 4;
-                    cuda::copy_2d_on_device(Qb, static_cast<size_t>(Q) * 4, QKV, pitch, static_cast<size_t>(Q) * 4,
-                                            static_cast<size_t>(nt), S, "fused qkv split");
-                    cuda::copy_2d_on_device(Kb, static_cast<size_t>(KV) * 4, QKV + Q, pitch, static_cast<size_t>(KV) * 4,
-                                            static_cast<size_t>(nt), S, "fused qkv split");
-                    cuda::copy_2d_on_device(Vb, static_cast<size_t>(KV) * 4, QKV + Q + KV, pitch,
-                                            static_cast<size_t>(KV) * 4, static_cast<size_t>(nt), S, "fused qkv split");
-                } else {
-                    matmul(L.wq, XN, nt, Qb);
-                    matmul(L.wk, XN, nt, Kb);
-                    matmul(L.wv, XN, nt, Vb);
-                }
-                if (L.bq) cuda::add_bias(Qb, L.bq, nt, Q, S);
-                if (L.bk) cuda::add_bias(Kb, L.bk, nt, KV, S);
-                if (L.bv) cuda::add_bias(Vb, L.bv, nt, KV, S);
-                if (L.q_norm) cuda::rms_norm(Qb, L.q_norm, nt * hp.n_head, hd, eps, Qb, S);
-                if (L.k_norm) cuda::rms_norm(Kb, L.k_norm, nt * hp.n_head_kv, hd, eps, Kb, S);
-                RopeParams rp;
-                rp.mode = arch.rope;
-                rp.n_rot = hp.n_rot;
-                rp.freq_base = swa ? hp.rope_freq_base_swa : hp.rope_freq_base;
-                rp.freq_scale = swa ? 1.0f : hp.rope_freq_scale;
-                rp.freq_factors = rope_freqs;
-                cuda::rope(Qb, pos.as<int32_t>(), nt, hp.n_head, hd, rp, S);
-                cuda::rope(Kb, pos.as<int32_t>(), nt, hp.n_head_kv, hd, rp, S);
-                if (arch.q_prescaled) cuda::scale_inplace(Qb, nt * Q, hp.attn_scale, S);
-
-                auto* kc = static_cast<std::byte*>(kd[static_cast<size_t>(il)].data()) + static_cast<size_t>(pos0) * row;
-                auto* vc = static_cast<std::byte*>(vd[static_cast<size_t>(il)].data()) + static_cast<size_t>(pos0) * row;
-                cuda::store_kv(Kb, nt * KV, kv_type, kc, S);
-                cuda::store_kv(Vb, nt * KV, kv_type, vc, S);
-
-                const bool last_layer = il == n_layer - 1;
-                const int64_t a0 = last_layer ? r0 : 0;
-                const int64_t an = last_layer ? nr : nt;
-                if (an == 0) continue;
-                for (int64_t c0 = 0; c0 < an; c0 += kAttnChunk) {
-                    const int64_t cn = std::min(kAttnChunk, an - c0);
-                    AttentionShape s{cn, pos0 + a0 + c0, hp.n_head, hp.n_head_kv, hd};
-                    s.window = swa ? hp.n_swa : 0;
-                    s.scale = arch.q_prescaled ? 1.0f : 0.0f;
-                    cuda::attention(s, Qb + (a0 + c0) * Q, kd[static_cast<size_t>(il)].data(),
-                                    vd[static_cast<size_t>(il)].data(), kv_type, attn.as<float>() + (a0 + c0) * Q,
-                                    att_scratch.as<float>(), att_scratch_floats, S);
-                }
-                float* P = proj.as<float>() + a0 * E;
-                matmul(L.wo, attn.as<float>() + a0 * Q, an, P);
-                if (L.post_attn_norm) cuda::rms_norm(P, L.post_attn_norm, an, E, eps, P, S);
-                cuda::add_inplace(X + a0 * E, P, an * E, S);
-
-                cuda::rms_norm(X + a0 * E, L.ffn_norm, an, E, eps, XN + a0 * E, S);
-                float* G = gate.as<float>() + a0 * F;
-                if (L.ffn_gate.data) {
-                    float* U = up.as<float>() + a0 * F;
-                    matmul(L.ffn_gate, XN + a0 * E, an, G);
-                    matmul(L.ffn_up, XN + a0 * E, an, U);
-                    if (arch.act == FfnAct::Silu) cuda::swiglu(G, U, an, F, F, F, G, F, S);
-                    else cuda::geglu(G, U, an, F, F, F, G, F, S);
-                } else {
-                    float* GU = up.as<float>() + a0 * 2 * F;
-                    matmul(L.ffn_up, XN + a0 * E, an, GU);
-                    if (arch.act == FfnAct::Silu) cuda::swiglu(GU, GU + F, an, F, 2 * F, 2 * F, G, F, S);
-                    else cuda::geglu(GU, GU + F, an, F, 2 * F, 2 * F, G, F, S);
-                }
-                matmul(L.ffn_down, G, an, P);
-                if (L.post_ffn_norm) cuda::rms_norm(P, L.post_ffn_norm, an, E, eps, P, S);
-                cuda::add_inplace(X + a0 * E, P, an * E, S);
-            }
-
-            if (nr > 0) {
-                cuda::rms_norm(X + r0 * E, output_norm, nr, E, eps, XN, S);
-                matmul(output, XN, nr, logits.as<float>());
-                if (hp.final_logit_softcap > 0.0f) cuda::softcap(logits.as<float>(), nr * n_vocab, hp.final_logit_softcap, S);
-                cuda::copy_to_host(logits_out, logits.data(), static_cast<size_t>(nr * n_vocab) * 4, S, "logits");
-                out_rows = nr;
-            }
-            // This chunk's K/V rows into the host cache (beyond size(): committed below).
-            for (int64_t il = 0; il < n_layer; ++il) {
-                const size_t off = static_cast<size_t>(pos0) * row, bytes = static_cast<size_t>(nt) * row;
-                cuda::copy_to_host(static_cast<std::byte*>(cache.k_layer(il)) + off,
-                                   static_cast<const std::byte*>(kd[static_cast<size_t>(il)].data()) + off, bytes, S,
-                                   "KV download");
-                cuda::copy_to_host(static_cast<std::byte*>(cache.v_layer(il)) + off,
-                                   static_cast<const std::byte*>(vd[static_cast<size_t>(il)].data()) + off, bytes, S,
-                                   "KV download");
-            }
+            download_kv(cache, n0 + done, nt);
             done += nt;
         }
         stream.synchronize(); // a kernel fault surfaces here, before anything is committed
@@ -334,6 +303,18 @@ struct CudaBackend::Impl {
         kv_version = cache.version();
         kv_valid = true;
         return {logits_out, static_cast<size_t>(out_rows * n_vocab)};
+    }
+
+    // A pass's K/V rows [pos0, pos0 + rows) into the host cache (beyond size(): committed later).
+    void download_kv(KvCache& cache, int64_t pos0, int64_t rows) {
+        const size_t row = cache.bytes_per_position();
+        const size_t off = static_cast<size_t>(pos0) * row, bytes = static_cast<size_t>(rows) * row;
+        for (size_t il = 0; il < layers.size(); ++il) {
+            cuda::copy_to_host(static_cast<std::byte*>(cache.k_layer(static_cast<int64_t>(il))) + off,
+                               static_cast<const std::byte*>(kd[il].data()) + off, bytes, stream.get(), "KV download");
+            cuda::copy_to_host(static_cast<std::byte*>(cache.v_layer(static_cast<int64_t>(il))) + off,
+                               static_cast<const std::byte*>(vd[il].data()) + off, bytes, stream.get(), "KV download");
+        }
     }
 };
 

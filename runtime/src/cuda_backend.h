@@ -1,6 +1,6 @@
 // The CUDA backend of Context (private to runtime): weights uploaded once, a device mirror of
-// the KV cache, run buffers, and a forward pass over 1..N tokens that mirrors context.cpp's step
-// for step with the kernels of rewind/kernels/cuda_*.h. Each backend owns its stream and buffers
+// the KV cache, run buffers, and the ops of the forward graph (forward_graph.h) on the kernels of
+// rewind/kernels/cuda_*.h, for passes over 1..N tokens. Each backend owns its stream and buffers
 // on its device (no process-global CUDA state), so several may share one GPU. Builds without
 // CUDA get a constructor that throws rwd::Error (unsupported).
 #pragma once

@@ -16,8 +16,7 @@
 
 #include "rewind/error.h"
 #include "rewind/kernels/dtype.h"
-#include "rewind/kernels/kq_packed.h"
-#include "rewind/kernels/q8_packed.h"
+#include "rewind/kernels/packed.h"
 #include "huge_pages.h"
 
 namespace rwd {
@@ -54,17 +53,11 @@ void Model::FreeDeleter::operator()(std::byte* p) const { std::free(p); }
 
 namespace {
 
-// Bytes of w's packed form (Q8_0 and the widened 32-blocks: q8_packed.h, Q4_K/Q5_K/Q6_K:
-// kq_packed.h); a multiple of 64.
-size_t packed_bytes(const MatrixView& w) {
-    return q8_packable(w.type) ? q8_packed_bytes(w.type, w.rows, w.cols) : kq_packed_bytes(w.type, w.rows, w.cols);
-}
-
-// Repacks every matrix in `mats` (q8_packable or K-quant types) into one owned allocation and
+// Repacks every matrix in `mats` (packable types: packed.h) into one owned allocation and
 // points their views at it.
 std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total, int threads) {
     total = 0;
-    for (const MatrixView* w : mats) total += packed_bytes(*w);
+    for (const MatrixView* w : mats) total += packed_bytes(w->type, w->rows, w->cols);
     if (total == 0) return nullptr;
     // 2 MiB-aligned and advised as huge pages before the first write: a decode pass streams the
     // whole copy (1.3 GB for a 1B Q8_0 model), and with 4 KiB pages that is a TLB miss and a page
@@ -79,9 +72,8 @@ std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total, int
     if (threads > 1) pool = std::make_unique<ThreadPool>(threads);
     size_t off = 0;
     for (MatrixView* w : mats) {
-        const size_t n = packed_bytes(*w);
-        if (q8_packable(w->type)) repack_q8_0(*w, {mem + off, n}, pool.get());
-        else repack_kq(*w, {mem + off, n}, pool.get());
+        const size_t n = packed_bytes(w->type, w->rows, w->cols); // a multiple of 64
+        repack(*w, {mem + off, n}, pool.get());
         w->packed = mem + off;
         off += n;
         // The original is not read again (a tied output head's token rows come back from the
@@ -95,9 +87,9 @@ std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total, int
 } // namespace
 
 bool repacked_at_load(DType t, const ModelOptions& opts) {
-    if (!opts.repack_q8_0) return false;
+    if (!opts.repack) return false;
     const bool four = t == DType::Q4_0 || t == DType::Q4_1;
-    return (q8_packable(t) && (!four || opts.widen_q4)) || kq_repackable(t);
+    return packable(t) && (!four || opts.widen_q4);
 }
 
 std::shared_ptr<const Model> Model::load(const std::string& path, const ModelOptions& opts) {
@@ -153,7 +145,7 @@ std::shared_ptr<const Model> Model::from_file(std::unique_ptr<LlamaModelFile> fi
         m->layers.push_back(l);
     }
 
-    if (opts.repack_q8_0) {
+    if (opts.repack) {
         // K-quant widths that are not whole super-blocks never reach here (the loader refuses them).
         auto repackable = [&](const MatrixView& v) { return repacked_at_load(v.type, opts); };
         std::vector<MatrixView*> mats;

@@ -73,6 +73,7 @@ struct BatchItem {
     Logits which = Logits::All;
     std::span<const float> logits; // out: as forward() returns them for this sequence alone
 };
+class CpuBackend;  // runtime/src/cpu_backend.h
 class CudaBackend; // runtime/src/cuda_backend.h
 
 class Context {
@@ -125,20 +126,10 @@ public:
     uint64_t tokens_processed() const { return tokens_processed_; }
 
 private:
-    struct Buffers;
-    struct Segment;
-    // One internal pass over n_segs sequences holding nt rows in all (nt <= max_batch): writes
-    // their K/V beyond each cache's size (not committed) and their logits rows, compacted in
-    // segment order, at the start of the logits buffer.
-    void run_pass(Segment* segs, int64_t n_segs, int64_t nt);
-    // Grows attention's scratch (CPU) to serve every pass of a cache of `capacity` positions.
-    void fit_attention(int64_t capacity);
-
     std::shared_ptr<const Model> model_;
     ContextOptions opts_;
-    std::shared_ptr<ThreadPool> pool_;
-    std::unique_ptr<Buffers> buf_;
-    std::unique_ptr<CudaBackend> cuda_; // set when opts_.device is a CUDA device (then buf_ is unused)
+    std::unique_ptr<CpuBackend> cpu_;   // runs the forward graph on the CPU (unset for a CUDA device)
+    std::unique_ptr<CudaBackend> cuda_; // set when opts_.device is a CUDA device
     uint64_t tokens_processed_ = 0;
 };
 

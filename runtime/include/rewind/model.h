@@ -21,20 +21,20 @@ namespace rwd {
 // How Model::load prepares the weights.
 struct ModelOptions {
     // Repack Q8_0, Q4_K, Q5_K and Q6_K matrices (not the token embedding, read one row at a time) into
-    // the row-interleaved layouts of kernels/q8_packed.h and kq_packed.h, so a pass unpacks each
+    // the row-interleaved layouts of kernels/packed.h (q8_packed.h, kq_packed.h), so a pass unpacks each
     // weight block once, vectorised across rows, for all its tokens. The packed copy lives in
     // memory the model owns (Q8_0: about the size of the tensors; Q4_K +2.8 %, Q5_K +2.3 %, Q6_K +1 %); the
     // mapped originals are then released from memory (madvise), so resident memory is replaced,
     // not doubled. Costs a pass over those weights at load. Changes the Q8_0 products' reduction
     // order (still the same bits for a token whatever the pass size and thread count, and across
-    // SIMD levels); the K-quants give exactly the bits of the file's layout. (The name predates the
-    // K-quants; false keeps every matrix in the file's layout.) Q5_0 matrices (llama-quantize's
+    // SIMD levels); the K-quants give exactly the bits of the file's layout. False keeps every
+    // matrix in the file's layout. Q5_0 matrices (llama-quantize's
     // fallback in Q4_K_M files for rows that are not whole super-blocks, e.g. Qwen2.5-0.5B's 896)
     // are widened into the packed Q8_0 layout too: +55 % of their bytes, the same bits as the file's
     // layout, and their products run at the packed Q8_0 bodies' speed; so are Q5_1 matrices (the
     // fallback in Q5_K_M files), +50 %.
-    bool repack_q8_0 = true;
-    // With repack_q8_0, widen Q4_0 and Q4_1 matrices the same way: the same bits, +89 % / +80 % of
+    bool repack = true;
+    // With repack, widen Q4_0 and Q4_1 matrices the same way: the same bits, +89 % / +80 % of
     // their bytes (a Q4_0 file nearly doubles in memory), so only when asked.
     bool widen_q4 = false;
     // Threads for the repacking at load (their own, gone when load returns); 0: the hardware's,

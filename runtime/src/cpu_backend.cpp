@@ -1,0 +1,291 @@
+// The CPU backend: forward_graph.h's ops on rewind's kernels, at the context's SIMD level, with
+// its Numerics: Exact (rewind's fixed reduction orders, packed layouts, one activation
+// quantization shared by the products of one input) or LlamaCpp (ggml-cpu's orders and layouts).
+#include "cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "rewind/error.h"
+#include "rewind/kernels/attention.h"
+#include "rewind/kernels/dtype.h"
+#include "rewind/kernels/ggml_compat.h"
+#include "rewind/kernels/matmul.h"
+#include "rewind/kernels/packed.h"
+
+namespace rwd {
+
+namespace {
+
+// Scratch floats the attention kernel of `numerics` needs for shape s.
+int64_t attention_scratch(Numerics numerics, const AttentionShape& s, int n_threads) {
+    return numerics == Numerics::Exact ? attention_scratch_floats(s, n_threads)
+                                       : attention_ggml_scratch_floats(s, n_threads);
+}
+// Scratch floats enough for every call of at most s.n_tokens tokens ending by s.pos0 + s.n_tokens.
+int64_t attention_scratch_upto(Numerics numerics, const AttentionShape& s, int n_threads) {
+    // ggml's slot does not depend on the positions.
+    return numerics == Numerics::Exact ? attention_scratch_floats_upto(s, n_threads)
+                                       : attention_ggml_scratch_floats(s, n_threads);
+}
+
+// Allocator whose value-less construct() default-initialises, so that resize() of a vector of
+// floats reserves memory without writing it: the pages of rows a pass never reaches (most of the
+// [max_batch, n_vocab] logits when decoding: 128 MiB of a Llama 3 vocabulary at max_batch 256)
+// then cost neither start-up time nor resident memory. Every such buffer is written before it is
+// read (each op writes the rows of the pass it runs).
+template <class T>
+struct Uninit : std::allocator<T> {
+    using value_type = T;
+    Uninit() = default;
+    template <class U>
+    Uninit(const Uninit<U>&) noexcept {}
+    template <class U>
+    struct rebind {
+        using other = Uninit<U>;
+    };
+    template <class U>
+    void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+        ::new (static_cast<void*>(p)) U;
+    }
+    template <class U, class... A>
+    void construct(U* p, A&&... a) {
+        ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+    }
+};
+
+template <class T>
+using RunBuffer = std::vector<T, Uninit<T>>;
+
+} // namespace
+
+// The activation buffers are reserved, not written (RunBuffer); the kernels' own scratch stays
+// zero-filled (small, and its padding contract is the kernels' business). Shapes: PassBuffers.
+struct CpuBackend::Buffers {
+    RunBuffer<float> x, xn, q, k, v, qkv, attn, proj, gate, up, logits;
+    std::vector<int32_t> ids, pos;      // [B]
+    std::vector<PassSegment> segs;      // [B]
+    std::vector<float> att_scratch;     // attention_scratch_upto(numerics, att_capacity's calls, threads)
+    int64_t att_capacity = 0;           // the longest cache att_scratch serves every call of
+    std::vector<std::byte> mm_scratch;  // max matmul_scratch_bytes over the model's weights
+};
+
+CpuBackend::CpuBackend(const Model& model, const ContextOptions& opts, std::shared_ptr<ThreadPool> pool)
+    : m_(model), opts_(opts), pool_(std::move(pool)), buf_(std::make_unique<Buffers>()) {
+    const LlamaHparams& hp = m_.hparams();
+    const auto B = static_cast<size_t>(opts_.max_batch);
+    const auto E = static_cast<size_t>(hp.n_embd), KV = static_cast<size_t>(hp.n_embd_kv());
+    const auto Q = static_cast<size_t>(hp.n_embd_q()), F = static_cast<size_t>(hp.n_ff);
+    bool fused_qkv = false, fused_up = false;
+    for (const Model::Layer& l : m_.layers) {
+        fused_qkv = fused_qkv || l.wqkv.data != nullptr;
+        fused_up = fused_up || l.ffn_gate.data == nullptr;
+    }
+    Buffers& b = *buf_;
+    b.x.resize(B * E);
+    b.xn.resize(B * E);
+    b.q.resize(B * Q);
+    b.k.resize(B * KV);
+    b.v.resize(B * KV);
+    if (fused_qkv) b.qkv.resize(B * (Q + 2 * KV));
+    b.attn.resize(B * Q);
+    b.proj.resize(B * E);
+    b.gate.resize(B * F);
+    b.up.resize(B * F * (fused_up ? 2 : 1));
+    b.logits.resize(B * static_cast<size_t>(m_.n_vocab()));
+    b.ids.resize(B);
+    b.pos.resize(B);
+    b.segs.resize(B);
+    bufs_ = PassBuffers{b.x.data(),    b.xn.data(),   b.q.data(),    b.k.data(),    b.v.data(),
+                        b.qkv.data(),  b.attn.data(), b.proj.data(), b.gate.data(), b.up.data(),
+                        b.logits.data(), b.ids.data(), b.pos.data()};
+
+    // Attention for the default cache length; a longer cache grows it (fit_attention).
+    fit_attention(std::min<int64_t>(hp.n_ctx_train, kDefaultKvCapacity));
+
+    size_t mm = 0;
+    auto fit = [&](const MatrixView& w) { mm = std::max(mm, matmul_scratch_bytes(w.type, opts_.max_batch, w.cols)); };
+    fit(m_.output);
+    for (const Model::Layer& l : m_.layers) {
+        for (const MatrixView* w : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
+            if (w->data) fit(*w);
+    }
+    b.mm_scratch.resize(mm);
+}
+
+CpuBackend::~CpuBackend() = default;
+
+PassSegment* CpuBackend::segments() { return buf_->segs.data(); }
+const float* CpuBackend::logits() const { return buf_->logits.data(); }
+
+void CpuBackend::fit_attention(int64_t capacity) {
+    // Every attention call of such a cache: up to max_batch tokens ending by its last position
+    // (attention() still checks each call against the scratch). A shorter cache's calls are among
+    // them, so once fitted a pass costs one comparison here.
+    if (capacity <= buf_->att_capacity) return;
+    const LlamaHparams& hp = m_.hparams();
+    const int64_t n = std::min(opts_.max_batch, capacity);
+    const AttentionShape s{n, capacity - n, hp.n_head, hp.n_head_kv, hp.head_dim()};
+    const auto need = static_cast<size_t>(attention_scratch_upto(opts_.numerics, s, pool_->size()));
+    if (need > buf_->att_scratch.size()) buf_->att_scratch.resize(need);
+    buf_->att_capacity = capacity;
+}
+
+void CpuBackend::embed(const int32_t* ids, int64_t rows, float* x) {
+    const MatrixView& te = m_.tok_embd;
+    const int64_t E = m_.hparams().n_embd;
+    const size_t row_bytes = dtype_row_bytes(te.type, E);
+    for (int64_t r = 0; r < rows; ++r) {
+        const auto* row = static_cast<const std::byte*>(te.data) + static_cast<size_t>(ids[r]) * row_bytes;
+        dequantize_row(te.type, row, E, x + r * E);
+    }
+}
+
+void CpuBackend::rms_norm(const float* x, const float* w, int64_t rows, int64_t cols, float eps, float* out) {
+    rwd::rms_norm(x, w, rows, cols, eps, out);
+}
+
+// y = x · Wᵀ for n rows, in rewind's order or (Numerics::LlamaCpp, F32 weights) ggml's.
+// LlamaCpp numerics keep Q8_0 in the file's layout: its per-lane block sums are ggml's order,
+// closer to llama.cpp's logits than the packed bodies' (the original pages fault back in).
+void CpuBackend::matmul(const Matrix& w, const float* x, int64_t rows, float* y) {
+    const bool exact = opts_.numerics == Numerics::Exact;
+    const std::span<std::byte> mm(buf_->mm_scratch);
+    if (!exact && matmul_ggml_supports(w.type)) {
+        matmul_ggml(w, x, rows, y, pool_.get(), opts_.simd);
+    } else if (!exact && w.packed) {
+        MatrixView plain = w;
+        plain.packed = nullptr;
+        rwd::matmul(plain, x, rows, y, mm, pool_.get(), opts_.simd);
+    } else if (w.packed) {
+        // The quantization and product matmul makes (a K-quant's tokens quantized over the pool).
+        const PackedInput xq = quantize_packed(packed_layout(w.type), x, rows, w.cols, mm, pool_.get(), opts_.simd);
+        matmul_packed(w, xq, y, pool_.get(), opts_.simd);
+    } else {
+        rwd::matmul(w, x, rows, y, mm, pool_.get(), opts_.simd);
+    }
+}
+
+// The layout every one of outs is packed in, if they share one and their width (with Exact
+// numerics, few enough for one pool job); else None.
+PackedLayout CpuBackend::shared_layout(std::initializer_list<MatOut<Matrix>> outs) const {
+    if (opts_.numerics != Numerics::Exact || outs.size() > kQ8PackedManyMax) return PackedLayout::None;
+    const MatrixView& w0 = *outs.begin()->w;
+    const PackedLayout layout = packed_layout(w0.type);
+    for (const MatOut<Matrix>& o : outs)
+        if (!o.w->packed || packed_layout(o.w->type) != layout || o.w->cols != w0.cols) return PackedLayout::None;
+    return layout;
+}
+
+// Products of several matrices over one input (Q, K, V; gate, up): packed ones of one layout
+// (Q8_0 and the widened Q4_0..Q5_1; or Q4_K, Q5_K and Q6_K, all reading Q8_K blocks) share a
+// single quantization of x (the same one each would make alone, so the same bits).
+void CpuBackend::matmul_many(std::initializer_list<MatOut<Matrix>> outs, const float* x, int64_t rows) {
+    const PackedLayout layout = shared_layout(outs);
+    if (layout == PackedLayout::None) {
+        for (const MatOut<Matrix>& o : outs) matmul(*o.w, x, rows, o.y);
+        return;
+    }
+    const int64_t cols = outs.begin()->w->cols;
+    const PackedInput xq = quantize_packed(layout, x, rows, cols, buf_->mm_scratch, pool_.get(), opts_.simd);
+    PackedOut packed[kQ8PackedManyMax];
+    size_t n_out = 0;
+    for (const MatOut<Matrix>& o : outs) packed[n_out++] = PackedOut{o.w, o.y};
+    matmul_packed_many(std::span<const PackedOut>(packed, n_out), xq, pool_.get(), opts_.simd);
+}
+
+void CpuBackend::copy_cols(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t cols,
+                           int64_t rows) {
+    for (int64_t t = 0; t < rows; ++t)
+        std::memcpy(dst + t * dst_stride, src + t * src_stride, static_cast<size_t>(cols) * 4);
+}
+
+void CpuBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t cols) {
+    rwd::add_bias(x, bias, rows, cols);
+}
+
+void CpuBackend::rope(float* x, const int32_t* pos, int64_t rows, int64_t heads, int64_t head_dim,
+                      const RopeParams& p) {
+    RopeParams rp = p;
+    rp.fused = opts_.numerics != Numerics::Exact; // ggml-cpu's contracted products
+    rwd::rope(x, pos, rows, heads, head_dim, rp);
+}
+
+void CpuBackend::scale(float* x, int64_t n, float s) { scale_inplace(x, n, s); }
+
+void CpuBackend::kv_store(KvCache& cache, int64_t layer, int64_t pos0, int64_t rows, const float* k,
+                          const float* v) {
+    const int64_t KV = m_.hparams().n_embd_kv();
+    const size_t kv_elem = dtype_row_bytes(cache.dtype(), 1);
+    auto* kc = static_cast<std::byte*>(cache.k_layer(layer)) + static_cast<size_t>(pos0 * KV) * kv_elem;
+    auto* vc = static_cast<std::byte*>(cache.v_layer(layer)) + static_cast<size_t>(pos0 * KV) * kv_elem;
+    if (cache.dtype() == DType::F32) {
+        std::memcpy(kc, k, static_cast<size_t>(rows * KV) * 4);
+        std::memcpy(vc, v, static_cast<size_t>(rows * KV) * 4);
+        return;
+    }
+    auto* kh = reinterpret_cast<uint16_t*>(kc);
+    auto* vh = reinterpret_cast<uint16_t*>(vc);
+    for (int64_t i = 0; i < rows * KV; ++i) {
+        kh[i] = fp32_to_fp16(k[i]);
+        vh[i] = fp32_to_fp16(v[i]);
+    }
+}
+
+void CpuBackend::attention(const AttnCall& call, const float* q, float* out) {
+    const LlamaHparams& hp = m_.hparams();
+    AttentionShape s{call.n, call.pos0, hp.n_head, hp.n_head_kv, hp.head_dim()};
+    s.window = call.window;
+    s.scale = call.scale;
+    if (attention_scratch(opts_.numerics, s, pool_->size()) > static_cast<int64_t>(buf_->att_scratch.size()))
+        throw Error(ErrorCode::shape, "forward: attention scratch too small (kernel contract changed?)");
+    const KvCache& c = *call.cache;
+    if (opts_.numerics == Numerics::Exact) {
+        rwd::attention(s, q, c.k_layer(call.layer), c.v_layer(call.layer), c.dtype(), out, buf_->att_scratch.data(),
+                       pool_.get(), opts_.simd);
+    } else {
+        // ggml picks its body from the rows of the whole pass (llama.cpp drops unused rows
+        // only after the last layer's attention), not from the rows computed here.
+        attention_ggml(s, ggml_fa_path(call.seg_rows, hp.head_dim()), q, c.k_layer(call.layer),
+                       c.v_layer(call.layer), c.dtype(), out, buf_->att_scratch.data(), pool_.get());
+    }
+}
+
+void CpuBackend::move_rows(float* dst, const float* src, int64_t n) {
+    std::memmove(dst, src, static_cast<size_t>(n) * 4);
+}
+
+// out = act(gate) * up row by row: SiLU or GELU, with LlamaCpp numerics as ggml-cpu computes
+// them (its vector expf, its F16 GELU table).
+void CpuBackend::glu(FfnAct act, const float* gate, const float* up, int64_t rows, int64_t cols, int64_t in_stride,
+                     float* out) {
+    const bool exact = opts_.numerics == Numerics::Exact;
+    for (int64_t t = 0; t < rows; ++t) {
+        const float* g = gate + t * in_stride;
+        const float* u = up + t * in_stride;
+        float* o = out + t * cols;
+        if (act == FfnAct::Silu) {
+            if (exact) swiglu(g, u, cols, o, opts_.simd);
+            else swiglu_ggml(g, u, cols, o);
+        } else {
+            if (exact) geglu(g, u, cols, o);
+            else geglu_ggml(g, u, cols, o);
+        }
+    }
+}
+
+void CpuBackend::add(float* y, const float* x, int64_t n) { add_inplace(y, x, n); }
+
+// ggml: scale by 1/c, tanh, scale by c.
+void CpuBackend::softcap(float* x, int64_t n, float c) {
+    scale_inplace(x, n, 1.0f / c);
+    for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
+    scale_inplace(x, n, c);
+}
+
+} // namespace rwd
