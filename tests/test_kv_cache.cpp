@@ -22,6 +22,7 @@
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
 #include "model_test_util.h"
+#include "kv_storage.h" // runtime/src: the forward pass's view (commit, version)
 
 namespace rwd {
 namespace {
@@ -120,30 +121,30 @@ TEST_F(KvCacheTest, TruncateIsRollback) {
 
 TEST_F(KvCacheTest, CommitBounds) {
     KvCache c(*model, {.capacity = 8});
-    EXPECT_THROW(c.commit(9), Error);
-    c.commit(5);
-    EXPECT_THROW(c.commit(4), Error);
+    EXPECT_THROW(KvStorage::commit(c, 9), Error);
+    KvStorage::commit(c, 5);
+    EXPECT_THROW(KvStorage::commit(c, 4), Error);
     EXPECT_EQ(c.size(), 5);
 }
 
 // version() is what a device copy of the cache (the CUDA backend's mirror) is checked against:
 // it changes with every write, never with a rollback, and no two caches share one.
 TEST_F(KvCacheTest, VersionChangesOnWritesNotOnTruncate) {
-    const uint64_t v0 = cache->version();
+    const uint64_t v0 = KvStorage::version(*cache);
     cache->truncate(30);
-    EXPECT_EQ(cache->version(), v0);
+    EXPECT_EQ(KvStorage::version(*cache), v0);
     ctx->forward(*cache, tokens(2, 5, model->n_vocab()), Logits::None);
-    const uint64_t v1 = cache->version();
+    const uint64_t v1 = KvStorage::version(*cache);
     EXPECT_NE(v1, v0);
     KvCache f = cache->fork();
-    EXPECT_NE(f.version(), v1);
+    EXPECT_NE(KvStorage::version(f), v1);
     KvCache moved = std::move(f);
-    EXPECT_NE(moved.version(), v1);
+    EXPECT_NE(KvStorage::version(moved), v1);
     KvCache c(*model, {.capacity = 8});
-    const uint64_t vc = c.version();
-    c.commit(3);
-    EXPECT_NE(c.version(), vc);
-    EXPECT_NE(KvCache(*model, {.capacity = 8}).version(), KvCache(*model, {.capacity = 8}).version());
+    const uint64_t vc = KvStorage::version(c);
+    KvStorage::commit(c, 3);
+    EXPECT_NE(KvStorage::version(c), vc);
+    EXPECT_NE(KvStorage::version(KvCache(*model, {.capacity = 8})), KvStorage::version(KvCache(*model, {.capacity = 8})));
 }
 
 TEST_F(KvCacheTest, ForkIsIndependent) {
@@ -162,10 +163,10 @@ TEST_F(KvCacheTest, CopyPrefixContinuesBitForBit) {
     const auto toks = tokens(40, 1, model->n_vocab()); // what SetUp ran
     KvCache c(*model, {.capacity = 50});
     ctx->forward(c, tokens(5, 9, model->n_vocab()), Logits::None);
-    const uint64_t v0 = c.version();
+    const uint64_t v0 = KvStorage::version(c);
     c.copy_prefix(*cache, 25);
     EXPECT_EQ(c.size(), 25);
-    EXPECT_NE(c.version(), v0);
+    EXPECT_NE(KvStorage::version(c), v0);
     KvCache ref(*model, {.capacity = 50});
     ctx->forward(ref, std::span<const TokenId>(toks).first(25), Logits::None);
     EXPECT_TRUE(c.contents_equal(ref));

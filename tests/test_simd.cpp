@@ -66,8 +66,11 @@ TEST(Simd, LevelFollowsCpuinfo) {
     EXPECT_EQ(rwd::simd_supported(rwd::SimdLevel::AvxVnni), avxvnni); // not implied by Avx512
     EXPECT_EQ(rwd::simd_supported(rwd::SimdLevel::Avx512), avx512);
     EXPECT_NO_THROW(rwd::require_simd(best));
-    for (rwd::SimdLevel l : {rwd::SimdLevel::Avx2, rwd::SimdLevel::AvxVnni, rwd::SimdLevel::Avx512})
-        if (!rwd::simd_supported(l)) EXPECT_THROW(rwd::require_simd(l), rwd::Error) << rwd::simd_name(l);
+    for (rwd::SimdLevel l : {rwd::SimdLevel::Avx2, rwd::SimdLevel::AvxVnni, rwd::SimdLevel::Avx512}) {
+        if (!rwd::simd_supported(l)) {
+            EXPECT_THROW(rwd::require_simd(l), rwd::Error) << rwd::simd_name(l);
+        }
+    }
 
 #if defined(__x86_64__) || defined(__i386__)
     // The compiler's check (F16C is left out: clang's does not name it). Feature names both GCC

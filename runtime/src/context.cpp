@@ -12,6 +12,7 @@
 #include "cuda_backend.h"
 #include "forward_graph.h"
 #include "rewind/error.h"
+#include "kv_storage.h"
 
 namespace rwd {
 
@@ -108,7 +109,7 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
         run_forward(*cpu_, &seg, 1, nt);
         done += nt;
     }
-    cache.commit(n0 + n);
+    KvStorage::commit(cache, n0 + n);
     tokens_processed_ += static_cast<uint64_t>(n);
     return {cpu_->logits(), static_cast<size_t>(seg.out_n * model_->n_vocab())};
 }
@@ -165,7 +166,7 @@ void Context::forward_batch(std::span<BatchItem> items) {
     for (int64_t i = 0; i < n_items; ++i) {
         BatchItem& it = items[static_cast<size_t>(i)];
         const PassSegment& s = segs[i];
-        it.cache->commit(s.pos0 + s.n);
+        KvStorage::commit(*it.cache, s.pos0 + s.n);
         it.logits = {cpu_->logits() + s.out_row * V, static_cast<size_t>(s.out_n * V)};
     }
     tokens_processed_ += static_cast<uint64_t>(total);

@@ -17,6 +17,7 @@
 #include "rewind/kernels/ggml_compat.h"
 #include "rewind/kernels/matmul.h"
 #include "rewind/kernels/packed.h"
+#include "kv_storage.h"
 
 namespace rwd {
 
@@ -222,8 +223,9 @@ void CpuBackend::kv_store(KvCache& cache, int64_t layer, int64_t pos0, int64_t r
                           const float* v) {
     const int64_t KV = m_.hparams().n_embd_kv();
     const size_t kv_elem = dtype_row_bytes(cache.dtype(), 1);
-    auto* kc = static_cast<std::byte*>(cache.k_layer(layer)) + static_cast<size_t>(pos0 * KV) * kv_elem;
-    auto* vc = static_cast<std::byte*>(cache.v_layer(layer)) + static_cast<size_t>(pos0 * KV) * kv_elem;
+    const size_t at = static_cast<size_t>(pos0 * KV) * kv_elem;
+    auto* kc = static_cast<std::byte*>(KvStorage::k_layer(cache, layer)) + at;
+    auto* vc = static_cast<std::byte*>(KvStorage::v_layer(cache, layer)) + at;
     if (cache.dtype() == DType::F32) {
         std::memcpy(kc, k, static_cast<size_t>(rows * KV) * 4);
         std::memcpy(vc, v, static_cast<size_t>(rows * KV) * 4);
@@ -246,13 +248,13 @@ void CpuBackend::attention(const AttnCall& call, const float* q, float* out) {
         throw Error(ErrorCode::shape, "forward: attention scratch too small (kernel contract changed?)");
     const KvCache& c = *call.cache;
     if (opts_.numerics == Numerics::Exact) {
-        rwd::attention(s, q, c.k_layer(call.layer), c.v_layer(call.layer), c.dtype(), out, buf_->att_scratch.data(),
-                       pool_.get(), opts_.simd);
+        rwd::attention(s, q, KvStorage::k_layer(c, call.layer), KvStorage::v_layer(c, call.layer), c.dtype(), out,
+                       buf_->att_scratch.data(), pool_.get(), opts_.simd);
     } else {
         // ggml picks its body from the rows of the whole pass (llama.cpp drops unused rows
         // only after the last layer's attention), not from the rows computed here.
-        attention_ggml(s, ggml_fa_path(call.seg_rows, hp.head_dim()), q, c.k_layer(call.layer),
-                       c.v_layer(call.layer), c.dtype(), out, buf_->att_scratch.data(), pool_.get());
+        attention_ggml(s, ggml_fa_path(call.seg_rows, hp.head_dim()), q, KvStorage::k_layer(c, call.layer),
+                       KvStorage::v_layer(c, call.layer), c.dtype(), out, buf_->att_scratch.data(), pool_.get());
     }
 }
 

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kv_storage.h"
 #include "rewind/kernels/cuda_attention.h"
 #include "rewind/kernels/cuda_device.h"
 #include "rewind/kernels/cuda_matmul.h"
@@ -175,16 +176,17 @@ struct CudaBackend::Impl {
             kv_capacity = cache.capacity();
             kv_type = cache.dtype();
         }
-        if (kv_valid && cache.version() == kv_version) return; // truncation keeps the prefix
+        if (kv_valid && KvStorage::version(cache) == kv_version) return; // truncation keeps the prefix
         kv_valid = false;
         const size_t used = static_cast<size_t>(cache.size()) * row;
         for (size_t il = 0; il < layers.size(); ++il) {
-            cuda::copy_to_device(kd[il].data(), cache.k_layer(static_cast<int64_t>(il)), used, stream.get(), "KV upload");
-            cuda::copy_to_device(vd[il].data(), cache.v_layer(static_cast<int64_t>(il)), used, stream.get(), "KV upload");
+            const auto l = static_cast<int64_t>(il);
+            cuda::copy_to_device(kd[il].data(), KvStorage::k_layer(cache, l), used, stream.get(), "KV upload");
+            cuda::copy_to_device(vd[il].data(), KvStorage::v_layer(cache, l), used, stream.get(), "KV upload");
         }
         stream.synchronize();
         kv_valid = true;
-        kv_version = cache.version();
+        kv_version = KvStorage::version(cache);
     }
 
     // forward_graph.h's ops, each on this backend's stream.
@@ -299,8 +301,8 @@ struct CudaBackend::Impl {
             done += nt;
         }
         stream.synchronize(); // a kernel fault surfaces here, before anything is committed
-        cache.commit(n0 + n);
-        kv_version = cache.version();
+        KvStorage::commit(cache, n0 + n);
+        kv_version = KvStorage::version(cache);
         kv_valid = true;
         return {logits_out, static_cast<size_t>(out_rows * n_vocab)};
     }
@@ -310,9 +312,9 @@ struct CudaBackend::Impl {
         const size_t row = cache.bytes_per_position();
         const size_t off = static_cast<size_t>(pos0) * row, bytes = static_cast<size_t>(rows) * row;
         for (size_t il = 0; il < layers.size(); ++il) {
-            cuda::copy_to_host(static_cast<std::byte*>(cache.k_layer(static_cast<int64_t>(il))) + off,
+            cuda::copy_to_host(static_cast<std::byte*>(KvStorage::k_layer(cache, static_cast<int64_t>(il))) + off,
                                static_cast<const std::byte*>(kd[il].data()) + off, bytes, stream.get(), "KV download");
-            cuda::copy_to_host(static_cast<std::byte*>(cache.v_layer(static_cast<int64_t>(il))) + off,
+            cuda::copy_to_host(static_cast<std::byte*>(KvStorage::v_layer(cache, static_cast<int64_t>(il))) + off,
                                static_cast<const std::byte*>(vd[il].data()) + off, bytes, stream.get(), "KV download");
         }
     }

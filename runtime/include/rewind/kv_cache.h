@@ -99,27 +99,19 @@ public:
     // The inverse of import: positions < size() as floats in the same layout.
     void export_kv(std::vector<float>& k, std::vector<float>& v) const;
 
-    // Raw layer storage [capacity, n_head_kv, head_dim] of dtype(); for the forward pass.
-    void* k_layer(int64_t il) { return k_[static_cast<size_t>(il)].data(); }
-    void* v_layer(int64_t il) { return v_[static_cast<size_t>(il)].data(); }
-    const void* k_layer(int64_t il) const { return k_[static_cast<size_t>(il)].data(); }
-    const void* v_layer(int64_t il) const { return v_[static_cast<size_t>(il)].data(); }
     size_t bytes_per_position() const; // one layer's K (or V) for one position
 
     // Bit-for-bit equality of identity, type, size and every stored byte below size().
     bool contents_equal(const KvCache& other) const;
 
-    // For the forward pass only: marks positions [size, n) as written. Throws rwd::Error
-    // (argument) if n > capacity or n < size.
+private:
+    // The forward pass reaches the raw layers, commit() and version() through KvStorage
+    // (runtime/src/kv_storage.h), private to the runtime: users never write a cache's rows.
+    friend class KvStorage;
+
+    // Marks positions [size, n) as written. Throws rwd::Error (argument) if n > capacity or n < size.
     void commit(int64_t n);
 
-    // Changes whenever positions are written (commit(); every cache that a constructor, load(),
-    // import() or fork() makes starts with a value no other cache of this process has had), never
-    // on truncate(). A copy of the stored positions < size() taken at one version (the CUDA
-    // backend's device copy) is still right while the version is the same.
-    uint64_t version() const { return version_; }
-
-private:
     KvCache() = default;
     KvIdentity id_;
     KvType type_ = KvType::F32;
