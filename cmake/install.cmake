@@ -26,13 +26,48 @@ install(TARGETS ${REWIND_INSTALL_TARGETS} EXPORT rewindTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-# Public headers only: private ones live in */src.
-foreach(dir kernels/include models/include runtime/include speculate/include capi/include)
-  if(EXISTS ${PROJECT_SOURCE_DIR}/${dir})
-    install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-            FILES_MATCHING PATTERN "*.h")
-  endif()
+# The installed API: what a decoding program calls (model, cache, context, sampling, generation,
+# the verification core, sessions, guess sources, decoders, errors, the C API) and the headers
+# those include. Kernel front ends and bodies, CUDA headers, GGUF writing and test helpers stay in
+# the build tree (apps and tests reach them there). tests/consumer/check.sh compiles every
+# installed header on its own, so a header that comes to include one left out fails CI.
+set(REWIND_INSTALLED_HEADERS
+  kernels/include/rewind/error.h
+  kernels/include/rewind/kernels/dtype.h
+  kernels/include/rewind/kernels/simd.h
+  kernels/include/rewind/kernels/thread_pool.h
+  models/include/rewind/arch.h
+  models/include/rewind/gguf.h
+  models/include/rewind/llama_model.h
+  models/include/rewind/tokenizer.h
+  runtime/include/rewind/context.h
+  runtime/include/rewind/decode_state.h
+  runtime/include/rewind/device.h
+  runtime/include/rewind/generate.h
+  runtime/include/rewind/kv_cache.h
+  runtime/include/rewind/model.h
+  runtime/include/rewind/sampler.h
+  runtime/include/rewind/session.h
+  speculate/include/rewind/rewind.h
+  speculate/include/rewind/speculate/batch_decoder.h
+  speculate/include/rewind/speculate/composite_source.h
+  speculate/include/rewind/speculate/decoder.h
+  speculate/include/rewind/speculate/draft_source.h
+  speculate/include/rewind/speculate/guess_source.h
+  speculate/include/rewind/speculate/ngram_source.h
+  speculate/include/rewind/speculate/reference_source.h
+  speculate/include/rewind/speculate/source_factory.h
+  speculate/include/rewind/speculate/speculative_session.h
+  speculate/include/rewind/speculate/token_index.h)
+foreach(h IN LISTS REWIND_INSTALLED_HEADERS)
+  # The path below <layer>/include/ is the include path users write.
+  string(REGEX REPLACE "^[a-z]+/include/" "" rel "${h}")
+  get_filename_component(dir "${rel}" DIRECTORY)
+  install(FILES ${PROJECT_SOURCE_DIR}/${h} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/${dir})
 endforeach()
+if(TARGET rewind_c)
+  install(FILES ${PROJECT_SOURCE_DIR}/capi/include/rewind_c.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endif()
 install(FILES ${REWIND_GENERATED_INCLUDE_DIR}/rewind/version.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rewind)
 # The Python module (ctypes over librewind_c.so) two levels below the library, where it looks
 # for it whatever LIBDIR is (lib, lib64, lib/<multiarch>): PYTHONPATH=P/LIBDIR/rewind/python.

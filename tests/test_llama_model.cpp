@@ -8,6 +8,7 @@
 #include <set>
 
 #include "gguf_test_util.h"
+#include "rewind/kernels/ops.h"
 #include "rewind/llama_model.h"
 
 using namespace rwd;

@@ -16,6 +16,7 @@
 
 #include "rewind/context.h"
 #include "rewind/kernels/dtype.h"
+#include "rewind/kernels/ops.h"
 #include "rewind/kernels/simd.h"
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"

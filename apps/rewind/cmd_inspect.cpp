@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "rewind/error.h"
 #include "rewind/gguf.h"
+#include "rewind/kernels/ops.h"
 #include "rewind/kernels/packed.h"
 #include "rewind/llama_model.h"
 #include "rewind/model.h"

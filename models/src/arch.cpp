@@ -5,6 +5,7 @@
 // its input embeddings by sqrt(n_embd) and runs 5 of every 6 layers with a sliding window.
 #include "rewind/arch.h"
 
+#include "rewind/kernels/ops.h"
 #include "rewind/llama_model.h"
 
 namespace rwd {

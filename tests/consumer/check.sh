@@ -77,6 +77,23 @@ for r in batch.run_until_done():
     alone.append_text(prompts[r.id])
     assert alone.generate(16, stop_at_eog=False)[0] == r.text, f"request {r.id} differs from its own decoding"
 print(f"rewind {rewind.version()} from {rewind._lib._name}: {len(prompts)} batched requests equal their own decoding")
+
+# The C API's per-token callback (a stream stopped early), next-position logits and context
+# options, through the installed module.
+whole = rewind.Session(model, simd="scalar")
+whole.append_text("def f(x):\n")
+want_ids, _ = rewind.generate(whole.context, whole.cache, 12, stop_at_eog=False)
+s = rewind.Session(model, numerics="exact")
+s.append_text("def f(x):\n")
+logits = list(s.next_logits())
+assert max(range(len(logits)), key=logits.__getitem__) == want_ids[0], "next_logits' argmax is not the next token"
+taken = []
+for token in s.stream(12, text=False, stop_at_eog=False):
+    taken.append(token)
+    if len(taken) == 5:
+        break
+assert taken == list(want_ids[:5]), (taken, want_ids)
+print("a stream stopped after 5 tokens, next_logits and context options: as the C API promises")
 PY
 else
   echo "(no python3: the module is installed but not run)"

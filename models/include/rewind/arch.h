@@ -1,15 +1,17 @@
 // The supported architectures, each described once: its tensors (names, shapes in terms of the
 // hyperparameters, required or optional), the `<arch>.*` hyperparameters it reads and the choices
-// the one forward pass (runtime/src/context.cpp) makes for it. Adding an architecture is adding
+// the one forward graph (runtime/src/forward_graph.h) makes for it. Adding an architecture is adding
 // one ArchInfo here (and a kernel, if it needs one the others do not).
 #pragma once
 #include <span>
 #include <string>
 #include <string_view>
 
-#include "rewind/kernels/ops.h"
-
 namespace rwd {
+
+// How rope rotates (kernels/ops.h defines it; declared here so the architecture table does not
+// pull the kernels' front end into the public headers).
+enum class RopeMode;
 
 struct WeightRef;
 struct LlamaLayerWeights;

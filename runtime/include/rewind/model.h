@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "rewind/kernels/matmul.h"
+#include "rewind/kernels/dtype.h"
 #include "rewind/llama_model.h"
 #include "rewind/tokenizer.h"
 

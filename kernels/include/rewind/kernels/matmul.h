@@ -12,18 +12,7 @@
 
 namespace rwd {
 
-// A row-major weight matrix: `rows` outputs, each a row of `cols` inputs stored as `type`.
-struct MatrixView {
-    DType type = DType::F32;
-    const void* data = nullptr;
-    int64_t rows = 0;
-    int64_t cols = 0;
-    // Optional: the same weights repacked, Q8_0 by repack_q8_0 (q8_packed.h: matmul then takes the
-    // packed bodies' reduction order), Q4_0/Q4_1/Q5_0/Q5_1 widened by repack_q8_0 and
-    // Q4_K/Q5_K/Q6_K by repack_kq (the same bits as the file's layout). When set, matmul reads only
-    // this.
-    const void* packed = nullptr;
-};
+// MatrixView (a weight matrix of a storage type) lives in dtype.h.
 
 // SimdLevel, detect_simd() and simd_name() live in simd.h.
 
