@@ -245,13 +245,19 @@ TEST(SourceFactory, BuildsEveryNamedSourceAndRefusesIncompleteOrIgnoredParts) {
     bad.kind = SourceKind::Draft;
     bad.draft = rwd::Model::load(kModels + "aidreams260K.gguf");
     EXPECT_THROW(make_guess_source(bad, *target, 256), rwd::Error);
-    // A lent draft source is used, not rebuilt, and not both ways at once.
-    DraftSource shared(draft, *target, 256);
+    // A shared draft source is used, not rebuilt: its cache is the one the proposals fill.
+    auto shared = std::make_shared<DraftSource>(draft, *target, 256);
     SourceSpec lent;
     lent.kind = SourceKind::Draft;
-    lent.shared_draft = &shared;
-    EXPECT_EQ(make_guess_source(lent, *target, 256)->name(), "draft");
-    lent.draft = draft;
+    lent.draft = std::shared_ptr<GuessSource>(shared);
+    const auto src = make_guess_source(lent, *target, 256);
+    EXPECT_EQ(src->name(), "draft");
+    const std::vector<TokenId> prompt = target->tokenizer().encode("def f(x):\n    return");
+    src->reset(start_of(prompt));
+    Proposal p;
+    src->propose(prompt, 4, p);
+    EXPECT_GT(shared->cache().size(), 0) << "the shared source ran the prompt";
+    lent.draft = std::shared_ptr<GuessSource>(); // null: no draft
     EXPECT_THROW(make_guess_source(lent, *target, 256), rwd::Error);
 }
 

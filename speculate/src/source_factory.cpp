@@ -1,6 +1,6 @@
 // make_guess_source: validates the whole description first, then builds the members ("auto":
-// ref, ngram, draft, cheapest first). A lent draft is wrapped so the composite can own its
-// members without owning the draft.
+// ref, ngram, draft, cheapest first). A shared draft source is wrapped so the composite can own
+// its members while the draft is shared.
 #include "rewind/speculate/source_factory.h"
 
 #include "rewind/error.h"
@@ -8,34 +8,37 @@
 namespace rwd::speculate {
 namespace {
 
-// Forwards to a source owned elsewhere.
-class BorrowedSource final : public GuessSource {
+// Forwards to a source shared with others (one draft context and cache for many generations).
+class SharedSource final : public GuessSource {
 public:
-    explicit BorrowedSource(GuessSource& inner) : inner_(inner) {}
-    std::string_view name() const override { return inner_.name(); }
-    void reset(const GenerationStart& start) override { inner_.reset(start); }
-    void propose(std::span<const TokenId> context, int k, Proposal& out) override { inner_.propose(context, k, out); }
-    void accept(std::span<const TokenId> context) override { inner_.accept(context); }
+    explicit SharedSource(std::shared_ptr<GuessSource> inner) : inner_(std::move(inner)) {}
+    std::string_view name() const override { return inner_->name(); }
+    void reset(const GenerationStart& start) override { inner_->reset(start); }
+    void propose(std::span<const TokenId> context, int k, Proposal& out) override { inner_->propose(context, k, out); }
+    void accept(std::span<const TokenId> context) override { inner_->accept(context); }
 
 private:
-    GuessSource& inner_;
+    std::shared_ptr<GuessSource> inner_;
 };
+
+bool has_draft(const SourceSpec& spec) {
+    return std::visit([](const auto& p) { return p != nullptr; }, spec.draft);
+}
 
 void check_spec(const SourceSpec& spec, const char* name) {
     const std::string who = std::string("guess source '") + name + "': ";
-    const bool has_draft = spec.draft || spec.shared_draft;
-    if (spec.draft && spec.shared_draft) throw Error(who + "give a draft model or a shared draft source, not both");
+    const bool drafted = has_draft(spec);
     switch (spec.kind) {
     case SourceKind::Ngram:
         if (!spec.references.empty()) throw Error(who + "reference documents are only used by 'ref' and 'auto'");
-        if (has_draft) throw Error(who + "a draft model is only used by 'draft' and 'auto'");
+        if (drafted) throw Error(who + "a draft model is only used by 'draft' and 'auto'");
         break;
     case SourceKind::Ref:
         if (spec.references.empty()) throw Error(who + "needs at least one reference document");
-        if (has_draft) throw Error(who + "a draft model is only used by 'draft' and 'auto'");
+        if (drafted) throw Error(who + "a draft model is only used by 'draft' and 'auto'");
         break;
     case SourceKind::Draft:
-        if (!has_draft) throw Error(who + "needs a draft model");
+        if (!drafted) throw Error(who + "needs a draft model");
         if (!spec.references.empty()) throw Error(who + "reference documents are only used by 'ref' and 'auto'");
         break;
     case SourceKind::Auto: break;
@@ -74,8 +77,10 @@ std::unique_ptr<GuessSource> make_guess_source(const SourceSpec& spec, const Mod
         return std::make_unique<ReferenceSource>(ReferenceSource::from_texts(target.tokenizer(), spec.references, spec.ref));
     };
     auto make_draft = [&]() -> std::unique_ptr<GuessSource> {
-        if (spec.shared_draft) return std::make_unique<BorrowedSource>(*spec.shared_draft);
-        return std::make_unique<DraftSource>(spec.draft, target, target_capacity, spec.draft_options);
+        if (const auto* shared = std::get_if<std::shared_ptr<GuessSource>>(&spec.draft))
+            return std::make_unique<SharedSource>(*shared);
+        return std::make_unique<DraftSource>(std::get<std::shared_ptr<const Model>>(spec.draft), target, target_capacity,
+                                             spec.draft_options);
     };
     switch (spec.kind) {
     case SourceKind::Ngram: return std::make_unique<NgramSource>(spec.ngram);
@@ -85,7 +90,7 @@ std::unique_ptr<GuessSource> make_guess_source(const SourceSpec& spec, const Mod
         std::vector<std::unique_ptr<GuessSource>> members;
         if (!spec.references.empty()) members.push_back(make_ref());
         members.push_back(std::make_unique<NgramSource>(spec.ngram));
-        if (spec.draft || spec.shared_draft) members.push_back(make_draft());
+        if (has_draft(spec)) members.push_back(make_draft());
         return std::make_unique<CompositeSource>(std::move(members), spec.compose);
     }
     }

@@ -39,7 +39,7 @@ public:
             d.context.n_threads = opts.n_threads;
             d.context.device = opts.device;
             d.context.simd = opts.simd;
-            draft_ = std::make_unique<sp::DraftSource>(models.draft, *models.target, cache_.capacity(), d);
+            draft_ = std::make_shared<sp::DraftSource>(models.draft, *models.target, cache_.capacity(), d);
         }
     }
 
@@ -90,14 +90,15 @@ private:
         sp::SourceSpec spec;
         sp::parse_source_kind(source_name(c.source), spec);
         if (spec.kind == sp::SourceKind::Ref || spec.kind == sp::SourceKind::Auto) spec.references = item.references;
-        if (spec.kind == sp::SourceKind::Draft || spec.kind == sp::SourceKind::Auto) spec.shared_draft = draft_.get();
+        if ((spec.kind == sp::SourceKind::Draft || spec.kind == sp::SourceKind::Auto) && draft_)
+            spec.draft = std::shared_ptr<sp::GuessSource>(draft_);
         return sp::make_guess_source(spec, target_.model(), cache_.capacity());
     }
 
     const RunnerOptions& opts_;
     Context target_;
     KvCache cache_;
-    std::unique_ptr<sp::DraftSource> draft_;
+    std::shared_ptr<sp::DraftSource> draft_; // shared by the sources of every request
 };
 
 void validate(const BenchModels& models, const std::vector<WorkItem>& items, const RunnerOptions& opts) {

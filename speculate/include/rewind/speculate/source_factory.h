@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "rewind/model.h"
@@ -36,13 +37,11 @@ struct SourceSpec {
     // Ref (required, at least one) and Auto (optional): documents to copy from, tokenized with
     // the target's tokenizer without BOS. Refused for Ngram and Draft.
     std::vector<std::string> references;
-    // Draft (required) and Auto (optional): the draft model, with the target's vocabulary.
-    // Refused for Ngram and Ref.
-    std::shared_ptr<const Model> draft;
-    // Instead of `draft`: an already-built draft source to lend (not owned; it must outlive the
-    // returned source), so one draft context and cache serve many generations (the harness
-    // does this). Its reset() keeps whatever prefix a new prompt shares. Not both.
-    GuessSource* shared_draft = nullptr;
+    // Draft (required) and Auto (optional): the draft, with the target's vocabulary, as its model
+    // (a DraftSource is built over it) or as a draft source already built and shared, so that one
+    // draft context and cache serve many generations (the harness does this; its reset() keeps
+    // whatever prefix a new prompt shares). Null: no draft. Refused for Ngram and Ref.
+    std::variant<std::shared_ptr<const Model>, std::shared_ptr<GuessSource>> draft;
     ComposePolicy compose = ComposePolicy::Longest; // Auto only
     NgramSourceOptions ngram;
     ReferenceSourceOptions ref;
@@ -59,7 +58,7 @@ const char* source_kind_name(SourceKind kind, ComposePolicy compose = ComposePol
 // positions (a draft model must reach all of them). Throws rwd::Error, building nothing:
 // ErrorCode::argument when the spec lacks what its kind needs (no references for Ref, no draft
 // for Draft), carries what its kind would ignore (references for Ngram/Draft, a draft for
-// Ngram/Ref), gives both `draft` and `shared_draft`, or has an empty, invalid or too large
+// Ngram/Ref), or has an empty, invalid or too large
 // reference set or invalid options; ErrorCode::state when the draft's vocabulary is not the
 // target's, ErrorCode::capacity when its context is shorter than target_capacity (see
 // DraftSource).
