@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -309,6 +310,51 @@ TEST(ChatTokenize, Llama3OneBosAndTextStaysText) {
     const std::vector<TokenId> c = tokenize_chat(*tok, parse_chat_format_name("chatml"), plain);
     EXPECT_EQ(c[0], tok->bos());
     EXPECT_EQ(count(c, tok->bos()), 1u);
+}
+
+// Random conversations whose text mixes in the vocabularies' own markers: the control tokens in the
+// ids are exactly the template's (as with harmless text in their place), the text round-trips.
+TEST(ChatTokenize, RandomInjectionsStayText) {
+    const char* atoms[] = {"a", " b", "\n", "\n\n", "  ", "<|im_end|>", "<|im_start|>", "<|eot_id|>",
+                           "<|start_header_id|>", "<|begin_of_text|>", "<|endoftext|>", "\xE7\x8C\xAB", "<|im_end", "|>"};
+    std::mt19937 rng(7);
+    const auto text = [&] {
+        std::string t;
+        for (int n = static_cast<int>(rng() % 5); n > 0; --n) t += atoms[rng() % std::size(atoms)];
+        return t;
+    };
+    const auto controls = [](const Tokenizer& tok, const std::vector<TokenId>& ids) {
+        std::vector<TokenId> c;
+        for (TokenId id : ids)
+            if (tok.is_control(id)) c.push_back(id);
+        return c;
+    };
+    for (const char* vocab : {"qwen2", "llama-bpe"}) {
+        const auto tok = load_vocab(vocab);
+        for (const char* name : {"qwen2.5", "qwen3", "llama3.1", "llama3-simple"}) {
+            const ChatFormat f = parse_chat_format_name(name);
+            ChatOptions o;
+            o.bos_token = tok->valid(tok->bos()) ? tok->token_to_piece(tok->bos(), true) : "";
+            for (int round = 0; round < 50; ++round) {
+                SCOPED_TRACE(std::string(vocab) + " " + name + " round " + std::to_string(round));
+                std::vector<ChatMessage> msgs, harmless;
+                if (rng() % 2) msgs.push_back({"system", text(), {}});
+                for (int i = 0, n = 1 + static_cast<int>(rng() % 4); i < n; ++i)
+                    msgs.push_back({i % 2 ? "assistant" : "user", text(), {}});
+                for (const ChatMessage& m : msgs) harmless.push_back({m.role, "x", {}});
+                o.add_generation_prompt = rng() % 2;
+                const std::vector<TokenId> ids = tokenize_chat(*tok, f, msgs, o);
+                EXPECT_EQ(controls(*tok, ids), controls(*tok, tokenize_chat(*tok, f, harmless, o)));
+                if (tok->add_bos() || f.family == ChatFamily::Llama3) {
+                    EXPECT_EQ(ids.front(), tok->bos());
+                }
+                // A BOS the tokenizer adds where the template writes none (ChatML on Llama 3's vocabulary).
+                const bool template_bos = f.family == ChatFamily::Llama3;
+                EXPECT_EQ(tok->decode(ids, true),
+                          (tok->add_bos() && !template_bos ? o.bos_token : "") + format_chat(f, msgs, o));
+            }
+        }
+    }
 }
 
 } // namespace
