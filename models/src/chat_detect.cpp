@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "rewind/error.h"
+#include "rewind/gguf.h"
 
 namespace rwd {
 
@@ -158,6 +160,15 @@ ChatFormat resolve_chat_format(std::string_view override_name_or_template, std::
         throw Error(ErrorCode::unsupported,
                     "the file has no tokenizer.chat_template: pass a chat format name or a template");
     return detect_chat_format(file_template);
+}
+
+ChatFormat resolve_chat_format(std::string_view override_name_or_template, const GgufFile& file) {
+    if (!override_name_or_template.empty()) return resolve_chat_format(override_name_or_template, std::string_view());
+    const std::optional<std::string> t = file.get_string("tokenizer.chat_template");
+    if (!t || t->empty())
+        throw Error(ErrorCode::unsupported,
+                    file.path() + ": no tokenizer.chat_template: pass a chat format name or a template");
+    return detect_chat_format(*t);
 }
 
 } // namespace rwd

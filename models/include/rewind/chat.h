@@ -11,6 +11,8 @@
 
 namespace rwd {
 
+class GgufFile;
+
 // The families whose templates rewind reproduces byte for byte (checked against the publishers'
 // templates rendered by @huggingface/jinja, tests/test_chat.cpp).
 enum class ChatFamily {
@@ -89,6 +91,8 @@ ChatFormat detect_chat_format(std::string_view template_text);
 // text to detect), else detected from `file_template` (a file's tokenizer.chat_template). Throws as
 // the two above, and rwd::Error (unsupported) when both are empty.
 ChatFormat resolve_chat_format(std::string_view override_name_or_template, std::string_view file_template);
+// The same with `file`'s tokenizer.chat_template; the error for a file without one names it.
+ChatFormat resolve_chat_format(std::string_view override_name_or_template, const GgufFile& file);
 
 // The conversation as the format's template renders it, as segments. Throws rwd::Error, naming the
 // message by index and role: argument for an empty conversation, an unknown role, or roles that do
