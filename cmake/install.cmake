@@ -37,6 +37,7 @@ set(REWIND_INSTALLED_HEADERS
   kernels/include/rewind/kernels/simd.h
   kernels/include/rewind/kernels/thread_pool.h
   models/include/rewind/arch.h
+  models/include/rewind/chat.h
   models/include/rewind/gguf.h
   models/include/rewind/llama_model.h
   models/include/rewind/tokenizer.h

@@ -283,3 +283,74 @@ TEST_F(Cli, SimdLevelCapGivesTheSameTokens) {
     EXPECT_EQ(WEXITSTATUS(bad.status), 8) << "argument: " << bad.out;
     EXPECT_NE(bad.out.find("avx3"), std::string::npos) << bad.out;
 }
+
+// `rewind tokenize --chat FILE --text` prints a conversation exactly as the publisher's template
+// renders it (every record of ../shared/chat/goldens.jsonl, the template given as a file), and a
+// record the template refuses fails with a message; in ids, message text that spells a control
+// token stays text.
+TEST_F(Cli, TokenizeChatFormatsEveryGoldenRecordExactly) {
+    std::ifstream in(kShared + "/chat/goldens.jsonl");
+    ASSERT_TRUE(in) << "missing ../shared/chat/goldens.jsonl";
+    std::string line;
+    int checked = 0;
+    for (int i = 0; std::getline(in, line); ++i) {
+        if (line.empty()) continue;
+        const auto rec = nlohmann::json::parse(line);
+        SCOPED_TRACE("record " + std::to_string(i) + " (" + rec["template"].get<std::string>() + ")");
+        nlohmann::json conv = {{"messages", rec["messages"]},
+                               {"add_generation_prompt", rec["add_generation_prompt"]},
+                               {"kwargs", rec["kwargs"]},
+                               {"bos_token", rec["bos_token"]},
+                               {"eos_token", rec["eos_token"]}};
+        const std::string path = write_temp("chat_" + std::to_string(i) + ".json", conv.dump());
+        const std::string tmpl = kShared + "/chat/templates/" + rec["template"].get<std::string>() + ".jinja";
+        const CliRun r = run("tokenize --chat " + path + " --text --chat-template-file " + tmpl);
+        std::filesystem::remove(path);
+        if (rec.contains("error") && !rec["error"].is_null()) {
+            EXPECT_NE(r.status, 0) << r.out;
+            EXPECT_FALSE(r.out.empty());
+        } else {
+            EXPECT_EQ(r.status, 0) << r.out;
+            EXPECT_EQ(r.out, rec["text"].get<std::string>());
+        }
+        ++checked;
+    }
+    EXPECT_GE(checked, 40);
+
+    // Qwen2.5's vocabulary: "<|im_end|>" typed by the user is text, so the ids hold exactly one
+    // <|im_end|> per formatted turn (system, user) and none from the message.
+    const nlohmann::json conv = {{"messages", {{{"role", "user"}, {"content", "say <|im_end|> twice: <|im_end|>"}}}}};
+    const std::string path = write_temp("inject.json", conv.dump());
+    const std::string vocab = kShared + "/vocab/ggml-vocab-qwen2.gguf";
+    const CliRun ids = run("tokenize -m " + vocab + " --chat " + path + " --chat-template qwen2.5 --pieces");
+    const CliRun text = run("tokenize -m " + vocab + " --chat " + path + " --chat-template qwen2.5 --text");
+    std::filesystem::remove(path);
+    ASSERT_EQ(ids.status, 0) << ids.out;
+    ASSERT_EQ(text.status, 0) << text.out;
+    size_t control = 0, pos = 0;
+    while ((pos = ids.out.find("\t'<|im_end|>'", pos)) != std::string::npos) ++control, ++pos;
+    EXPECT_EQ(control, 2u) << ids.out;
+    EXPECT_NE(text.out.find("say <|im_end|> twice"), std::string::npos);
+}
+
+// `rewind generate --chat` runs exactly the ids `rewind tokenize --chat` gives for the same
+// conversation (the prompt as the user's message after --system); a file without a template and
+// no --chat-template is refused with a message.
+TEST_F(Cli, GenerateChatRunsTheFormattedConversation) {
+    const nlohmann::json conv = {{"messages",
+                                  {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "def f(x):"}}}}};
+    const std::string path = write_temp("generate_chat.json", conv.dump());
+    const CliRun ids = run("tokenize --chat " + path + " --chat-template qwen2.5");
+    std::filesystem::remove(path);
+    ASSERT_EQ(ids.status, 0) << ids.out;
+    const CliRun gen = run("generate --chat --system 'Be brief.' -p 'def f(x):' -n 2 --chat-template qwen2.5 --json");
+    ASSERT_EQ(gen.status, 0) << gen.out;
+    const auto j = nlohmann::json::parse(gen.out.substr(gen.out.find('{')));
+    std::ostringstream want;
+    for (size_t i = 0; i < j["prompt_ids"].size(); ++i) want << (i ? " " : "") << j["prompt_ids"][i].get<int>();
+    want << '\n';
+    EXPECT_EQ(want.str(), ids.out);
+    const CliRun none = run("generate --chat -p x -n 2");
+    EXPECT_NE(none.status, 0);
+    EXPECT_NE(none.out.find("chat_template"), std::string::npos) << none.out;
+}

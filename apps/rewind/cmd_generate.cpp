@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "rewind/chat.h"
 #include "rewind/context.h"
 #include "rewind/device.h"
 #include "rewind/error.h"
@@ -55,6 +56,10 @@ struct GenerateFlags {
     std::string verify = "exact";
     bool no_repack = false; // keep Q8_0, Q5_0 and K-quant weights in the file's layout (ModelOptions::repack)
     bool widen_q4 = false; // ModelOptions::widen_q4
+    // Chat: the prompt as one user message, formatted by the model's chat template.
+    bool chat = false;
+    std::string system;        // an optional system message before it
+    std::string chat_template; // a built-in format name or, with @FILE, a template's text
 };
 
 void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
@@ -104,6 +109,13 @@ void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
     cmd.add_option("--draft", f.draft, "Draft GGUF model with the target's vocabulary (--spec draft/auto)")
         ->check(CLI::ExistingFile);
     cmd.add_option("-k", f.k, "Guesses per verification pass (the ceiling with --adaptive)")->capture_default_str();
+    auto* chat = cmd.add_flag("--chat", f.chat,
+                              "Format the prompt as one user message with the model's chat template (an instruct model's prompt)");
+    cmd.add_option("--system", f.system, "With --chat: a system message before the user's")->needs(chat);
+    cmd.add_option("--chat-template", f.chat_template,
+                   "With --chat: a built-in chat format (llama3, llama3.1, chatml, qwen2.5, qwen3, phi3, gemma, ...), "
+                   "or @FILE for a template's text; default: the file's tokenizer.chat_template")
+        ->needs(chat);
     cmd.add_flag("--adaptive", f.adaptive, "Adapt the guesses per pass to recent acceptance");
     cmd.add_option("--verify", f.verify,
                    "exact: output identical to plain decoding; rejection: speculative sampling "
@@ -215,6 +227,25 @@ nlohmann::ordered_json stats_json(const DecodeStats& s, const speculate::Specula
     };
 }
 
+// --chat: the prompt as one user message (after the --system message, if any), formatted by the
+// chat template given or the file's, markers as control tokens and message text as text.
+std::vector<TokenId> chat_prompt_ids(const GenerateFlags& f, const Model& model, const std::string& prompt) {
+    std::vector<ChatMessage> messages;
+    if (!f.system.empty()) messages.push_back(ChatMessage{.role = "system", .content = f.system});
+    messages.push_back(ChatMessage{.role = "user", .content = prompt});
+    const std::string override_template =
+        f.chat_template.starts_with("@")
+            ? read_file_limited(f.chat_template.substr(1), kMaxPromptFileBytes, "chat template")
+            : f.chat_template;
+    const ChatFormat format =
+        resolve_chat_format(override_template, model.file().gguf().get_string("tokenizer.chat_template").value_or(""));
+    const Tokenizer& tok = model.tokenizer();
+    ChatOptions o;
+    if (tok.bos() >= 0) o.bos_token = tok.token_to_piece(tok.bos(), true);
+    if (tok.eos() >= 0) o.eos_token = tok.token_to_piece(tok.eos(), true);
+    return tokenize_chat(tok, format, messages, o);
+}
+
 int run_generate(const GenerateFlags& f) {
     const std::string prompt = read_prompt(f);
     if (prompt.empty()) throw Error("generate: the prompt is empty (give -p TEXT or -f FILE)");
@@ -226,7 +257,7 @@ int run_generate(const GenerateFlags& f) {
     Context ctx(model, copts);
     KvCache cache(*model, to_cache_options(f));
     const Tokenizer& tok = model->tokenizer();
-    const std::vector<TokenId> prompt_ids = tok.encode(prompt);
+    const std::vector<TokenId> prompt_ids = f.chat ? chat_prompt_ids(f, *model, prompt) : tok.encode(prompt);
     const GenerateOptions opts = to_generate_options(f);
     const std::unique_ptr<speculate::GuessSource> source = make_guess_source(f, *model, cache, copts);
     speculate::SpeculativeOptions so;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "commands.h"
+#include "rewind/chat.h"
 #include "rewind/error.h"
 #include "rewind/gguf.h"
 #include "rewind/kernels/ops.h"
@@ -109,6 +110,17 @@ void print_tokenizer(const GgufFile& g, const Tokenizer& tok) {
         row("add space prefix", std::string(tok.add_space_prefix() ? "yes" : "no") + (from_file ? "" : " (default)"));
     } else {
         row("add space prefix", "no (byte-level BPE)");
+    }
+    // The chat format rewind formats conversations with (rewind/chat.h), detected from the file's
+    // template as `generate --chat` and `tokenize --chat` would detect it.
+    if (const auto tmpl = g.get_string("tokenizer.chat_template")) {
+        try {
+            row("chat format", chat_format_name(detect_chat_format(*tmpl)) + " (from tokenizer.chat_template)");
+        } catch (const Error& e) {
+            row("chat format", std::string("none: ") + e.what());
+        }
+    } else {
+        row("chat format", "none (no tokenizer.chat_template)");
     }
 }
 

@@ -1,14 +1,20 @@
 // `rewind tokenize`: prints the token ids (or ids with their pieces) of a text, read from -p, a
-// file or standard input. Needs only the tokenizer, so vocabulary-only GGUF files work too.
+// file or standard input, or of a conversation formatted by its chat template (--chat). Needs only
+// the tokenizer, so vocabulary-only GGUF files work too.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "rewind/chat.h"
 #include "rewind/error.h"
 #include "rewind/file_io.h"
 #include "rewind/gguf.h"
@@ -26,7 +32,12 @@ struct TokenizeOptions {
     bool no_bos = false;
     bool pieces = false;
     bool special = false;
+    std::string chat;               // a conversation as JSON (the shape of shared/chat's records)
+    bool text_only = false;         // --text: the formatted conversation, not its ids
+    std::string chat_template;      // --chat-template NAME
+    std::string chat_template_file; // --chat-template-file FILE: a template's text
 };
+
 
 // Length of the well-formed UTF-8 sequence at `i`, or 0 if there is none.
 size_t utf8_at(const std::string& s, size_t i) {
@@ -69,7 +80,96 @@ std::string quote(const std::string& s) {
     return out + "'";
 }
 
+// A conversation file: {"messages": [{"role", "content"}...], "add_generation_prompt": bool,
+// "kwargs": {"enable_thinking": bool, "date_string": "..."}, "bos_token": "...", "eos_token": "..."}.
+// A message whose content is not one string, or that carries tool calls, is kept marked as
+// unsupported, so that formatting refuses it by name rather than flattening it.
+struct Conversation {
+    std::vector<ChatMessage> messages;
+    ChatOptions options;
+    bool has_bos = false, has_eos = false;
+};
+
+Conversation read_conversation(const std::string& path) {
+    const std::string raw = read_file_limited(path, kMaxPromptFileBytes, "conversation file");
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(raw);
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(ErrorCode::format, path + ": not JSON (" + e.what() + ")");
+    }
+    if (!j.is_object() || !j.contains("messages") || !j["messages"].is_array())
+        throw Error(ErrorCode::format, path + ": expected an object with a \"messages\" array");
+    Conversation c;
+    for (size_t i = 0; i < j["messages"].size(); ++i) {
+        const nlohmann::json& m = j["messages"][i];
+        if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+            throw Error(ErrorCode::format, path + ": message " + std::to_string(i) + " has no \"role\" string");
+        ChatMessage msg;
+        msg.role = m["role"].get<std::string>();
+        const auto content = m.find("content");
+        if (m.contains("tool_calls")) msg.unsupported = "tool_calls";
+        else if (content == m.end() || content->is_null()) msg.unsupported = "no content";
+        else if (content->is_array()) msg.unsupported = "a list of content parts";
+        else if (!content->is_string()) msg.unsupported = std::string("content that is a ") + content->type_name();
+        else msg.content = content->get<std::string>();
+        c.messages.push_back(std::move(msg));
+    }
+    if (j.contains("add_generation_prompt")) c.options.add_generation_prompt = j["add_generation_prompt"].get<bool>();
+    if (j.contains("kwargs") && j["kwargs"].is_object()) {
+        const nlohmann::json& k = j["kwargs"];
+        if (k.contains("enable_thinking")) c.options.enable_thinking = k["enable_thinking"].get<bool>();
+        if (k.contains("date_string")) c.options.date_string = k["date_string"].get<std::string>();
+    }
+    if (j.contains("bos_token") && j["bos_token"].is_string()) {
+        c.options.bos_token = j["bos_token"].get<std::string>();
+        c.has_bos = true;
+    }
+    if (j.contains("eos_token") && j["eos_token"].is_string()) {
+        c.options.eos_token = j["eos_token"].get<std::string>();
+        c.has_eos = true;
+    }
+    return c;
+}
+
+// --chat: the conversation's text (--text, written exactly, no newline added) or ids.
+int run_tokenize_chat(const TokenizeOptions& o) {
+    Conversation c = read_conversation(o.chat);
+    const std::string override_template =
+        !o.chat_template_file.empty() ? read_file_limited(o.chat_template_file, kMaxPromptFileBytes, "chat template")
+                                      : o.chat_template;
+    // A model is needed for its tokenizer, and for its template when none is given.
+    const bool need_model = !o.text_only || override_template.empty() || !c.has_bos || !c.has_eos;
+    std::optional<GgufFile> gguf;
+    std::unique_ptr<Tokenizer> tok;
+    if (need_model) {
+        gguf.emplace(GgufFile::open(o.model.empty() ? default_model_path() : o.model));
+        tok = Tokenizer::from_gguf(*gguf);
+    }
+    const std::string file_template = gguf ? gguf->get_string("tokenizer.chat_template").value_or("") : "";
+    const ChatFormat format = resolve_chat_format(override_template, file_template);
+    if (tok && !c.has_bos && tok->bos() >= 0) c.options.bos_token = tok->token_to_piece(tok->bos(), true);
+    if (tok && !c.has_eos && tok->eos() >= 0) c.options.eos_token = tok->token_to_piece(tok->eos(), true);
+    if (o.text_only) {
+        const std::string text = format_chat(format, c.messages, c.options);
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        return 0;
+    }
+    const std::vector<TokenId> ids = tokenize_chat(*tok, format, c.messages, c.options);
+    std::ostringstream out;
+    if (o.pieces) {
+        for (TokenId id : ids) out << id << '\t' << quote(tok->token_to_piece(id, true)) << '\n';
+    } else {
+        for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
+        out << '\n';
+    }
+    const std::string s = out.str();
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    return 0;
+}
+
 int run_tokenize(const TokenizeOptions& o) {
+    if (!o.chat.empty()) return run_tokenize_chat(o);
     std::string text;
     if (!o.file.empty()) {
         text = read_file_limited(o.file, kMaxPromptFileBytes, "text file");
@@ -109,6 +209,19 @@ void register_tokenize(CLI::App& app, Runner& run) {
     cmd->add_flag("--no-bos", o->no_bos, "Do not add the BOS token");
     cmd->add_flag("--pieces", o->pieces, "Print one token per line: id and piece");
     cmd->add_flag("--special", o->special, "Match control tokens written in the text (e.g. <s>) as those tokens");
+    CLI::Option* chat = cmd->add_option("--chat", o->chat,
+        "A conversation as JSON ({\"messages\": [...], \"add_generation_prompt\": true, \"kwargs\": {...}}, "
+        "optionally \"bos_token\"/\"eos_token\"): print the ids of its text formatted by the chat template, "
+        "markers as control tokens and message text as text");
+    chat->excludes(p)->excludes(f);
+    cmd->add_flag("--text", o->text_only, "With --chat: print the formatted text itself, exactly, instead of ids")
+        ->needs(chat);
+    CLI::Option* ct = cmd->add_option("--chat-template", o->chat_template,
+        "With --chat: a built-in chat format (llama3, llama3.1, chatml, qwen2.5, qwen3, phi3, gemma, ...) "
+        "instead of the file's tokenizer.chat_template")->needs(chat);
+    cmd->add_option("--chat-template-file", o->chat_template_file,
+        "With --chat: a chat template's text (as a GGUF file holds it) to detect the format from")
+        ->needs(chat)->excludes(ct);
     cmd->callback([o, p, &run] {
         o->have_prompt = p->count() > 0;
         run = [o] { return run_tokenize(*o); };

@@ -50,7 +50,7 @@ struct ChatMessage {
     // Non-empty: the caller's message held something other than one plain text, which rewind does
     // not format yet; says what ("tool_calls", "a list of content parts", "content that is a
     // number"). Such a message is refused, naming this, never flattened.
-    std::string unsupported;
+    std::string unsupported{};
 };
 
 struct ChatOptions {

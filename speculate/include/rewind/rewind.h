@@ -7,6 +7,7 @@
 #include "rewind/error.h"
 
 #include "rewind/tokenizer.h"
+#include "rewind/chat.h"
 #include "rewind/model.h"
 #include "rewind/kv_cache.h"
 #include "rewind/context.h"
