@@ -41,6 +41,7 @@ set(REWIND_INSTALLED_HEADERS
   models/include/rewind/gguf.h
   models/include/rewind/llama_model.h
   models/include/rewind/tokenizer.h
+  runtime/include/rewind/chat_session.h
   runtime/include/rewind/context.h
   runtime/include/rewind/decode_state.h
   runtime/include/rewind/device.h

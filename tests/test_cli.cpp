@@ -354,3 +354,30 @@ TEST_F(Cli, GenerateChatRunsTheFormattedConversation) {
     EXPECT_NE(none.status, 0);
     EXPECT_NE(none.out.find("chat_template"), std::string::npos) << none.out;
 }
+
+// `rewind chat` from a pipe: one reply per input line, the first equal to `generate --chat` of the
+// same message; with --verbose, the second turn reuses the first's KV; /reset starts over.
+TEST_F(Cli, ChatFromAPipeReusesEarlierTurns) {
+    const std::string input = write_temp("chat_input.txt", "def add(a, b):\nnow def sub(a, b):\n/reset\nclass Stack:\n");
+    const std::string common = " --chat-template qwen2.5 -n 10 --system 'You write Python.'";
+    const CliRun chat = run("chat" + common + " --verbose < " + input);
+    const CliRun quiet = run("chat" + common + " < " + input); // the replies alone
+    std::filesystem::remove(input);
+    ASSERT_EQ(chat.status, 0) << chat.out;
+    size_t turns = 0, pos = 0;
+    while ((pos = chat.out.find("[turn ", pos)) != std::string::npos) ++turns, ++pos;
+    EXPECT_EQ(turns, 3u) << chat.out;
+    const size_t t2 = chat.out.find("[turn 2: ");
+    ASSERT_NE(t2, std::string::npos);
+    const size_t reused = chat.out.find(" reused", t2);
+    const size_t comma = chat.out.rfind(", ", reused);
+    EXPECT_GT(std::stoll(chat.out.substr(comma + 2, reused - comma - 2)), 0) << chat.out.substr(t2, 120);
+    EXPECT_NE(chat.out.find("conversation reset"), std::string::npos);
+
+    const CliRun gen = run("generate --chat -p 'def add(a, b):'" + common + " --json");
+    ASSERT_EQ(gen.status, 0) << gen.out;
+    const auto j = nlohmann::json::parse(gen.out.substr(gen.out.find('{')));
+    const std::string first_reply = j["generated_text"].get<std::string>();
+    ASSERT_EQ(quiet.status, 0) << quiet.out;
+    EXPECT_EQ(quiet.out.substr(0, first_reply.size() + 1), first_reply + "\n") << quiet.out;
+}

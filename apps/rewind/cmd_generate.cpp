@@ -1,9 +1,10 @@
-// `rewind generate`: plain or (--spec) speculative decoding of a prompt. Streams the text as it
-// is produced and prints speed (and speculation statistics) to stderr, or with --json one JSON
-// object. Flags are parsed into GenerateFlags, which to_generate_options() turns into the
-// runtime's GenerateOptions, shared by both decoders.
+// `rewind generate`: plain or (--spec) speculative decoding of a prompt (--chat: formatted as a
+// user message by the chat template); streams the text as it is produced and prints speed (and
+// speculation statistics) to stderr, or with --json one JSON object. `rewind chat`: a conversation,
+// one turn per input line, over a ChatSession that reuses the KV of earlier turns.
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -11,8 +12,11 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "commands.h"
 #include "rewind/chat.h"
+#include "rewind/chat_session.h"
 #include "rewind/context.h"
 #include "rewind/device.h"
 #include "rewind/error.h"
@@ -22,6 +26,7 @@
 #include "rewind/model.h"
 #include "rewind/speculate/decoder.h"
 #include "rewind/speculate/source_factory.h"
+#include "rewind/speculate/speculative_session.h"
 
 namespace rwd::cli {
 namespace {
@@ -341,7 +346,110 @@ int run_generate(const GenerateFlags& f) {
     return 0;
 }
 
+// `rewind chat`: one turn per line of standard input (a terminal or a pipe), each reply streamed as
+// it is generated; the KV cache of every earlier turn is reused (ChatSession), speculation runs
+// inside the conversation. "/reset" forgets the conversation, "/exit" ends it.
+int run_chat(const GenerateFlags& f, bool verbose) {
+    auto model = Model::load(f.model, ModelOptions{.repack = !f.no_repack, .widen_q4 = f.widen_q4});
+    const std::string override_template =
+        f.chat_template.starts_with("@")
+            ? read_file_limited(f.chat_template.substr(1), kMaxPromptFileBytes, "chat template")
+            : f.chat_template;
+    const ChatFormat format = resolve_chat_format(override_template, model->file().gguf());
+    ContextOptions copts = to_context_options(f);
+    copts.pool = std::make_shared<ThreadPool>(copts.n_threads);
+    Context ctx(model, copts);
+    ChatSession chat(model, format, ChatSessionOptions{.cache = to_cache_options(f), .system = f.system});
+    const std::unique_ptr<speculate::GuessSource> source = make_guess_source(f, *model, chat.session().cache(), copts);
+    speculate::SpeculativeOptions so;
+    so.generate = to_generate_options(f);
+    so.k = f.k;
+    so.k_policy = f.adaptive ? speculate::KPolicy::Adaptive : speculate::KPolicy::Fixed;
+    so.verify = f.verify == "rejection" ? speculate::VerifyMode::Rejection : speculate::VerifyMode::Exact;
+    const Tokenizer& tok = model->tokenizer();
+    const bool terminal = ::isatty(0) != 0;
+    if (verbose)
+        std::fprintf(stderr, "chat format: %s\n", chat_format_name(format).c_str());
+    std::string line;
+    for (int turn = 1;; ++turn) {
+        if (terminal) std::fputs("> ", stderr);
+        if (!std::getline(std::cin, line) || line == "/exit") break;
+        if (line == "/reset") {
+            chat.reset();
+            if (terminal || verbose) std::fputs("(conversation reset)\n", stderr);
+            continue;
+        }
+        Utf8StreamDecoder decoder(tok, /*at_text_start=*/false);
+        const TokenCallback on_token = [&](TokenId id) {
+            if (tok.is_eog(id)) return true; // the end of the turn is not part of the reply's text
+            const std::string piece = decoder.push(id);
+            std::fwrite(piece.data(), 1, piece.size(), stdout);
+            std::fflush(stdout);
+            return true;
+        };
+        DecodeStats stats;
+        const ChatGenerate generate = [&](Session& s) -> GenerateResult {
+            if (!source) return s.generate(ctx, so.generate, on_token);
+            speculate::SpeculativeResult r = speculate::generate_speculative(ctx, s, *source, so, on_token);
+            stats = r.stats;
+            return r;
+        };
+        try {
+            const ChatTurn t = chat.say(ctx, line, generate);
+            const std::string rest = decoder.flush();
+            std::fwrite(rest.data(), 1, rest.size(), stdout);
+            std::fputs("\n", stdout);
+            std::fflush(stdout);
+            if (verbose) {
+                const GenerateResult& r = t.result;
+                std::fprintf(stderr,
+                             "[turn %d: conversation %lld tokens, %lld reused from the cache, %lld run in %.2f ms; "
+                             "reply %zu tokens in %.2f ms, stop: %s]\n",
+                             turn, static_cast<long long>(t.prompt_tokens), static_cast<long long>(t.reused_tokens),
+                             static_cast<long long>(t.run_tokens), t.prefill_seconds * 1e3, r.tokens.size(),
+                             r.generate_seconds * 1e3, stop_reason_name(r.stop));
+                if (source) std::fputs(speculate::format_stats(stats).c_str(), stderr);
+            }
+        } catch (const Error& e) {
+            // The conversation is as it was before this turn: /reset (or a shorter turn) goes on.
+            std::fprintf(stderr, "rewind chat: %s\n", e.what());
+        }
+    }
+    return 0;
+}
+
 } // namespace
+
+void register_chat(CLI::App& app, Runner& run) {
+    auto flags = std::make_shared<GenerateFlags>();
+    auto verbose = std::make_shared<bool>(false);
+    flags->chat = true;
+    CLI::App* cmd = app.add_subcommand(
+        "chat", "Talk with a chat model: one turn per line of standard input, the KV of earlier turns reused");
+    GenerateFlags& f = *flags;
+    cmd->add_option("-m,--model", f.model, "GGUF model file")->capture_default_str();
+    cmd->add_option("--system", f.system, "A system message first");
+    cmd->add_option("--chat-template", f.chat_template,
+                    "A built-in chat format (llama3, llama3.1, chatml, qwen2.5, qwen3, phi3, gemma, ...), or @FILE "
+                    "for a template's text; default: the file's tokenizer.chat_template");
+    cmd->add_option("-n,--n-predict", f.n_predict, "Tokens per reply at most")->capture_default_str();
+    cmd->add_option("--temp", f.temperature, "Temperature; 0 or below = greedy")->capture_default_str();
+    cmd->add_option("--top-k", f.top_k, "Keep the k most likely tokens; 0 = off")->capture_default_str();
+    cmd->add_option("--top-p", f.top_p, "Nucleus sampling mass; 1 = off")->capture_default_str();
+    cmd->add_option("--min-p", f.min_p, "Drop tokens below min-p times the best one; 0 = off")->capture_default_str();
+    cmd->add_option("-s,--seed", f.seed, "Sampling seed (randomness is keyed by seed and position)")->capture_default_str();
+    cmd->add_option("-t,--threads", f.threads, "Threads")->capture_default_str();
+    cmd->add_option("--simd", f.simd, "Cap the CPU kernels at this SIMD level");
+    cmd->add_option("-c,--ctx-size", f.ctx_size, "KV cache capacity in tokens; 0 = the model's context, at most 4096")
+        ->capture_default_str();
+    cmd->add_option("--spec", f.spec, "Guess source: none, ngram, ref, draft, auto, auto-first")->capture_default_str();
+    cmd->add_option("--ref", f.refs, "Reference document to copy guesses from (repeatable; --spec ref/auto)");
+    cmd->add_option("--draft", f.draft, "Draft GGUF model with the target's vocabulary (--spec draft/auto)");
+    cmd->add_option("-k", f.k, "Guesses per verification pass")->capture_default_str();
+    cmd->add_flag("--adaptive", f.adaptive, "Adapt the guesses per pass to recent acceptance");
+    cmd->add_flag("--verbose", *verbose, "After each turn: the tokens reused and run, timings, speculation statistics");
+    cmd->callback([flags, verbose, &run] { run = [flags, verbose] { return run_chat(*flags, *verbose); }; });
+}
 
 void register_generate(CLI::App& app, Runner& run) {
     auto flags = std::make_shared<GenerateFlags>();

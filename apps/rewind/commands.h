@@ -13,6 +13,7 @@ using Runner = std::function<int()>;
 void register_inspect(CLI::App& app, Runner& run);
 void register_tokenize(CLI::App& app, Runner& run);
 void register_generate(CLI::App& app, Runner& run);
+void register_chat(CLI::App& app, Runner& run);
 void register_bench(CLI::App& app, Runner& run);
 void register_batch(CLI::App& app, Runner& run);
 void register_make_dummy(CLI::App& app, Runner& run);

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
     rwd::cli::register_inspect(app, run);
     rwd::cli::register_tokenize(app, run);
     rwd::cli::register_generate(app, run);
+    rwd::cli::register_chat(app, run);
     rwd::cli::register_bench(app, run);
     rwd::cli::register_batch(app, run);
     rwd::cli::register_make_dummy(app, run);

@@ -14,6 +14,7 @@
 #include "rewind/sampler.h"
 #include "rewind/generate.h"
 #include "rewind/session.h"
+#include "rewind/chat_session.h"
 
 #include "rewind/speculate/guess_source.h"
 #include "rewind/speculate/ngram_source.h"
