@@ -381,3 +381,22 @@ TEST_F(Cli, ChatFromAPipeReusesEarlierTurns) {
     ASSERT_EQ(quiet.status, 0) << quiet.out;
     EXPECT_EQ(quiet.out.substr(0, first_reply.size() + 1), first_reply + "\n") << quiet.out;
 }
+
+// A small model carrying a real chat template (make-dummy --chat-template-file): inspect names the
+// format detected from it, and chat and generate --chat use it without --chat-template.
+TEST_F(Cli, AModelsOwnChatTemplateIsDetectedAndUsed) {
+    const std::string model = write_temp("chat_dummy.gguf", "");
+    const CliRun made = run("make-dummy --shape tiny --type f32 -t 1 -o " + model + " --chat-template-file " + kShared +
+                            "/chat/templates/qwen2_5.jinja");
+    ASSERT_EQ(made.status, 0) << made.out;
+    const CliRun info = run("inspect " + model);
+    EXPECT_NE(info.out.find("chat format           qwen2.5 (from tokenizer.chat_template)"), std::string::npos) << info.out;
+    const std::string input = write_temp("chat_dummy_input.txt", "hello\n");
+    const CliRun chat = run("chat -m " + model + " -n 4 --verbose < " + input);
+    std::filesystem::remove(input);
+    EXPECT_EQ(chat.status, 0) << chat.out;
+    EXPECT_NE(chat.out.find("chat format: qwen2.5"), std::string::npos) << chat.out;
+    const CliRun gen = run("generate -m " + model + " --chat -p hello -n 4 --json");
+    EXPECT_EQ(gen.status, 0) << gen.out;
+    std::filesystem::remove(model);
+}

@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "rewind/dummy_model.h"
+#include "rewind/file_io.h"
 
 namespace rwd::cli {
 
@@ -18,6 +19,7 @@ struct MakeDummyOptions {
     std::string shape, type, vocab, out;
     uint64_t seed = 0;
     int threads = 0;
+    std::string chat_template_file;
 };
 
 int run_make_dummy(const MakeDummyOptions& o) {
@@ -28,6 +30,8 @@ int run_make_dummy(const MakeDummyOptions& o) {
     d.seed = o.seed;
     d.threads = o.threads;
     d.out_path = o.out;
+    if (!o.chat_template_file.empty())
+        d.chat_template = read_file_limited(o.chat_template_file, kMaxPromptFileBytes, "chat template");
     const bool tty = isatty(STDERR_FILENO);
     int last_pct = -1;
     const auto t0 = std::chrono::steady_clock::now();
@@ -62,6 +66,8 @@ void register_make_dummy(CLI::App& app, Runner& run) {
     cmd->add_option("--seed", o->seed, "Seed of the random weights")->capture_default_str();
     cmd->add_option("-t,--threads", o->threads, "Threads generating weights (0: all the machine's)")->capture_default_str();
     cmd->add_option("-o,--output", o->out, "Output file (written under a temporary name, then renamed)")->required();
+    cmd->add_option("--chat-template-file", o->chat_template_file,
+                    "Write this chat template (a Jinja text, as a model's tokenizer_config holds it) as tokenizer.chat_template");
     cmd->callback([o, &run] { run = [o] { return run_make_dummy(*o); }; });
 }
 

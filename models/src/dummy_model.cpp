@@ -224,7 +224,9 @@ DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void
     if (ft != DummyFileType::F32 && ft != DummyFileType::F16 && ft != DummyFileType::BF16)
         w.add("general.quantization_version", uint32_t{2});
     for (const GgufKeyValue& kv : vocab.metadata())
-        if (kv.key.rfind("tokenizer.", 0) == 0) w.add(kv);
+        if (kv.key.rfind("tokenizer.", 0) == 0 && !(kv.key == "tokenizer.chat_template" && !opts.chat_template.empty()))
+            w.add(kv);
+    if (!opts.chat_template.empty()) w.add("tokenizer.chat_template", opts.chat_template);
     for (const PlannedTensor& t : tensors)
         w.add_tensor(t.name, t.type,
                      t.vector ? std::vector<uint64_t>{static_cast<uint64_t>(t.cols)}

@@ -55,6 +55,9 @@ struct DummyOptions {
     uint64_t seed = 0;
     int threads = 0;            // 0: the hardware's
     std::string out_path;
+    // Non-empty: written as tokenizer.chat_template (replacing the vocabulary file's), so a small
+    // model can carry a real chat template in tests.
+    std::string chat_template;
 };
 
 struct DummyReport {
