@@ -335,6 +335,8 @@ def _chat_messages(messages):
         if not isinstance(content, str):
             what = "no content" if content is None else f"content that is a {type(content).__name__}"
             raise Error("unsupported", f"message {i} ({role}): {what}; rewind formats plain text content only")
+        if "\0" in role or "\0" in content:
+            raise Error("argument", f"message {i} ({role!r}): a NUL character (the C API takes NUL-terminated text)")
         out.append((role.encode("utf-8"), content.encode("utf-8")))
     arr = (_ChatMessage * max(len(out), 1))(*[_ChatMessage(r, c) for r, c in out])
     return arr, len(out)
@@ -855,6 +857,8 @@ class Chat:
     def __init__(self, model, system=None, chat_template=None, capacity=0, n_threads=1, max_batch=256,
                  numerics=None, simd=None, device=None, kv_f16=False, bos_token=None, eos_token=None,
                  enable_thinking=True, date_string=None):
+        if system is not None and (not isinstance(system, str) or "\0" in system):
+            raise Error("argument", "Chat: system must be a str without NUL characters")
         self.model = model
         self.context = Context(model, n_threads=n_threads, max_batch=max_batch, numerics=numerics, simd=simd,
                                device=device)
@@ -885,6 +889,8 @@ class Chat:
         is unchanged."""
         if not isinstance(text, str):
             raise Error("unsupported", f"Chat.say: a {type(text).__name__}; rewind formats plain text only")
+        if "\0" in text:
+            raise Error("argument", "Chat.say: a NUL character (the C API takes NUL-terminated text)")
         _settle(self.context)
         keep = []
         opts = _options(max_tokens, temperature, seed, stop, True, keep)
