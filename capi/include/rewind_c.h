@@ -10,7 +10,7 @@
  * - The caller owns every buffer it passes; rewind never keeps or frees a caller's pointer and
  *   never hands out memory the caller must free. Functions that fill a buffer take its size
  *   and report the size needed (REWIND_ERR_CAPACITY when it is too small, nothing written).
- * - A context and a cache must not be used from two threads at once; different ones may.
+ * - A context, a cache and a chat must not be used from two threads at once; different ones may.
  *   A model is read-only and may be shared by any number of contexts and caches.
  */
 #ifndef REWIND_C_H

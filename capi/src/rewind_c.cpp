@@ -906,12 +906,8 @@ rewind_status rewind_chat_say(rewind_context* ctx, rewind_chat* chat, const char
                 turn->stats.accepted = sr.stats.accepted;
             }
         }
-        // Nothing below can fail but the copy of the reply, which must not lose the turn.
-        try {
-            chat->reply = t.reply;
-        } catch (...) {
-            chat->reply.clear();
-        }
+        // Nothing below can fail: the turn is recorded, and the reply is moved, not copied.
+        chat->reply = std::move(t.reply);
         if (turn) {
             if (!spec) fill_stats(&turn->stats, t.result);
             turn->prompt_tokens = t.prompt_tokens;
