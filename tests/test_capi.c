@@ -45,6 +45,135 @@ static rewind_cache* prompt_cache(const rewind_model* m, rewind_context* ctx, co
     return c;
 }
 
+/* The last reply of a chat, in a malloc'd string (asks for its size first). */
+static char* chat_reply(const rewind_chat* chat) {
+    size_t nb = 0;
+    CHECK(rewind_chat_reply(chat, NULL, 0, &nb) == REWIND_ERR_CAPACITY);
+    char* s = malloc(nb + 1);
+    OK(rewind_chat_reply(chat, s, nb + 1, &nb));
+    CHECK(strlen(s) == nb);
+    return s;
+}
+
+/* Generates from scratch on the ids of `conv` formatted as `cho` says (with a generation
+ * prompt): the reply's text, its end-of-turn token left out, as a chat turn gives it. */
+static char* fresh_reply(const rewind_model* m, rewind_context* ctx, const rewind_chat_options* cho,
+                         const rewind_chat_message* conv, size_t n_conv, const rewind_generate_options* go,
+                         int64_t* prompt_tokens) {
+    rewind_token pids[512], gen[64];
+    size_t np = 0, ng = 0, nb = 0;
+    OK(rewind_chat_tokenize(m, cho, conv, n_conv, pids, 512, &np));
+    *prompt_tokens = (int64_t)np;
+    rewind_cache* c = NULL;
+    OK(rewind_cache_new(m, 512, 0, &c));
+    OK(rewind_append(ctx, c, pids, np));
+    rewind_stats st;
+    OK(rewind_generate(ctx, c, go, gen, 64, &ng, &st));
+    if (st.stop == REWIND_STOP_END_OF_GENERATION) --ng;
+    char* text = malloc(4096);
+    OK(rewind_detokenize(m, gen, ng, text, 4096, &nb));
+    rewind_cache_free(c);
+    return text;
+}
+
+static int stop_after_3(rewind_token token, void* user_data) {
+    (void)token;
+    return ++*(int*)user_data < 3;
+}
+
+/* Chat formatting, tokenization and sessions with the built-in ChatML format. */
+static void test_chat(const rewind_model* m, rewind_context* ctx) {
+    rewind_chat_options cho = rewind_chat_default_options();
+    cho.chat_template = "chatml";
+    const rewind_chat_message hi[1] = {{"user", "hi"}};
+    const char* want = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n";
+    size_t nb = 0;
+    CHECK(rewind_chat_format(m, &cho, hi, 1, NULL, 0, &nb) == REWIND_ERR_CAPACITY && nb == strlen(want));
+    char small[8] = "unset";
+    size_t nb2 = 0;
+    CHECK(rewind_chat_format(m, &cho, hi, 1, small, nb, &nb2) == REWIND_ERR_CAPACITY); /* no room for the NUL */
+    CHECK(nb2 == nb && strcmp(small, "unset") == 0);
+    char text[512];
+    OK(rewind_chat_format(m, &cho, hi, 1, text, nb + 1, &nb2));
+    CHECK(nb2 == nb && strcmp(text, want) == 0);
+    cho.add_generation_prompt = 0;
+    OK(rewind_chat_format(m, &cho, hi, 1, text, sizeof text, &nb));
+    CHECK(strcmp(text, "<|im_start|>user\nhi<|im_end|>\n") == 0);
+    cho.add_generation_prompt = 1;
+
+    /* Tokenize: the size, then the ids; they spell the formatted text. */
+    size_t nt = 0, nt2 = 0;
+    CHECK(rewind_chat_tokenize(m, &cho, hi, 1, NULL, 0, &nt) == REWIND_ERR_CAPACITY && nt > 0);
+    rewind_token ids[512];
+    OK(rewind_chat_tokenize(m, &cho, hi, 1, ids, nt, &nt2));
+    CHECK(nt2 == nt);
+    const size_t skip = ids[0] == rewind_model_bos(m) ? 1 : 0;
+    OK(rewind_detokenize(m, ids + skip, nt - skip, text, sizeof text, &nb));
+    CHECK(strcmp(text, want) == 0);
+
+    /* A session of three turns: each later turn reuses the cache; each reply equals generating
+     * from scratch on the formatted conversation's ids. */
+    const char* sys = "You write Python.";
+    const char* users[3] = {"def add(a, b):", "import os", "class Point:"};
+    rewind_generate_options go = rewind_generate_default_options();
+    go.max_tokens = 12;
+    rewind_chat* chat = NULL;
+    OK(rewind_chat_new(m, &cho, sys, 512, 0, &chat));
+    CHECK(rewind_chat_n_messages(chat) == 1);
+    rewind_chat_message conv[7] = {{"system", sys}};
+    size_t n_conv = 1;
+    char* replies[3];
+    for (int i = 0; i < 3; ++i) {
+        rewind_chat_turn t;
+        OK(rewind_chat_say(ctx, chat, users[i], &go, NULL, &t));
+        conv[n_conv++] = (rewind_chat_message){"user", users[i]};
+        int64_t np = 0;
+        char* fresh = fresh_reply(m, ctx, &cho, conv, n_conv, &go, &np);
+        replies[i] = chat_reply(chat);
+        CHECK(strcmp(replies[i], fresh) == 0);
+        CHECK(t.prompt_tokens == np && t.reused_tokens + t.run_tokens == t.prompt_tokens);
+        CHECK(i == 0 ? t.reused_tokens == 0 : t.reused_tokens > 0);
+        CHECK(t.stats.emitted >= 1 && t.stats.emitted <= go.max_tokens);
+        conv[n_conv++] = (rewind_chat_message){"assistant", replies[i]};
+        CHECK(rewind_chat_n_messages(chat) == n_conv);
+        free(fresh);
+    }
+
+    /* Speculation gives the same replies; on_token stops a reply after 3 tokens. */
+    rewind_chat* spec_chat = NULL;
+    OK(rewind_chat_new(m, &cho, sys, 512, 0, &spec_chat));
+    rewind_spec_options so = rewind_spec_default_options();
+    so.k = 4;
+    for (int i = 0; i < 2; ++i) {
+        rewind_chat_turn t;
+        OK(rewind_chat_say(ctx, spec_chat, users[i], &go, &so, &t));
+        char* r = chat_reply(spec_chat);
+        CHECK(strcmp(r, replies[i]) == 0 && t.stats.passes <= t.stats.emitted);
+        free(r);
+    }
+    int seen = 0;
+    rewind_generate_options stop3 = go;
+    stop3.on_token = stop_after_3;
+    stop3.user_data = &seen;
+    rewind_chat_turn t3;
+    OK(rewind_chat_say(ctx, spec_chat, users[2], &stop3, NULL, &t3));
+    CHECK(seen == 3 && t3.stats.emitted == 3 && t3.stats.stop == REWIND_STOP_CANCELLED);
+
+    /* Reset keeps the system message only; the next turn runs everything again. */
+    OK(rewind_chat_reset(chat));
+    CHECK(rewind_chat_n_messages(chat) == 1);
+    rewind_chat_turn t;
+    OK(rewind_chat_say(ctx, chat, users[0], &go, NULL, &t));
+    CHECK(t.reused_tokens == 0);
+    char* again = chat_reply(chat);
+    CHECK(strcmp(again, replies[0]) == 0);
+    free(again);
+    for (int i = 0; i < 3; ++i) free(replies[i]);
+    rewind_chat_free(spec_chat);
+    rewind_chat_free(chat);
+    rewind_chat_free(NULL);
+}
+
 int main(void) {
     const char* path = REWIND_SHARED_DIR "/models/pycode-4m.gguf";
     const char* draft_path = REWIND_SHARED_DIR "/models/pycode-600k.gguf";
@@ -238,6 +367,8 @@ int main(void) {
     OK(rewind_detokenize(m, all, n_all, text, n_bytes + 1, &n_bytes));
     CHECK(strncmp(text, kPrompt, strlen(kPrompt)) == 0);
     printf("%s\n", text);
+
+    test_chat(m, ctx);
 
     free(text);
     free(seq);

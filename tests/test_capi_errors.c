@@ -222,6 +222,66 @@ int main(void) {
 
     /* Freeing NULL is a no-op. */
     rewind_model_free(NULL);
+    /* Chat: NULL arguments, an unknown role, a model without a template and no format named.
+     * Nothing is written on failure. */
+    {
+        rewind_chat_options cho = rewind_chat_default_options();
+        cho.chat_template = "chatml";
+        const rewind_chat_message ok_msg[1] = {{"user", "hi"}};
+        const rewind_chat_message bad_role[1] = {{"robot", "hi"}};
+        const rewind_chat_message null_content[1] = {{"user", NULL}};
+        char buf[64] = "unset";
+        rewind_token tbuf[64];
+        size_t nb = 7;
+        EXPECT_STATUS(rewind_chat_format(NULL, &cho, ok_msg, 1, buf, sizeof buf, &nb), REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_chat_format(m, &cho, ok_msg, 1, buf, sizeof buf, NULL), REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_chat_format(m, &cho, NULL, 1, buf, sizeof buf, &nb), REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_chat_format(m, &cho, ok_msg, 0, buf, sizeof buf, &nb), REWIND_ERR_ARGUMENT); /* empty */
+        EXPECT_STATUS(rewind_chat_format(m, &cho, null_content, 1, buf, sizeof buf, &nb), REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_chat_format(m, &cho, bad_role, 1, buf, sizeof buf, &nb), REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_chat_tokenize(m, &cho, bad_role, 1, tbuf, 64, &nb), REWIND_ERR_ARGUMENT);
+        EXPECT(strstr(rewind_last_error(), "robot") != NULL);
+        EXPECT_STATUS(rewind_chat_format(m, NULL, ok_msg, 1, buf, sizeof buf, &nb), REWIND_ERR_UNSUPPORTED);
+        EXPECT_STATUS(rewind_chat_tokenize(m, NULL, ok_msg, 1, tbuf, 64, &nb), REWIND_ERR_UNSUPPORTED);
+        cho.chat_template = "no-such-format";
+        EXPECT_STATUS(rewind_chat_format(m, &cho, ok_msg, 1, buf, sizeof buf, &nb), REWIND_ERR_ARGUMENT);
+        EXPECT(nb == 7 && strcmp(buf, "unset") == 0);
+        cho.chat_template = "chatml";
+
+        rewind_chat* chat = (rewind_chat*)&cho; /* set to NULL on failure */
+        EXPECT_STATUS(rewind_chat_new(NULL, &cho, NULL, 0, 0, &chat), REWIND_ERR_ARGUMENT);
+        EXPECT(chat == NULL);
+        EXPECT_STATUS(rewind_chat_new(m, &cho, NULL, 0, 0, NULL), REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_chat_new(m, NULL, NULL, 0, 0, &chat), REWIND_ERR_UNSUPPORTED);
+        EXPECT(chat == NULL);
+        EXPECT_STATUS(rewind_chat_new(m, &cho, NULL, 1 << 30, 0, &chat), REWIND_ERR_CAPACITY);
+        EXPECT_STATUS(rewind_chat_new(m, &cho, NULL, 24, 0, &chat), REWIND_OK);
+        rewind_generate_options go = rewind_generate_default_options();
+        go.max_tokens = 4;
+        EXPECT_STATUS(rewind_chat_say(NULL, chat, "hi", &go, NULL, NULL), REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_chat_say(ctx, NULL, "hi", &go, NULL, NULL), REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_chat_say(ctx, chat, NULL, &go, NULL, NULL), REWIND_ERR_ARGUMENT);
+        go.max_tokens = -1;
+        EXPECT_STATUS(rewind_chat_say(ctx, chat, "hi", &go, NULL, NULL), REWIND_ERR_ARGUMENT);
+        go.max_tokens = 4;
+        rewind_spec_options so = rewind_spec_default_options();
+        so.source = "no-such-source";
+        EXPECT_STATUS(rewind_chat_say(ctx, chat, "hi", &go, &so, NULL), REWIND_ERR_ARGUMENT);
+        EXPECT(rewind_chat_n_messages(chat) == 0);
+        /* A turn longer than the 24-position cache: capacity, nothing recorded. */
+        EXPECT_STATUS(rewind_chat_say(ctx, chat, "def parse_args(argv): parser = argparse.ArgumentParser()", &go, NULL, NULL),
+                      REWIND_ERR_CAPACITY);
+        EXPECT(rewind_chat_n_messages(chat) == 0);
+        nb = 7;
+        EXPECT_STATUS(rewind_chat_reply(chat, buf, sizeof buf, &nb), REWIND_OK);
+        EXPECT(nb == 0 && buf[0] == '\0');
+        EXPECT_STATUS(rewind_chat_reply(NULL, buf, sizeof buf, &nb), REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_chat_reset(NULL), REWIND_ERR_ARGUMENT);
+        EXPECT(rewind_chat_n_messages(NULL) == 0);
+        rewind_chat_free(chat);
+        rewind_chat_free(NULL);
+    }
+
     rewind_context_free(NULL);
     rewind_cache_free(NULL);
 

@@ -3,6 +3,10 @@ the standard library's ctypes.
 
     import rewind
     model = rewind.Model("pycode-4m.gguf")
+    text = model.apply_chat_template([{"role": "user", "content": "Hi"}], add_generation_prompt=True,
+                                     tokenize=False, chat_template="chatml")  # as transformers'
+    chat = rewind.Chat(model, system="You are terse.", chat_template="chatml")
+    reply = chat.say("Hi", max_tokens=64)          # later turns reuse the cache: chat.last_turn
     session = rewind.Session(model)
     session.append_text("def parse_args(argv):")
     text, stats = session.generate(64, source="auto", k=4)
@@ -29,7 +33,7 @@ import threading
 import weakref
 
 __all__ = ["Error", "Model", "Context", "Cache", "Session", "Stats", "GenerateOptions", "Batch", "Result", "Stream",
-           "generate", "stream", "next_logits", "version"]
+           "Chat", "ChatTurn", "generate", "stream", "next_logits", "version"]
 
 _STATUS = ["ok", "io", "format", "unsupported", "shape", "capacity", "argument", "state", "internal"]
 _STOP = ["max_tokens", "end_of_generation", "stop_string", "context_full", "cancelled"]
@@ -144,6 +148,39 @@ class _RequestInfo(ctypes.Structure):
     ]
 
 
+class _ChatMessage(ctypes.Structure):
+    _fields_ = [("role", ctypes.c_char_p), ("content", ctypes.c_char_p)]
+
+
+class _ChatOptions(ctypes.Structure):
+    _fields_ = [
+        ("chat_template", ctypes.c_char_p),
+        ("add_generation_prompt", ctypes.c_int),
+        ("bos_token", ctypes.c_char_p),
+        ("eos_token", ctypes.c_char_p),
+        ("enable_thinking", ctypes.c_int),
+        ("date_string", ctypes.c_char_p),
+    ]
+
+
+class ChatTurn(ctypes.Structure):
+    """What a chat turn did: prompt_tokens (ids of the whole formatted conversation),
+    reused_tokens (of them, already in the cache), run_tokens (run for this turn),
+    prefill_seconds, and the reply's generation Stats (`stats`)."""
+
+    _fields_ = [
+        ("prompt_tokens", ctypes.c_int64),
+        ("reused_tokens", ctypes.c_int64),
+        ("run_tokens", ctypes.c_int64),
+        ("prefill_seconds", ctypes.c_double),
+        ("stats", Stats),
+    ]
+
+    def __repr__(self):
+        return (f"ChatTurn(prompt_tokens={self.prompt_tokens}, reused_tokens={self.reused_tokens}, "
+                f"run_tokens={self.run_tokens}, stats={self.stats!r})")
+
+
 def _find_library():
     env = os.environ.get("REWIND_LIBRARY")
     if env:
@@ -203,6 +240,15 @@ _SIGNATURES = {
     "rewind_batch_finished": (ctypes.c_int, [_P, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t, _size_p]),
     "rewind_batch_take": (ctypes.c_int, [_P, ctypes.c_uint64, _tok_p, ctypes.c_size_t, _size_p, ctypes.POINTER(_RequestInfo)]),
     "rewind_batch_release": (ctypes.c_int, [_P, ctypes.c_uint64]),
+    "rewind_chat_default_options": (_ChatOptions, []),
+    "rewind_chat_format": (ctypes.c_int, [_P, ctypes.POINTER(_ChatOptions), ctypes.POINTER(_ChatMessage), ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t, _size_p]),
+    "rewind_chat_tokenize": (ctypes.c_int, [_P, ctypes.POINTER(_ChatOptions), ctypes.POINTER(_ChatMessage), ctypes.c_size_t, _tok_p, ctypes.c_size_t, _size_p]),
+    "rewind_chat_new": (ctypes.c_int, [_P, ctypes.POINTER(_ChatOptions), ctypes.c_char_p, ctypes.c_int64, ctypes.c_int, ctypes.POINTER(_P)]),
+    "rewind_chat_free": (None, [_P]),
+    "rewind_chat_say": (ctypes.c_int, [_P, _P, ctypes.c_char_p, ctypes.POINTER(GenerateOptions), ctypes.POINTER(_SpecOptions), ctypes.POINTER(ChatTurn)]),
+    "rewind_chat_reply": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_size_t, _size_p]),
+    "rewind_chat_n_messages": (ctypes.c_size_t, [_P]),
+    "rewind_chat_reset": (ctypes.c_int, [_P]),
 }
 for _name, (_res, _args) in _SIGNATURES.items():
     _f = getattr(_lib, _name)
@@ -250,6 +296,50 @@ def _context_options(n_threads, max_batch, numerics, simd, device):
     if device is not None:
         co.device = device.encode()
     return co
+
+
+def _chat_options(chat_template, add_generation_prompt, bos_token, eos_token, enable_thinking, date_string):
+    o = _lib.rewind_chat_default_options()
+    if chat_template is not None:
+        o.chat_template = chat_template.encode("utf-8")
+    o.add_generation_prompt = int(bool(add_generation_prompt))
+    if bos_token is not None:
+        o.bos_token = bos_token.encode("utf-8")
+    if eos_token is not None:
+        o.eos_token = eos_token.encode("utf-8")
+    o.enable_thinking = int(bool(enable_thinking))
+    if date_string is not None:
+        o.date_string = date_string.encode("utf-8")
+    return o
+
+
+def _chat_messages(messages):
+    """A conversation (a list of {"role", "content"} dicts, as transformers takes) as C messages.
+    What rewind does not format (content that is not one str, tool_calls, other keys) raises
+    Error("unsupported") naming the message; it is never flattened."""
+    if isinstance(messages, (str, bytes)) or not hasattr(messages, "__iter__"):
+        raise Error("argument", "apply_chat_template: messages must be a list of {'role', 'content'} dicts")
+    out = []
+    for i, m in enumerate(messages):
+        if not hasattr(m, "get") or not hasattr(m, "keys"):
+            raise Error("argument", f"message {i}: a {type(m).__name__}, not a {{'role', 'content'}} dict")
+        role = m.get("role")
+        if not isinstance(role, str):
+            raise Error("argument", f"message {i}: no role (or one that is not a str)")
+        if m.get("tool_calls") is not None:
+            raise Error("unsupported", f"message {i} ({role}): tool_calls are not formatted by rewind yet")
+        extra = sorted(str(k) for k in m.keys() if k not in ("role", "content", "tool_calls"))
+        if extra:
+            raise Error("unsupported", f"message {i} ({role}): {', '.join(extra)} not formatted by rewind yet")
+        content = m.get("content")
+        if not isinstance(content, str):
+            what = "no content" if content is None else f"content that is a {type(content).__name__}"
+            raise Error("unsupported", f"message {i} ({role}): {what}; rewind formats plain text content only")
+        if "\0" in role or "\0" in content:
+            raise Error("argument", f"message {i} ({role!r}): a NUL character (the C API takes NUL-terminated text)")
+        out.append((role.encode("utf-8"), content.encode("utf-8")))
+    arr = (_ChatMessage * max(len(out), 1))(*[_ChatMessage(r, c) for r, c in out])
+    return arr, len(out)
 
 
 def _settle(*objs):
@@ -304,6 +394,37 @@ class Model:
         buf = ctypes.create_string_buffer(n.value + 1)
         _check(_lib.rewind_detokenize(self._h, arr, count, buf, n.value + 1, ctypes.byref(n)))
         return buf.raw[: n.value].decode("utf-8", "replace")
+
+    def apply_chat_template(self, messages, add_generation_prompt=False, tokenize=True, chat_template=None,
+                            bos_token=None, eos_token=None, enable_thinking=True, date_string=None):
+        """A conversation formatted as its chat template renders it, with the semantics of
+        transformers' tokenizer.apply_chat_template: messages is a list of {"role", "content"}
+        dicts (roles "system", "user", "assistant"); add_generation_prompt ends with the
+        assistant's header (default False, as transformers'); tokenize=True returns the ids (the
+        template's markers as control tokens, message text as text, one BOS when the template or
+        tokenizer wants one), False the text. chat_template: None for the file's
+        tokenizer.chat_template, else a built-in format name ("chatml", "qwen2.5", "llama3", ...)
+        or a template's text. bos_token/eos_token: the texts the template writes (None: the
+        tokenizer's); enable_thinking (Qwen3) and date_string (Llama 3.1+) as the templates take
+        them. A message rewind does not format (content that is not a str, tool_calls) raises
+        Error("unsupported") naming it; an unknown role Error("argument"); a model without a
+        template and no chat_template Error("unsupported")."""
+        arr, count = _chat_messages(messages)
+        opts = _chat_options(chat_template, add_generation_prompt, bos_token, eos_token, enable_thinking, date_string)
+        n = ctypes.c_size_t(0)
+        if not tokenize:
+            status = _lib.rewind_chat_format(self._h, ctypes.byref(opts), arr, count, None, 0, ctypes.byref(n))
+            if status != _CAPACITY:
+                _check(status)
+            buf = ctypes.create_string_buffer(n.value + 1)
+            _check(_lib.rewind_chat_format(self._h, ctypes.byref(opts), arr, count, buf, n.value + 1, ctypes.byref(n)))
+            return buf.raw[: n.value].decode("utf-8")
+        status = _lib.rewind_chat_tokenize(self._h, ctypes.byref(opts), arr, count, None, 0, ctypes.byref(n))
+        if status != _CAPACITY:
+            _check(status)
+        ids = (ctypes.c_int32 * max(n.value, 1))()
+        _check(_lib.rewind_chat_tokenize(self._h, ctypes.byref(opts), arr, count, ids, n.value, ctypes.byref(n)))
+        return list(ids[: n.value])
 
 
 class Context:
@@ -716,6 +837,91 @@ class Session:
 
     def text(self):
         return self.model.detokenize(self.cache.tokens())
+
+
+class Chat:
+    """A conversation with a chat model: each say() adds a user message, formats the whole
+    conversation with the model's chat template and generates the assistant's reply, running only
+    what the cache does not hold yet (earlier turns are reused). The reply equals generating from
+    the formatted conversation from scratch, plain or speculative.
+
+        chat = rewind.Chat(model, system="You are terse.")
+        print(chat.say("Reverse a list in Python.", max_tokens=64))
+        print(chat.last_turn.reused_tokens)      # the next turn reuses the cache
+
+    chat_template: None for the file's tokenizer.chat_template, else a built-in format name or a
+    template's text (as Model.apply_chat_template). capacity: cache positions (0: the model's
+    context); the context's options as Context's. `messages` is the conversation so far (a list
+    of dicts, the system message first), `last_turn` the last say()'s ChatTurn."""
+
+    def __init__(self, model, system=None, chat_template=None, capacity=0, n_threads=1, max_batch=256,
+                 numerics=None, simd=None, device=None, kv_f16=False, bos_token=None, eos_token=None,
+                 enable_thinking=True, date_string=None):
+        if system is not None and (not isinstance(system, str) or "\0" in system):
+            raise Error("argument", "Chat: system must be a str without NUL characters")
+        self.model = model
+        self.context = Context(model, n_threads=n_threads, max_batch=max_batch, numerics=numerics, simd=simd,
+                               device=device)
+        opts = _chat_options(chat_template, True, bos_token, eos_token, enable_thinking, date_string)
+        self._h = _P()
+        _check(_lib.rewind_chat_new(model._h, ctypes.byref(opts), system.encode("utf-8") if system else None,
+                                    capacity, int(kv_f16), ctypes.byref(self._h)))
+        self._system = [{"role": "system", "content": system}] if system else []
+        self._messages = list(self._system)
+        self.last_turn = None
+
+    def __del__(self):
+        if getattr(self, "_h", None):
+            _lib.rewind_chat_free(self._h)
+            self._h = None
+
+    @property
+    def messages(self):
+        return [dict(m) for m in self._messages]
+
+    def say(self, text, max_tokens=128, temperature=0.0, seed=0, stop=(), source=None, k=4, adaptive=False,
+            references=(), draft=None, on_token=None):
+        """Adds `text` as the user's message and returns the assistant's reply (its end-of-turn
+        token left out); `last_turn` then holds the ChatTurn. Generation options as
+        rewind.generate's (it stops at end-of-generation tokens such as <|im_end|>); on_token gets
+        each reply token id as it is decided and may stop the reply by returning False. On an
+        error (Error("capacity") when the conversation no longer fits: reset()) the conversation
+        is unchanged."""
+        if not isinstance(text, str):
+            raise Error("unsupported", f"Chat.say: a {type(text).__name__}; rewind formats plain text only")
+        if "\0" in text:
+            raise Error("argument", "Chat.say: a NUL character (the C API takes NUL-terminated text)")
+        _settle(self.context)
+        keep = []
+        opts = _options(max_tokens, temperature, seed, stop, True, keep)
+        spec = _spec(source, k, adaptive, references, draft, keep) if source is not None else None
+        errors = []
+        if on_token is not None:
+            cb = _token_callback(on_token, errors)
+            keep.append(cb)
+            opts.on_token = cb
+        turn = ChatTurn()
+        _check(_lib.rewind_chat_say(self.context._h, self._h, text.encode("utf-8"), ctypes.byref(opts),
+                                    ctypes.byref(spec) if spec is not None else None, ctypes.byref(turn)))
+        n = ctypes.c_size_t(0)
+        status = _lib.rewind_chat_reply(self._h, None, 0, ctypes.byref(n))
+        if status != _CAPACITY:
+            _check(status)
+        buf = ctypes.create_string_buffer(n.value + 1)
+        _check(_lib.rewind_chat_reply(self._h, buf, n.value + 1, ctypes.byref(n)))
+        reply = buf.raw[: n.value].decode("utf-8", "replace")
+        self._messages += [{"role": "user", "content": text}, {"role": "assistant", "content": reply}]
+        self.last_turn = turn
+        if errors:
+            raise errors[0]
+        return reply
+
+    def reset(self):
+        """Forgets the conversation (messages and cache); the system message stays."""
+        _settle(self.context)
+        _check(_lib.rewind_chat_reset(self._h))
+        self._messages = list(self._system)
+        self.last_turn = None
 
 
 class Result:

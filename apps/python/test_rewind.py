@@ -4,7 +4,9 @@ equals plain decoding, errors carry their status, a cache saved and loaded conti
 batched requests each equal their own decoding, a token callback or a stream stops a generation
 with the tokens so far equal to the unstopped one's prefix, next_logits' argmax is the next greedy
 token, the context options (numerics, SIMD level, device) are taken or refused by name, and
-docs/c-and-python.md's batch example is batch_example.py."""
+docs/c-and-python.md's batch example is batch_example.py, apply_chat_template gives the publishers'
+templates' text and the C API's ids, and a Chat's replies equal fresh generation with reuse."""
+import json
 import os
 import sys
 import tempfile
@@ -16,6 +18,7 @@ import rewind  # noqa: E402
 SHARED = os.environ.get("REWIND_SHARED_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared"))
 TARGET = os.path.join(SHARED, "models", "pycode-4m.gguf")
 DRAFT = os.path.join(SHARED, "models", "pycode-600k.gguf")
+CHAT_DIR = os.path.join(SHARED, "chat")
 PROMPT = "import os\nimport sys\n\ndef main(argv):\n"
 
 
@@ -290,6 +293,116 @@ class RewindTest(unittest.TestCase):
         with self.assertRaises(rewind.Error) as e:
             rewind.next_logits(s.context, rewind.Cache(self.model, 16))
         self.assertEqual(e.exception.status, "state")
+
+    def test_apply_chat_template_matches_goldens(self):
+        with open(os.path.join(CHAT_DIR, "templates", "qwen2_5.jinja")) as f:
+            template = f.read()
+        with open(os.path.join(CHAT_DIR, "goldens.jsonl")) as f:
+            records = [json.loads(line) for line in f if line.strip()]
+        records = [r for r in records if r["template"] == "qwen2_5" and r["error"] is None and not r["kwargs"]]
+        self.assertGreater(len(records), 0)
+        for r in records:
+            with self.subTest(messages=r["messages"], add_generation_prompt=r["add_generation_prompt"]):
+                kw = dict(add_generation_prompt=r["add_generation_prompt"], chat_template=template,
+                          bos_token=r["bos_token"], eos_token=r["eos_token"])
+                self.assertEqual(self.model.apply_chat_template(r["messages"], tokenize=False, **kw), r["text"])
+                # The ids: the text's markers as control tokens; here they spell the same text.
+                ids = self.model.apply_chat_template(r["messages"], **kw)
+                self.assertEqual(ids, self._c_chat_tokenize(r["messages"], template, r["add_generation_prompt"]))
+                bos = rewind._lib.rewind_model_bos(self.model._h)
+                self.assertEqual(self.model.detokenize(ids[1:] if ids and ids[0] == bos else ids), r["text"])
+
+    def _c_chat_tokenize(self, messages, template, add_generation_prompt):
+        """rewind_chat_tokenize called directly, as a C program would."""
+        arr = (rewind._ChatMessage * len(messages))(
+            *[rewind._ChatMessage(m["role"].encode(), m["content"].encode()) for m in messages])
+        opts = rewind._lib.rewind_chat_default_options()
+        opts.chat_template = template.encode()
+        opts.add_generation_prompt = int(add_generation_prompt)
+        out = (rewind.ctypes.c_int32 * 4096)()
+        n = rewind.ctypes.c_size_t(0)
+        rewind._check(rewind._lib.rewind_chat_tokenize(self.model._h, rewind.ctypes.byref(opts), arr, len(messages),
+                                                       out, 4096, rewind.ctypes.byref(n)))
+        return list(out[: n.value])
+
+    def test_apply_chat_template_semantics_and_refusals(self):
+        conv = [{"role": "user", "content": "hi"}]
+        # add_generation_prompt defaults to False, as in transformers.
+        self.assertEqual(self.model.apply_chat_template(conv, tokenize=False, chat_template="chatml"),
+                         "<|im_start|>user\nhi<|im_end|>\n")
+        self.assertEqual(self.model.apply_chat_template(conv, add_generation_prompt=True, tokenize=False,
+                                                        chat_template="chatml"),
+                         "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+        refused = [
+            ([{"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "f"}}]}], "unsupported",
+             "tool_calls"),
+            ([{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "unsupported", "list"),
+            ([{"role": "user", "content": 3}], "unsupported", "int"),
+            ([{"role": "robot", "content": "hi"}], "argument", "robot"),
+            ([{"content": "hi"}], "argument", "role"),
+            ([{"role": "user", "content": "a\0b"}], "argument", "NUL"),
+            ([], "argument", ""),
+        ]
+        for messages, status, word in refused:
+            for tokenize in (False, True):
+                with self.subTest(messages=messages, tokenize=tokenize):
+                    with self.assertRaises(rewind.Error) as e:
+                        self.model.apply_chat_template(messages, tokenize=tokenize, chat_template="chatml")
+                    self.assertEqual(e.exception.status, status)
+                    self.assertIn(word, str(e.exception))
+        with self.assertRaises(rewind.Error) as e:  # pycode-4m has no tokenizer.chat_template
+            self.model.apply_chat_template(conv)
+        self.assertEqual(e.exception.status, "unsupported")
+        with self.assertRaises(rewind.Error) as e:
+            rewind.Chat(self.model)
+        self.assertEqual(e.exception.status, "unsupported")
+
+    def _fresh_reply(self, conversation, max_tokens, **kw):
+        ids = self.model.apply_chat_template(conversation, add_generation_prompt=True, chat_template="chatml")
+        ctx, cache = rewind.Context(self.model), rewind.Cache(self.model, 512)
+        rewind._check(rewind._lib.rewind_append(ctx._h, cache._h, *rewind._ids(ids)))
+        out, stats = rewind.generate(ctx, cache, max_tokens, **kw)
+        if stats.stop_reason == "end_of_generation":
+            out = out[:-1]
+        return self.model.detokenize(out), len(ids)
+
+    def test_chat_turns_reuse_and_equal_fresh_generation(self):
+        chat = rewind.Chat(self.model, system="You write Python.", chat_template="chatml", capacity=512)
+        spec_chat = rewind.Chat(self.model, system="You write Python.", chat_template="chatml", capacity=512)
+        conv = [{"role": "system", "content": "You write Python."}]
+        for i, text in enumerate(["def add(a, b):", "import os"]):
+            reply = chat.say(text, max_tokens=12)
+            turn = chat.last_turn
+            conv.append({"role": "user", "content": text})
+            fresh, n_prompt = self._fresh_reply(conv, 12)
+            self.assertEqual(reply, fresh)
+            self.assertEqual(turn.prompt_tokens, n_prompt)
+            self.assertEqual(turn.reused_tokens + turn.run_tokens, turn.prompt_tokens)
+            if i == 0:
+                self.assertEqual(turn.reused_tokens, 0)
+            else:
+                self.assertGreater(turn.reused_tokens, 0)
+            self.assertEqual(spec_chat.say(text, max_tokens=12, source="ngram", k=4), reply)
+            conv.append({"role": "assistant", "content": reply})
+            self.assertEqual(chat.messages, conv)
+        # on_token sees the reply's ids and can stop it.
+        seen = []
+        chat.say("class Point:", max_tokens=12, on_token=lambda t: seen.append(t) or len(seen) < 3)
+        self.assertEqual(len(seen), 3)
+        self.assertEqual(chat.last_turn.stats.stop_reason, "cancelled")
+        # A conversation that outgrows the cache: capacity, nothing recorded; reset starts over.
+        small = rewind.Chat(self.model, chat_template="chatml", capacity=24)
+        with self.assertRaises(rewind.Error) as e:
+            small.say(PROMPT * 4, max_tokens=4)
+        self.assertEqual(e.exception.status, "capacity")
+        self.assertEqual(small.messages, [])
+        chat.reset()
+        self.assertEqual(chat.messages, conv[:1])
+        self.assertEqual(chat.say("def add(a, b):", max_tokens=12), conv[2]["content"])
+        self.assertEqual(chat.last_turn.reused_tokens, 0)
+        with self.assertRaises(rewind.Error) as e:
+            chat.say(["not", "text"])
+        self.assertEqual(e.exception.status, "unsupported")
 
     def test_context_options(self):
         plain = self.plain_ids(8)

@@ -10,7 +10,7 @@
  * - The caller owns every buffer it passes; rewind never keeps or frees a caller's pointer and
  *   never hands out memory the caller must free. Functions that fill a buffer take its size
  *   and report the size needed (REWIND_ERR_CAPACITY when it is too small, nothing written).
- * - A context and a cache must not be used from two threads at once; different ones may.
+ * - A context, a cache and a chat must not be used from two threads at once; different ones may.
  *   A model is read-only and may be shared by any number of contexts and caches.
  */
 #ifndef REWIND_C_H
@@ -367,6 +367,94 @@ REWIND_C_API rewind_status rewind_batch_take(rewind_batch* batch, uint64_t reque
 /* Forgets an ended request without copying anything. Errors: argument (NULL batch, an id the
  * batch does not hold), state (still running: cancel it first). */
 REWIND_C_API rewind_status rewind_batch_release(rewind_batch* batch, uint64_t request_id);
+
+/* ---- Chat: conversations formatted by a model's chat template ---------------------------
+ * rewind writes the templates of the Llama 3, ChatML/Qwen, Phi-3 and Gemma families itself,
+ * byte for byte; a message's text never becomes a control token ("<|im_end|>" typed in a
+ * message stays those characters). */
+
+typedef struct rewind_chat_message {
+    const char* role;    /* "system", "user" or "assistant" */
+    const char* content; /* UTF-8 text, NUL-terminated */
+} rewind_chat_message;
+
+typedef struct rewind_chat_options {
+    /* NULL or "": the model file's tokenizer.chat_template. Else a built-in format name
+     * ("chatml", "qwen2", "qwen2.5", "qwen3", "llama3", "llama3.1", "llama3-simple", "phi3",
+     * "gemma", ...) or a template's text, whose family is detected. */
+    const char* chat_template;
+    int add_generation_prompt; /* end with the assistant's header, ready for its reply */
+    const char* bos_token;     /* the texts the template writes for BOS and EOS; NULL or "": */
+    const char* eos_token;     /* the tokenizer's own */
+    int enable_thinking;       /* Qwen3 only: 0 adds an empty think block after the prompt */
+    const char* date_string;   /* Llama 3.1+: its "Today Date"; NULL or "": "26 Jul 2024" */
+} rewind_chat_options;
+/* The file's template, a generation prompt, the tokenizer's BOS/EOS texts, thinking on, no date. */
+REWIND_C_API rewind_chat_options rewind_chat_default_options(void);
+
+/* The conversation as the template renders it (UTF-8, NUL-terminated), as rewind_detokenize fills
+ * its buffer: *n_bytes gets the length without the NUL; if buf_size < *n_bytes + 1, nothing is
+ * written but *n_bytes and REWIND_ERR_CAPACITY returned. opts may be NULL (defaults).
+ * Errors: argument (NULL model, n_bytes, messages with n_messages > 0, a NULL role or content; an
+ * empty conversation, an unknown role, roles that do not alternate where the template requires
+ * it; an unknown format name), unsupported (no chat_template and a file without one; a template
+ * rewind does not recognise; a role it does not format yet, "tool"), capacity. */
+REWIND_C_API rewind_status rewind_chat_format(const rewind_model* model, const rewind_chat_options* opts,
+                                              const rewind_chat_message* messages, size_t n_messages, char* buf,
+                                              size_t buf_size, size_t* n_bytes);
+/* The same conversation as ids, markers as control tokens and message text as text, exactly one
+ * BOS first when the template or the tokenizer wants one, as rewind_tokenize fills its buffer.
+ * Errors: as rewind_chat_format; unsupported also when the template writes a BOS the vocabulary
+ * lacks. */
+REWIND_C_API rewind_status rewind_chat_tokenize(const rewind_model* model, const rewind_chat_options* opts,
+                                                const rewind_chat_message* messages, size_t n_messages,
+                                                rewind_token* tokens, size_t capacity, size_t* n_tokens);
+
+/* A chat session: the conversation's messages and a KV cache that holds it. Each turn formats
+ * the whole conversation, keeps the longest prefix of its ids the cache holds (earlier turns), and
+ * runs only the rest; the reply equals generating from the formatted conversation from scratch. */
+typedef struct rewind_chat rewind_chat;
+
+/* What the last turn did. */
+typedef struct rewind_chat_turn {
+    int64_t prompt_tokens;  /* ids of the whole formatted conversation, generation prompt included */
+    int64_t reused_tokens;  /* of them, held by the cache already: not run again */
+    int64_t run_tokens;     /* of them, run for this turn */
+    double prefill_seconds; /* running them, up to the reply's first token */
+    rewind_stats stats;     /* the reply's generation (emitted includes the end-of-turn token) */
+} rewind_chat_turn;
+
+/* opts: the format and texts as for rewind_chat_format (NULL: defaults; add_generation_prompt is
+ * ignored: every turn ends with one); the strings are read during the call only. system: a first
+ * system message (NULL or "": none). capacity: the cache's positions (0: the model's context
+ * length); kv_f16: half-precision K/V. The chat keeps the model alive. The format is resolved
+ * here. Errors: argument (NULL model or out; an unknown format name), unsupported (as
+ * rewind_chat_format), capacity (above the model's context). */
+REWIND_C_API rewind_status rewind_chat_new(const rewind_model* model, const rewind_chat_options* opts,
+                                           const char* system, int64_t capacity, int kv_f16, rewind_chat** out);
+REWIND_C_API void rewind_chat_free(rewind_chat* chat);
+
+/* Adds `user` as the next user message and generates the assistant's reply on `ctx` (plain
+ * decoding when spec is NULL; else speculation as rewind_generate_speculative, with the same
+ * reply). opts as rewind_generate's (max_tokens >= 0 and no output buffer to bound it; NULL:
+ * defaults); opts->on_token streams the reply's ids as they are decided and may stop it. The
+ * reply (its end-of-turn token left out) becomes an assistant message; read it with
+ * rewind_chat_reply. turn may be NULL. On failure the messages and last reply are unchanged (the
+ * cache may hold part of the new turn, which the next turn reuses). Errors: argument (NULL ctx,
+ * chat or user; bad options; as rewind_generate_speculative for spec), state (ctx of another
+ * model), capacity (the conversation no longer fits the cache: reset it; nothing runs),
+ * unsupported. */
+REWIND_C_API rewind_status rewind_chat_say(rewind_context* ctx, rewind_chat* chat, const char* user,
+                                           const rewind_generate_options* opts, const rewind_spec_options* spec,
+                                           rewind_chat_turn* turn);
+/* The last reply's text ("" before the first turn), as rewind_detokenize fills its buffer.
+ * Errors: argument (NULL chat or n_bytes), capacity. */
+REWIND_C_API rewind_status rewind_chat_reply(const rewind_chat* chat, char* buf, size_t buf_size, size_t* n_bytes);
+/* Messages so far, the system message included (0 for NULL). */
+REWIND_C_API size_t rewind_chat_n_messages(const rewind_chat* chat);
+/* Forgets the conversation (messages, cache, last reply); the system message stays.
+ * Errors: argument (NULL). */
+REWIND_C_API rewind_status rewind_chat_reset(rewind_chat* chat);
 
 #ifdef __cplusplus
 }

@@ -13,10 +13,13 @@
 #include <utility>
 #include <vector>
 
+#include "rewind/chat.h"
+#include "rewind/chat_session.h"
 #include "rewind/context.h"
 #include "rewind/device.h"
 #include "rewind/error.h"
 #include "rewind/generate.h"
+#include "rewind/gguf.h"
 #include "rewind/kernels/simd.h"
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
@@ -57,6 +60,12 @@ struct rewind_batch {
     std::unique_ptr<rwd::speculate::BatchDecoder> dec;
     std::vector<Entry> entries; // by id (= the order requests were added)
     bool broken = false;        // a step failed in the middle of a pass: refuse add and step
+};
+
+// A chat session and its last reply (kept here so that reading it cannot fail a turn).
+struct rewind_chat {
+    rwd::ChatSession chat;
+    std::string reply;
 };
 
 namespace {
@@ -283,6 +292,52 @@ void check_usable(const rewind_batch* batch) {
     if (batch->broken)
         throw Error(ErrorCode::state, "the batch failed in the middle of a step (out of memory) and can no longer "
                                       "run; free it");
+}
+
+// Copies text and a NUL into a caller's buffer of `buf_size`, or reports the length needed.
+void copy_text(const std::string& text, char* buf, size_t buf_size, size_t* n_bytes) {
+    need(n_bytes, "n_bytes");
+    if (text.size() + 1 > buf_size || !buf) {
+        *n_bytes = text.size();
+        throw Error(ErrorCode::capacity, std::to_string(text.size()) + " bytes and a NUL do not fit a buffer of " +
+                                             std::to_string(buf_size));
+    }
+    std::memcpy(buf, text.data(), text.size());
+    buf[text.size()] = '\0';
+    *n_bytes = text.size();
+}
+
+// The format the options name (or the file's template) and the ChatOptions they give; empty
+// BOS/EOS texts become the tokenizer's, as ChatSession does.
+rwd::ChatFormat chat_format_of(const rwd::Model& model, const rewind_chat_options& o) {
+    return rwd::resolve_chat_format(o.chat_template ? o.chat_template : "", model.file().gguf());
+}
+
+rwd::ChatOptions chat_options_of(const rwd::Model& model, const rewind_chat_options& o) {
+    const rwd::Tokenizer& tok = model.tokenizer();
+    rwd::ChatOptions c;
+    c.add_generation_prompt = o.add_generation_prompt != 0;
+    c.bos_token = o.bos_token ? o.bos_token : "";
+    c.eos_token = o.eos_token ? o.eos_token : "";
+    if (c.bos_token.empty() && tok.bos() >= 0) c.bos_token = tok.token_to_piece(tok.bos(), true);
+    if (c.eos_token.empty() && tok.eos() >= 0) c.eos_token = tok.token_to_piece(tok.eos(), true);
+    c.enable_thinking = o.enable_thinking != 0;
+    c.date_string = o.date_string ? o.date_string : "";
+    return c;
+}
+
+std::vector<rwd::ChatMessage> chat_messages(const rewind_chat_message* messages, size_t n) {
+    if (n > 0) need(messages, "messages");
+    std::vector<rwd::ChatMessage> out;
+    out.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+        if (!messages[i].role) throw Error(ErrorCode::argument, "message " + std::to_string(i) + ": role is NULL");
+        if (!messages[i].content)
+            throw Error(ErrorCode::argument, "message " + std::to_string(i) + " (" + messages[i].role +
+                                                 "): content is NULL");
+        out.push_back(rwd::ChatMessage{.role = messages[i].role, .content = messages[i].content});
+    }
+    return out;
 }
 
 } // namespace
@@ -749,6 +804,134 @@ rewind_status rewind_batch_release(rewind_batch* batch, uint64_t request_id) {
             throw Error(ErrorCode::state, "request " + std::to_string(request_id) +
                                               " is still running (cancel it and step first)");
         batch->entries.erase(batch->entries.begin() + (&e - batch->entries.data()));
+    });
+}
+
+// ---- Chat ----
+
+rewind_chat_options rewind_chat_default_options(void) {
+    const rwd::ChatOptions d;
+    rewind_chat_options o{};
+    o.chat_template = nullptr;
+    o.add_generation_prompt = d.add_generation_prompt ? 1 : 0;
+    o.bos_token = nullptr;
+    o.eos_token = nullptr;
+    o.enable_thinking = d.enable_thinking ? 1 : 0;
+    o.date_string = nullptr;
+    return o;
+}
+
+rewind_status rewind_chat_format(const rewind_model* model, const rewind_chat_options* opts,
+                                 const rewind_chat_message* messages, size_t n_messages, char* buf, size_t buf_size,
+                                 size_t* n_bytes) {
+    return guarded("rewind_chat_format", [&] {
+        need(model, "the model");
+        need(n_bytes, "n_bytes");
+        const rewind_chat_options o = opts ? *opts : rewind_chat_default_options();
+        const auto msgs = chat_messages(messages, n_messages);
+        const rwd::Model& m = *model->model;
+        const std::string text = rwd::format_chat(chat_format_of(m, o), msgs, chat_options_of(m, o));
+        copy_text(text, buf, buf_size, n_bytes);
+    });
+}
+
+rewind_status rewind_chat_tokenize(const rewind_model* model, const rewind_chat_options* opts,
+                                   const rewind_chat_message* messages, size_t n_messages, rewind_token* tokens,
+                                   size_t capacity, size_t* n_tokens) {
+    return guarded("rewind_chat_tokenize", [&] {
+        need(model, "the model");
+        need(n_tokens, "n_tokens");
+        const rewind_chat_options o = opts ? *opts : rewind_chat_default_options();
+        const auto msgs = chat_messages(messages, n_messages);
+        const rwd::Model& m = *model->model;
+        const auto ids = rwd::tokenize_chat(m.tokenizer(), chat_format_of(m, o), msgs, chat_options_of(m, o));
+        copy_out(ids, tokens, capacity, n_tokens);
+    });
+}
+
+rewind_status rewind_chat_new(const rewind_model* model, const rewind_chat_options* opts, const char* system,
+                              int64_t capacity, int kv_f16, rewind_chat** out) {
+    return guarded("rewind_chat_new", [&] {
+        need(out, "out");
+        *out = nullptr;
+        need(model, "the model");
+        const rewind_chat_options o = opts ? *opts : rewind_chat_default_options();
+        const rwd::Model& m = *model->model;
+        rwd::ChatSessionOptions so;
+        so.cache = cache_options(capacity, kv_f16);
+        so.chat = chat_options_of(m, o);
+        so.system = system ? system : "";
+        *out = new rewind_chat{rwd::ChatSession(model->model, chat_format_of(m, o), std::move(so)), std::string()};
+    });
+}
+
+void rewind_chat_free(rewind_chat* chat) { delete chat; }
+
+rewind_status rewind_chat_say(rewind_context* ctx, rewind_chat* chat, const char* user,
+                              const rewind_generate_options* opts, const rewind_spec_options* spec,
+                              rewind_chat_turn* turn) {
+    namespace sp = rwd::speculate;
+    return guarded("rewind_chat_say", [&] {
+        need(ctx, "the context");
+        need(chat, "the chat");
+        need(user, "the user text");
+        rwd::Session& session = chat->chat.session();
+        if (!session.cache().belongs_to(ctx->ctx.model()))
+            throw Error(ErrorCode::state, "the chat belongs to " + session.model().path() + ", the context runs " +
+                                              ctx->ctx.model().path());
+        const rewind_generate_options go = opts ? *opts : rewind_generate_default_options();
+        const rwd::GenerateOptions g = generate_options(&go, SIZE_MAX); // no output buffer
+        const rwd::TokenCallback cb = token_callback(&go);
+        rwd::ChatTurn t;
+        if (!spec) {
+            t = chat->chat.say(ctx->ctx, user, g, cb);
+        } else {
+            need(spec->source, "the source name");
+            sp::SpeculativeOptions so;
+            so.generate = g;
+            so.k = spec->k;
+            so.k_policy = spec->adaptive ? sp::KPolicy::Adaptive : sp::KPolicy::Fixed;
+            const rwd::KvCache& kv = session.cache();
+            const sp::SourceSpec ss = source_spec(spec, kv.type());
+            auto source = sp::make_guess_source(ss, ctx->ctx.model(), kv.capacity());
+            sp::SpeculativeResult sr;
+            t = chat->chat.say(ctx->ctx, user, [&](rwd::Session& s) -> rwd::GenerateResult {
+                sr = sp::generate_speculative(ctx->ctx, s, *source, so, cb);
+                return sr;
+            });
+            if (turn) {
+                fill_stats(&turn->stats, t.result);
+                turn->stats.passes = sr.stats.passes;
+                turn->stats.proposed = sr.stats.proposed;
+                turn->stats.accepted = sr.stats.accepted;
+            }
+        }
+        // Nothing below can fail: the turn is recorded, and the reply is moved, not copied.
+        chat->reply = std::move(t.reply);
+        if (turn) {
+            if (!spec) fill_stats(&turn->stats, t.result);
+            turn->prompt_tokens = t.prompt_tokens;
+            turn->reused_tokens = t.reused_tokens;
+            turn->run_tokens = t.run_tokens;
+            turn->prefill_seconds = t.prefill_seconds;
+        }
+    });
+}
+
+rewind_status rewind_chat_reply(const rewind_chat* chat, char* buf, size_t buf_size, size_t* n_bytes) {
+    return guarded("rewind_chat_reply", [&] {
+        need(chat, "the chat");
+        copy_text(chat->reply, buf, buf_size, n_bytes);
+    });
+}
+
+size_t rewind_chat_n_messages(const rewind_chat* chat) { return chat ? chat->chat.messages().size() : 0; }
+
+rewind_status rewind_chat_reset(rewind_chat* chat) {
+    return guarded("rewind_chat_reset", [&] {
+        need(chat, "the chat");
+        chat->chat.reset();
+        chat->reply.clear();
     });
 }
 
