@@ -1,11 +1,17 @@
 // ChatSession: each turn's reply equals generating from the whole formatted conversation from
 // scratch (greedy and seeded, plain and speculative), while the cache of earlier turns is reused;
-// a turn that does not fit is refused with the conversation unchanged; reset forgets it.
+// a turn that does not fit is refused with the conversation unchanged; reset forgets it; a saved
+// conversation loads and goes on identically.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "rewind/chat.h"
 #include "rewind/chat_session.h"
@@ -116,4 +122,47 @@ TEST(ChatSession, RefusalsLeaveTheConversationUnchangedAndResetForgetsIt) {
     EXPECT_EQ(chat.messages()[0].role, "system");
     EXPECT_EQ(chat.session().tokens().size(), 0u);
     EXPECT_EQ(chat.say(ctx, "def f(x):", g).reused_tokens, 0);
+}
+
+// A conversation saved and loaded goes on exactly as the original, reusing the loaded cache; a
+// corrupted or truncated conversation file is refused with the conversation unchanged.
+TEST(ChatSession, SaveAndLoadKeepTheConversationAcrossRuns) {
+    const auto model = target();
+    const ChatFormat fmt = parse_chat_format_name("chatml");
+    Context ctx(model);
+    GenerateOptions g;
+    g.max_tokens = 10;
+    ChatSession a(model, fmt, {.cache = {.capacity = 512}, .system = "You write Python."});
+    a.say(ctx, kTurns[0], g);
+    a.say(ctx, kTurns[1], g);
+    const std::string path = testing::TempDir() + "rewind_chat_session_" + std::to_string(::getpid()) + ".kv";
+    a.save(path);
+
+    ChatSession b(model, fmt, {.cache = {.capacity = 512}});
+    b.say(ctx, "something else", g); // replaced by the load
+    b.load(path);
+    EXPECT_EQ(b.messages().size(), a.messages().size());
+    EXPECT_EQ(b.session().tokens(), a.session().tokens());
+    const ChatTurn want = a.say(ctx, kTurns[2], g);
+    const ChatTurn got = b.say(ctx, kTurns[2], g);
+    EXPECT_EQ(got.result.tokens, want.result.tokens);
+    EXPECT_EQ(got.reused_tokens, want.reused_tokens);
+    EXPECT_GT(got.reused_tokens, 0);
+
+    // Corrupt the conversation file: one byte of a message, then a truncation.
+    std::string text;
+    {
+        std::ifstream in(path + ".chat", std::ios::binary);
+        text.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    const std::vector<TokenId> held = b.session().tokens();
+    std::string flipped = text;
+    flipped[text.find("You")] = 'y';
+    for (const std::string& bad : {flipped, text.substr(0, text.size() / 2)}) {
+        std::ofstream(path + ".chat", std::ios::binary) << bad;
+        EXPECT_THROW(b.load(path), Error);
+        EXPECT_EQ(b.session().tokens(), held);
+    }
+    std::remove(path.c_str());
+    std::remove((path + ".chat").c_str());
 }

@@ -400,3 +400,30 @@ TEST_F(Cli, AModelsOwnChatTemplateIsDetectedAndUsed) {
     EXPECT_EQ(gen.status, 0) << gen.out;
     std::filesystem::remove(model);
 }
+
+// `rewind chat` under a terminal shows its prompt; /save in one run and /load in the next keep the
+// conversation: the turn after the load reuses the saved cache.
+TEST_F(Cli, ChatUnderATerminalAndAcrossRuns) {
+    if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "no script(1) for a pseudo-terminal";
+    const std::string saved = write_temp("chat_saved.kv", "");
+    const std::string first = write_temp("chat_first.txt", "def add(a, b):\n/save " + saved + "\n");
+    // script(1) runs rewind under a pseudo-terminal (run() would run rewind on a pipe).
+    FILE* p = ::popen(("script -qec '" + kRewind + " chat --chat-template chatml -n 6' /dev/null < " + first + " 2>&1").c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    std::array<char, 4096> buf{};
+    size_t n = 0;
+    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+    EXPECT_EQ(::pclose(p), 0) << out;
+    EXPECT_NE(out.find("> "), std::string::npos) << "no prompt under a terminal: " << out;
+    EXPECT_NE(out.find("conversation saved to"), std::string::npos) << out;
+
+    const std::string second = write_temp("chat_second.txt", "/load " + saved + "\nclass Stack:\n");
+    const CliRun again = run("chat --chat-template chatml -n 6 --verbose < " + second);
+    EXPECT_EQ(again.status, 0) << again.out;
+    EXPECT_NE(again.out.find("conversation loaded from"), std::string::npos) << again.out;
+    const size_t t = again.out.find("[turn ");
+    ASSERT_NE(t, std::string::npos) << again.out;
+    EXPECT_EQ(again.out.find(", 0 reused", t), std::string::npos) << again.out.substr(t, 120);
+    for (const std::string& f : {saved, saved + ".chat", first, second}) std::filesystem::remove(f);
+}

@@ -348,7 +348,8 @@ int run_generate(const GenerateFlags& f) {
 
 // `rewind chat`: one turn per line of standard input (a terminal or a pipe), each reply streamed as
 // it is generated; the KV cache of every earlier turn is reused (ChatSession), speculation runs
-// inside the conversation. "/reset" forgets the conversation, "/exit" ends it.
+// inside the conversation. "/reset" forgets the conversation, "/save FILE" and "/load FILE" keep
+// it (its KV cache and messages) across runs, "/exit" ends it.
 int run_chat(const GenerateFlags& f, bool verbose) {
     auto model = Model::load(f.model, ModelOptions{.repack = !f.no_repack, .widen_q4 = f.widen_q4});
     const std::string override_template =
@@ -377,6 +378,20 @@ int run_chat(const GenerateFlags& f, bool verbose) {
         if (line == "/reset") {
             chat.reset();
             if (terminal || verbose) std::fputs("(conversation reset)\n", stderr);
+            continue;
+        }
+        if (line.starts_with("/save ") || line.starts_with("/load ")) {
+            const std::string path = line.substr(6);
+            try {
+                if (line[1] == 's') chat.save(path);
+                else chat.load(path);
+                if (terminal || verbose)
+                    std::fprintf(stderr, "(conversation %s %s: %zu messages, %zu tokens)\n",
+                                 line[1] == 's' ? "saved to" : "loaded from", path.c_str(), chat.messages().size(),
+                                 chat.session().tokens().size());
+            } catch (const Error& e) {
+                std::fprintf(stderr, "rewind chat: %s\n", e.what()); // the conversation is as it was
+            }
             continue;
         }
         Utf8StreamDecoder decoder(tok, /*at_text_start=*/false);

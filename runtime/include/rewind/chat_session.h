@@ -57,6 +57,17 @@ public:
     // Forgets the conversation (messages and cache); the system message stays.
     void reset();
 
+    // Saves the conversation across runs: the KV cache to `path` (KvCache::save's checked format)
+    // and its messages and ids to `path` + ".chat" (magic, format version, counts and a checksum
+    // over the whole), each replaced atomically. Throws rwd::Error (io) naming the file.
+    void save(const std::string& path) const;
+    // Replaces this conversation by the one saved at `path` (for this model; the chat format and
+    // options stay this session's). Throws rwd::Error naming the file, this conversation
+    // unchanged: as KvCache::load for the cache, format for a ".chat" file that is not one, is
+    // truncated, corrupted (checksum) or disagrees with the cache (ids), capacity when it does not
+    // fit this session's cache.
+    void load(const std::string& path);
+
     const std::vector<ChatMessage>& messages() const { return messages_; }
     const ChatFormat& format() const { return format_; }
     Session& session() { return session_; }
