@@ -80,6 +80,19 @@ std::string quote(const std::string& s) {
     return out + "'";
 }
 
+// The ids on one line, or (pieces) one token a line: id and its quoted piece.
+void print_ids(const Tokenizer& tok, const std::vector<TokenId>& ids, bool pieces) {
+    std::ostringstream out;
+    if (pieces) {
+        for (TokenId id : ids) out << id << '\t' << quote(tok.token_to_piece(id, true)) << '\n';
+    } else {
+        for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
+        out << '\n';
+    }
+    const std::string s = out.str();
+    std::fwrite(s.data(), 1, s.size(), stdout);
+}
+
 // A conversation file: {"messages": [{"role", "content"}...], "add_generation_prompt": bool,
 // "kwargs": {"enable_thinking": bool, "date_string": "..."}, "bos_token": "...", "eos_token": "..."}.
 // A message whose content is not one string, or that carries tool calls, is kept marked as
@@ -156,15 +169,7 @@ int run_tokenize_chat(const TokenizeOptions& o) {
         return 0;
     }
     const std::vector<TokenId> ids = tokenize_chat(*tok, format, c.messages, c.options);
-    std::ostringstream out;
-    if (o.pieces) {
-        for (TokenId id : ids) out << id << '\t' << quote(tok->token_to_piece(id, true)) << '\n';
-    } else {
-        for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
-        out << '\n';
-    }
-    const std::string s = out.str();
-    std::fwrite(s.data(), 1, s.size(), stdout);
+    print_ids(*tok, ids, o.pieces);
     return 0;
 }
 
@@ -185,15 +190,7 @@ int run_tokenize(const TokenizeOptions& o) {
     const auto ids = tok->encode(text, o.no_bos ? AddBos::No : AddBos::Default,
                                  o.special ? SpecialTokens::Parse : SpecialTokens::AsText);
 
-    std::ostringstream out;
-    if (o.pieces) {
-        for (TokenId id : ids) out << id << '\t' << quote(tok->token_to_piece(id, true)) << '\n';
-    } else {
-        for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
-        out << '\n';
-    }
-    const std::string s = out.str();
-    std::fwrite(s.data(), 1, s.size(), stdout);
+    print_ids(*tok, ids, o.pieces);
     return 0;
 }
 
