@@ -15,6 +15,8 @@
 #include "rewind/kv_cache.h"
 #include "rewind/llama_model.h"
 #include "rewind/model.h"
+#include "rewind/speculate/decoder.h"
+#include "rewind/speculate/ngram_source.h"
 
 using namespace rwd;
 using namespace gguf_test;
@@ -135,6 +137,56 @@ TEST(DummyModel, TinyFilesLoadAndGenerate) {
         const GenerateResult out = generate_plain(ctx, cache, model->tokenizer().encode("import os"), g);
         EXPECT_EQ(out.tokens.size(), 8u);
     }
+}
+
+// Every architecture rewind runs, written from its table in arch.cpp: the file loads as that
+// architecture with its own tensors, carries the chat template it was given, and speculative
+// decoding on it equals plain decoding.
+TEST(DummyModel, EveryArchitectureWithAChatTemplate) {
+    TempDir dir;
+    const std::string tmpl = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}";
+    for (const char* arch : {"llama", "qwen2", "qwen3", "phi3", "gemma3"}) {
+        SCOPED_TRACE(arch);
+        const std::string path = dir.file(std::string("tiny-") + arch + ".gguf");
+        DummyOptions o = tiny("f32", path);
+        o.arch = arch;
+        o.chat_template = tmpl;
+        write_dummy_model(o);
+        auto file = LlamaModelFile::open(path);
+        EXPECT_EQ(file->hparams().architecture, arch);
+        EXPECT_EQ(file->gguf().get_string("tokenizer.chat_template").value_or(""), tmpl);
+        const bool fused = std::string(arch) == "phi3";
+        EXPECT_EQ(file->weights().layers.at(0).wqkv.data != nullptr, fused);
+        if (std::string(arch) == "qwen2") {
+            EXPECT_NE(file->weights().layers.at(0).bq.data, nullptr);
+        }
+        if (std::string(arch) == "gemma3") {
+            EXPECT_GT(file->hparams().n_swa, 0);
+        }
+
+        auto model = Model::load(path);
+        Context ctx(model);
+        GenerateOptions g;
+        g.max_tokens = 24;
+        g.stop_at_eog = false;
+        const std::vector<TokenId> prompt = model->tokenizer().encode("def f(x):\n    return x + 1\n\ndef f(x):");
+        KvCache plain_cache(*model, {.capacity = 128}), spec_cache(*model, {.capacity = 128});
+        const GenerateResult want = generate_plain(ctx, plain_cache, prompt, g);
+        speculate::NgramSource src;
+        speculate::SpeculativeOptions so;
+        so.generate = g;
+        so.k = 4;
+        EXPECT_EQ(speculate::generate_speculative(ctx, spec_cache, prompt, src, so).tokens, want.tokens);
+    }
+    std::string bad;
+    try {
+        DummyOptions o = tiny("f32", dir.file("bad.gguf"));
+        o.arch = "mamba";
+        write_dummy_model(o);
+    } catch (const Error& e) {
+        bad = e.what();
+    }
+    EXPECT_NE(bad.find("unknown architecture 'mamba'"), std::string::npos) << bad;
 }
 
 TEST(DummyModel, WeightStatistics) {

@@ -20,11 +20,13 @@ struct MakeDummyOptions {
     uint64_t seed = 0;
     int threads = 0;
     std::string chat_template_file;
+    std::string arch = "llama";
 };
 
 int run_make_dummy(const MakeDummyOptions& o) {
     DummyOptions d;
     d.shape = o.shape;
+    d.arch = o.arch;
     d.file_type = o.type;
     d.vocab_path = o.vocab.empty() ? default_model_path() : o.vocab;
     d.seed = o.seed;
@@ -66,6 +68,8 @@ void register_make_dummy(CLI::App& app, Runner& run) {
     cmd->add_option("--seed", o->seed, "Seed of the random weights")->capture_default_str();
     cmd->add_option("-t,--threads", o->threads, "Threads generating weights (0: all the machine's)")->capture_default_str();
     cmd->add_option("-o,--output", o->out, "Output file (written under a temporary name, then renamed)")->required();
+    cmd->add_option("--arch", o->arch, "Architecture written: llama, qwen2, qwen3, phi3 or gemma3 (its tensors and keys)")
+        ->capture_default_str();
     cmd->add_option("--chat-template-file", o->chat_template_file,
                     "Write this chat template (a Jinja text, as a model's tokenizer_config holds it) as tokenizer.chat_template");
     cmd->callback([o, &run] { run = [o] { return run_make_dummy(*o); }; });

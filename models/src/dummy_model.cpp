@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "rewind/arch.h"
 #include "rewind/error.h"
 #include "rewind/gguf_writer.h"
 #include "rewind/kernels/dtype.h"
@@ -61,29 +62,42 @@ struct PlannedTensor {
     TensorType type = TensorType::F32;
 };
 
-std::vector<PlannedTensor> plan(const DummyShape& s, DummyFileType ft, int64_t n_vocab) {
-    const int64_t E = s.n_embd, KV = s.n_embd / s.n_head * s.n_head_kv, F = s.n_ff;
-    std::vector<PlannedTensor> out;
-    auto add = [&](const std::string& name, int64_t rows, int64_t cols, bool vector, int64_t layer) {
-        PlannedTensor t{name, rows, cols, vector, TensorType::F32};
-        if (!vector) t.type = dummy_tensor_type(ft, name, cols, layer, s.n_layer, s.tied_output);
-        out.push_back(std::move(t));
+// The tensors of `arch` (its table in arch.cpp: every required tensor, and the head unless the
+// shape ties it to the embeddings), sized by the shape.
+std::vector<PlannedTensor> plan(const DummyShape& s, const ArchInfo& arch, DummyFileType ft, int64_t n_vocab) {
+    const int64_t E = s.n_embd, hd = s.n_embd / s.n_head, Q = hd * s.n_head, KV = hd * s.n_head_kv, F = s.n_ff;
+    auto dim = [&](ArchDim d) -> int64_t {
+        switch (d) {
+        case ArchDim::One: return 1;
+        case ArchDim::Embd: return E;
+        case ArchDim::Q: return Q;
+        case ArchDim::KV: return KV;
+        case ArchDim::QKV: return Q + 2 * KV;
+        case ArchDim::Ff: return F;
+        case ArchDim::Ff2: return 2 * F;
+        case ArchDim::HeadDim: return hd;
+        case ArchDim::RotHalf: return hd / 2;
+        case ArchDim::Vocab: return n_vocab;
+        }
+        return 0;
     };
-    add("token_embd.weight", n_vocab, E, false, -1);
-    for (int64_t i = 0; i < s.n_layer; ++i) {
-        const std::string p = "blk." + std::to_string(i) + ".";
-        add(p + "attn_norm.weight", 1, E, true, i);
-        add(p + "attn_q.weight", E, E, false, i);
-        add(p + "attn_k.weight", KV, E, false, i);
-        add(p + "attn_v.weight", KV, E, false, i);
-        add(p + "attn_output.weight", E, E, false, i);
-        add(p + "ffn_norm.weight", 1, E, true, i);
-        add(p + "ffn_gate.weight", F, E, false, i);
-        add(p + "ffn_up.weight", F, E, false, i);
-        add(p + "ffn_down.weight", E, F, false, i);
-    }
-    add("output_norm.weight", 1, E, true, -1);
-    if (!s.tied_output) add("output.weight", n_vocab, E, false, -1);
+    std::vector<PlannedTensor> out;
+    auto add = [&](const std::string& name, const ArchTensor& t, int64_t layer) {
+        const bool vector = t.rows == ArchDim::One;
+        PlannedTensor p{name, dim(t.rows), dim(t.cols), vector, TensorType::F32};
+        if (!vector) p.type = dummy_tensor_type(ft, name, p.cols, layer, s.n_layer, s.tied_output);
+        out.push_back(std::move(p));
+    };
+    auto wanted = [&](const ArchTensor& t) {
+        return t.required || (std::string_view(t.name) == "output.weight" && !s.tied_output);
+    };
+    for (const ArchTensor& t : arch.globals)
+        if (std::string_view(t.name) == "token_embd.weight") add(t.name, t, -1);
+    for (int64_t i = 0; i < s.n_layer; ++i)
+        for (const ArchTensor& t : arch.layer)
+            if (wanted(t)) add("blk." + std::to_string(i) + "." + t.name, t, i);
+    for (const ArchTensor& t : arch.globals)
+        if (std::string_view(t.name) != "token_embd.weight" && wanted(t)) add(t.name, t, -1);
     return out;
 }
 
@@ -192,7 +206,10 @@ DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void
         throw Error(ErrorCode::format, opts.vocab_path + ": no tokenizer (tokenizer.ggml.model and tokenizer.ggml.tokens are needed)");
     const auto n_vocab = static_cast<int64_t>(tokens->size());
 
-    const std::vector<PlannedTensor> tensors = plan(shape, ft, n_vocab);
+    const ArchInfo* arch = find_arch(opts.arch);
+    if (!arch)
+        throw Error("make-dummy: unknown architecture '" + opts.arch + "' (choose from " + supported_arch_names() + ")");
+    const std::vector<PlannedTensor> tensors = plan(shape, *arch, ft, n_vocab);
     DummyReport report;
     report.n_vocab = n_vocab;
     for (const PlannedTensor& t : tensors) {
@@ -205,21 +222,25 @@ DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void
 
     GgufWriter w(opts.out_path);
     const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
-    w.add("general.architecture", std::string("llama"));
+    const std::string k = std::string(arch->name) + "."; // every hyperparameter key carries the prefix
+    w.add("general.architecture", std::string(arch->name));
     w.add("general.type", std::string("model"));
-    w.add("general.name", "rewind dummy " + shape.name + " (" + shape.model_name + " shape, random weights)");
-    w.add("llama.block_count", u32(shape.n_layer));
-    w.add("llama.context_length", u32(shape.n_ctx));
-    w.add("llama.embedding_length", u32(shape.n_embd));
-    w.add("llama.feed_forward_length", u32(shape.n_ff));
-    w.add("llama.attention.head_count", u32(shape.n_head));
-    w.add("llama.attention.head_count_kv", u32(shape.n_head_kv));
-    w.add("llama.rope.freq_base", shape.rope_base);
-    w.add("llama.attention.layer_norm_rms_epsilon", shape.rms_eps);
-    w.add("llama.vocab_size", u32(n_vocab));
-    w.add("llama.rope.dimension_count", u32(shape.n_embd / shape.n_head));
-    w.add("llama.attention.key_length", u32(shape.n_embd / shape.n_head));
-    w.add("llama.attention.value_length", u32(shape.n_embd / shape.n_head));
+    w.add("general.name", "rewind dummy " + shape.name + " (" + shape.model_name + " shape, " + arch->name +
+                              " architecture, random weights)");
+    w.add(k + "block_count", u32(shape.n_layer));
+    w.add(k + "context_length", u32(shape.n_ctx));
+    w.add(k + "embedding_length", u32(shape.n_embd));
+    w.add(k + "feed_forward_length", u32(shape.n_ff));
+    w.add(k + "attention.head_count", u32(shape.n_head));
+    w.add(k + "attention.head_count_kv", u32(shape.n_head_kv));
+    w.add(k + "rope.freq_base", shape.rope_base);
+    w.add(k + "attention.layer_norm_rms_epsilon", shape.rms_eps);
+    w.add(k + "vocab_size", u32(n_vocab));
+    w.add(k + "rope.dimension_count", u32(shape.n_embd / shape.n_head));
+    w.add(k + "attention.key_length", u32(shape.n_embd / shape.n_head));
+    w.add(k + "attention.value_length", u32(shape.n_embd / shape.n_head));
+    // A sliding-window architecture needs its window: Gemma 3's own (1024), at most the context.
+    if (arch->swa_pattern > 0) w.add(k + "attention.sliding_window", u32(std::min<int64_t>(1024, shape.n_ctx)));
     w.add("general.file_type", static_cast<uint32_t>(ft));
     if (ft != DummyFileType::F32 && ft != DummyFileType::F16 && ft != DummyFileType::BF16)
         w.add("general.quantization_version", uint32_t{2});

@@ -50,6 +50,7 @@ bool dummy_can_write(TensorType t);
 
 struct DummyOptions {
     std::string shape;          // a dummy_shapes() name
+    std::string arch = "llama"; // the architecture written: any of arch.h's (its tensors and keys)
     std::string file_type;      // a parse_dummy_file_type() name
     std::string vocab_path;     // a GGUF file with a tokenizer (tokenizer.* keys are copied)
     uint64_t seed = 0;
