@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gguf_test_util.h"
 #include "rewind/chat.h"
 #include "rewind/error.h"
 #include "rewind/gguf.h"
@@ -24,15 +25,7 @@ namespace {
 
 const std::string kChat = std::string(REWIND_SHARED_DIR) + "/chat";
 
-std::string read_all(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw std::runtime_error("cannot open " + path);
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-std::string read_template(const std::string& name) { return read_all(kChat + "/templates/" + name + ".jinja"); }
+std::string read_template(const std::string& name) { return gguf_test::read_file(kChat + "/templates/" + name + ".jinja"); }
 
 std::unique_ptr<Tokenizer> load_vocab(const std::string& name) {
     const GgufFile gguf = GgufFile::open(std::string(REWIND_SHARED_DIR) + "/vocab/ggml-vocab-" + name + ".gguf");

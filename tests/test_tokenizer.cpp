@@ -24,14 +24,6 @@ namespace {
 
 const std::string kShared = REWIND_SHARED_DIR;
 
-std::string read_all(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw std::runtime_error("cannot open " + path);
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
 std::unique_ptr<Tokenizer> load(const std::string& path) {
     const GgufFile gguf = GgufFile::open(path);
     return Tokenizer::from_gguf(gguf);
@@ -50,7 +42,7 @@ struct Vector {
 // of space-separated ids per string (an empty line for the empty string).
 std::vector<Vector> load_vectors(const std::string& name) {
     const std::string base = kShared + "/vocab/ggml-vocab-" + name + ".gguf";
-    const std::string inp = read_all(base + ".inp");
+    const std::string inp = gguf_test::read_file(base + ".inp");
     const std::string sep = "\n__ggml_vocab_test__\n";
     std::vector<Vector> v;
     size_t pos = 0;
@@ -60,7 +52,7 @@ std::vector<Vector> load_vectors(const std::string& name) {
         v.push_back({inp.substr(pos, next - pos), {}});
         pos = next + sep.size();
     }
-    std::istringstream out(read_all(base + ".out"));
+    std::istringstream out(gguf_test::read_file(base + ".out"));
     std::string line;
     size_t i = 0;
     while (std::getline(out, line)) {

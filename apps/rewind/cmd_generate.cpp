@@ -246,8 +246,7 @@ std::vector<TokenId> chat_prompt_ids(const GenerateFlags& f, const Model& model,
         resolve_chat_format(override_template, model.file().gguf().get_string("tokenizer.chat_template").value_or(""));
     const Tokenizer& tok = model.tokenizer();
     ChatOptions o;
-    if (tok.bos() >= 0) o.bos_token = tok.token_to_piece(tok.bos(), true);
-    if (tok.eos() >= 0) o.eos_token = tok.token_to_piece(tok.eos(), true);
+    fill_token_texts(o, tok);
     return tokenize_chat(tok, format, messages, o);
 }
 

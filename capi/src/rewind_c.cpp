@@ -314,13 +314,11 @@ rwd::ChatFormat chat_format_of(const rwd::Model& model, const rewind_chat_option
 }
 
 rwd::ChatOptions chat_options_of(const rwd::Model& model, const rewind_chat_options& o) {
-    const rwd::Tokenizer& tok = model.tokenizer();
     rwd::ChatOptions c;
     c.add_generation_prompt = o.add_generation_prompt != 0;
     c.bos_token = o.bos_token ? o.bos_token : "";
     c.eos_token = o.eos_token ? o.eos_token : "";
-    if (c.bos_token.empty() && tok.bos() >= 0) c.bos_token = tok.token_to_piece(tok.bos(), true);
-    if (c.eos_token.empty() && tok.eos() >= 0) c.eos_token = tok.token_to_piece(tok.eos(), true);
+    rwd::fill_token_texts(c, model.tokenizer());
     c.enable_thinking = o.enable_thinking != 0;
     c.date_string = o.date_string ? o.date_string : "";
     return c;

@@ -235,6 +235,11 @@ std::string format_chat(const ChatFormat& format, std::span<const ChatMessage> m
     return out;
 }
 
+void fill_token_texts(ChatOptions& options, const Tokenizer& tok) {
+    if (options.bos_token.empty() && tok.bos() >= 0) options.bos_token = tok.token_to_piece(tok.bos(), true);
+    if (options.eos_token.empty() && tok.eos() >= 0) options.eos_token = tok.token_to_piece(tok.eos(), true);
+}
+
 std::vector<TokenId> tokenize_chat(const Tokenizer& tok, const ChatFormat& format, std::span<const ChatMessage> messages,
                                    const ChatOptions& options) {
     const std::vector<ChatSegment> segs = chat_segments(format, messages, options);

@@ -17,9 +17,7 @@ namespace rwd {
 ChatSession::ChatSession(std::shared_ptr<const Model> model, ChatFormat format, ChatSessionOptions opts)
     : model_(std::move(model)), format_(std::move(format)), chat_(std::move(opts.chat)),
       session_(model_, opts.cache) {
-    const Tokenizer& tok = model_->tokenizer();
-    if (chat_.bos_token.empty() && tok.bos() >= 0) chat_.bos_token = tok.token_to_piece(tok.bos(), true);
-    if (chat_.eos_token.empty() && tok.eos() >= 0) chat_.eos_token = tok.token_to_piece(tok.eos(), true);
+    fill_token_texts(chat_, model_->tokenizer());
     chat_.add_generation_prompt = true;
     if (!opts.system.empty()) {
         messages_.push_back(ChatMessage{.role = "system", .content = std::move(opts.system)});

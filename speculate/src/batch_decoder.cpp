@@ -29,7 +29,6 @@ struct BatchDecoder::Request {
     BatchResult res;              // tokens and stats mirrored from seq after each pass
     uint64_t kv_bytes = 0;
     size_t m = 0;                 // guesses kept this pass (trim_guesses)
-    bool judging = false;         // this pass yields tokens (false: a prompt chunk without logits)
     int64_t rejections = 0;       // passes in which a guess was refused (acceptance estimate)
     double next_gain = 0;         // trim_guesses: chance that the next kept guess stands
     bool failed = false;
@@ -146,12 +145,10 @@ uint64_t BatchDecoder::submit(BatchRequest req) {
             r->res.prompt_tokens_shared = best;
         }
     }
-    if (r->seq.nothing_to_generate(P)) {
-        r->mirror(); // as generate_plain: retires at the next step
-    } else if (r->req.source) {
+    // As generate_plain: a request with nothing to generate retires at the next step.
+    if (!r->seq.nothing_to_generate(P) && r->req.source)
         r->req.source->reset(GenerationStart{r->seq.tokens(), r->req.verify, r->req.generate.sampler});
-    }
-    r->res.stats = r->seq.stats();
+    r->mirror();
     r->id = next_id_++;
     r->res.id = r->id;
     kv_in_use_ += need;
@@ -184,14 +181,13 @@ void BatchDecoder::fail(Request& r, ErrorCode code, const std::string& what) {
     r.failed = true;
 }
 
-// Judges r's rows (logits [r.m + 1, n_vocab], or the last prompt row) through its DecodeState,
-// rolls its cache back and tells its source where the text now stands.
+// Judges r's rows (logits [r.m + 1, n_vocab]) through its DecodeState, rolls its cache back and
+// tells its source where the text now stands.
 void BatchDecoder::judge(Request& r, std::span<const float> logits) {
     const int accepted = r.seq.judge(logits);
     r.seq.commit(r.cache);
     emitted_this_pass_ += r.seq.emitted_last();
     if (accepted < static_cast<int>(r.seq.guesses())) ++r.rejections;
-    r.mirror();
     if (!r.seq.done() && r.req.source) {
         try {
             r.req.source->accept(r.seq.tokens());
@@ -207,12 +203,10 @@ void BatchDecoder::judge(Request& r, std::span<const float> logits) {
 // accepted and one refused guess as the prior). Ties go to the older request. With the cost
 // model, it stops at the first guess whose chance does not pay for its row (batch_decoder.h).
 void BatchDecoder::trim_guesses(int64_t budget, int64_t rows, size_t first) {
-    // Only the decoding requests (in_pass_[first..]) have guesses; a prompt's last chunk yields
-    // one token for certain.
+    // Only the decoding requests (in_pass_[first..]) have guesses; each yields one token for certain.
     const std::span<Request* const> dec(in_pass_.data() + first, in_pass_.size() - first);
     int64_t total = 0;
-    double sure = 0; // tokens the pass yields for certain: one per judged request
-    for (Request* r : in_pass_) sure += r->judging ? 1 : 0;
+    const auto sure = static_cast<double>(dec.size()); // tokens the pass yields for certain
     for (Request* r : dec) {
         total += static_cast<int64_t>(r->m);
         const DecodeStats& st = r->seq.stats();
@@ -255,7 +249,6 @@ void BatchDecoder::prefill_chunks(int64_t decoding, int64_t& prefill_rows) {
         const int64_t c0 = r.cache.size();
         const int64_t n = std::min(left, r.prompt_size() - 1 - c0);
         r.m = 0;
-        r.judging = false;
         const auto chunk = std::span<const TokenId>(r.req.prompt).subspan(static_cast<size_t>(c0), static_cast<size_t>(n));
         items_.push_back(BatchItem{&r.cache, chunk, Logits::None, {}});
         in_pass_.push_back(&r);
@@ -286,7 +279,6 @@ void BatchDecoder::propose(Request& r, int64_t guess_budget) {
         return;
     }
     r.m = r.seq.guesses();
-    r.judging = true;
     in_pass_.push_back(&r);
 }
 
@@ -334,7 +326,7 @@ void BatchDecoder::run_pass(size_t first_decode, Clock::time_point t_start) {
         try {
             const auto logits = batched ? items_[j].logits : ctx_.forward(r.cache, items_[j].tokens, items_[j].which);
             if (!batched) ++passes_;
-            if (r.judging) judge(r, logits);
+            if (j >= first_decode) judge(r, logits); // a prompt chunk yields no token
         } catch (const Error& e) {
             fail(r, e.code(), e.what());
         }
@@ -364,7 +356,7 @@ void BatchDecoder::run_pass(size_t first_decode, Clock::time_point t_start) {
             st.verify_seconds += verify_seconds;
             st.propose_seconds += propose_seconds;
         }
-        r.res.stats = st;
+        r.mirror(); // once per pass, after the timings: what progress() and retirement read
     }
 }
 

@@ -114,6 +114,10 @@ std::string format_chat(const ChatFormat& format, std::span<const ChatMessage> m
 // does; around a message that does, the text is cut there (for SentencePiece vocabularies with
 // add_space_prefix, that message's first piece then gets the prefix space). Throws as chat_segments,
 // and rwd::Error (unsupported) when the template writes a BOS the vocabulary lacks.
+// Fills an empty options.bos_token / eos_token with the text of `tokenizer`'s BOS / EOS token
+// (what a model's own template is rendered with); a vocabulary without one leaves it empty.
+void fill_token_texts(ChatOptions& options, const Tokenizer& tokenizer);
+
 std::vector<TokenId> tokenize_chat(const Tokenizer& tokenizer, const ChatFormat& format,
                                    std::span<const ChatMessage> messages, const ChatOptions& options = {});
 

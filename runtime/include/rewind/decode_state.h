@@ -131,9 +131,6 @@ public:
     }
     DecodeStats& stats() { return stats_; }
     const DecodeStats& stats() const { return stats_; }
-    const Speculation& speculation() const { return spec_; }
-    // The guess count the k controller asks for next, in [0, k_max].
-    int k_next() const { return k_cur_; }
 
     // Randomness streams of rejection mode, distinct from the sampler's and a draft's.
     static constexpr uint64_t kAcceptStream = 0x616363657074ull; // "accept"
