@@ -53,8 +53,7 @@ void CompositeSource::propose(std::span<const TokenId> context, int k, Proposal&
         trial_.clear();
         members_[i]->propose(context, k, trial_);
         if (trial_.tokens.size() > out.tokens.size()) {
-            std::swap(out.tokens, trial_.tokens);
-            std::swap(out.probs, trial_.probs);
+            std::swap(out, trial_);
             best = i;
         }
     }

@@ -25,17 +25,36 @@ struct GenerationStart {
     SamplerOptions sampler; // the target's sampling settings (a draft model mimics them)
 };
 
-// Guesses for the tokens after a context.
+// Guesses for the tokens after a context: a chain (parents empty: guess i follows guess i - 1,
+// guess 0 the context) or a tree (parents[i] in [-1, i): the guess that guess i follows, -1 for
+// the context itself; siblings hold different tokens). Guesses come in the source's order of
+// preference, every parent before its children, so a decoder that verifies fewer keeps a prefix,
+// which is still a tree. A chain is the tree whose parents are -1, 0, 1, ...
 struct Proposal {
     std::vector<TokenId> tokens;
+    std::vector<int32_t> parents; // empty (a chain) or [tokens.size()]
+    // Empty, or [tokens.size()]: the source's estimate, in [0, 1], that guess i stands once its
+    // parent has (e.g. how often that continuation followed the match). Decoders size trees
+    // from it; it never changes a token.
+    std::vector<float> weights;
     // Empty when the guesses are plain tokens (a point mass for rejection sampling). Otherwise
     // the distribution each guess was drawn from, [tokens.size(), n_vocab] row-major.
     std::vector<float> probs;
     void clear() {
         tokens.clear();
+        parents.clear();
+        weights.clear();
         probs.clear();
     }
+    bool is_chain() const { return parents.empty(); }
+    // Guess i's parent (-1: the context), for chains and trees alike.
+    int32_t parent(size_t i) const { return parents.empty() ? static_cast<int32_t>(i) - 1 : parents[i]; }
 };
+
+// Throws rwd::Error (shape) naming `source` unless `p` is well formed: parents empty or one per
+// guess with parents[i] in [-1, i), no two siblings with the same token, weights empty or one per
+// guess in [0, 1].
+void check_proposal(std::string_view source, const Proposal& p);
 
 class GuessSource {
 public:
@@ -47,7 +66,8 @@ public:
     virtual void reset(const GenerationStart& start) = 0;
 
     // Puts into `out` (which arrives empty) up to k guesses, possibly none, for the tokens that
-    // follow `context` (the prompt and every token generated so far). Throws rwd::Error
+    // follow `context` (the prompt and every token generated so far): a chain, or a tree when
+    // the source is configured to branch (its options' `branches`). Throws rwd::Error
     // (argument) if k < 1.
     virtual void propose(std::span<const TokenId> context, int k, Proposal& out) = 0;
 
