@@ -26,6 +26,15 @@ void detail::check_attention_shape(const AttentionShape& s, DType kv_type, const
                     std::to_string(s.n_head_kv));
     if (kv_type != DType::F32 && kv_type != DType::F16)
         throw Error(ErrorCode::unsupported, std::string(who) + ": unsupported KV type " + dtype_name(kv_type));
+    if (s.gather) {
+        if (s.gather_from < 0 || s.gather_from > s.pos0)
+            throw Error(std::string(who) + ": gather_from " + std::to_string(s.gather_from) + " outside [0, pos0 " +
+                        std::to_string(s.pos0) + "]");
+        for (int64_t p = s.gather_from; p < s.pos0 + s.n_tokens; ++p)
+            if (s.gather[p - s.gather_from] < 0)
+                throw Error(std::string(who) + ": gathered slot " + std::to_string(s.gather[p - s.gather_from]) +
+                            " for position " + std::to_string(p));
+    }
 }
 
 namespace {
@@ -171,6 +180,16 @@ void attention(const AttentionShape& s, const float* q, const void* k, const voi
             a.scores = scores0 + j * rows * stride;
             a.score_stride = stride;
             a.inv = scores0 + heads * rows * stride + j * rows;
+            if (s.gather) {
+                // Positions count from lo in the unit; so do its rows.
+                a.gather = s.gather;
+                a.gather_from = s.gather_from - lo;
+                a.gather_shift = lo;
+                if (a.gather_from < 0) { // the window starts inside the gathered range
+                    a.gather -= a.gather_from;
+                    a.gather_from = 0;
+                }
+            }
         }
         body(g, heads);
     };
@@ -186,6 +205,9 @@ void attention_reference(const AttentionShape& s, const float* q, const void* k,
     const int64_t group = s.n_head / s.n_head_kv;
     const int64_t kv_stride = s.n_head_kv * s.head_dim;
     auto load = [&](const void* base, int64_t idx) -> double {
+        // idx = p * kv_stride + offset: read position p from its (gathered) slot.
+        const int64_t p = idx / kv_stride, slot = s.gather && p >= s.gather_from ? s.gather[p - s.gather_from] : p;
+        idx += (slot - p) * kv_stride;
         if (kv_type == DType::F32) return static_cast<const float*>(base)[idx];
         return fp16_to_fp32(static_cast<const uint16_t*>(base)[idx]);
     };

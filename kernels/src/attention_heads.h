@@ -74,9 +74,11 @@ void pv_chunks(const AttendGroup& a, int64_t pb, int64_t pe, int64_t step, Pv&& 
     }
 }
 
-// Where K/V row j of head h starts: the heads of a unit are adjacent in a cache row.
+// Where the K/V row of position p of head h starts: the heads of a unit are adjacent in a cache
+// row (and share its gather map).
 inline const std::byte* kv_row(const AttendGroup* g, int64_t h, int kv, int64_t p, size_t elem_bytes) {
-    return static_cast<const std::byte*>(kv == 0 ? g[h].k : g[h].v) + size_t(p) * size_t(g[0].kv_stride) * elem_bytes;
+    return static_cast<const std::byte*>(kv == 0 ? g[h].k : g[h].v) +
+           size_t(g[0].row(p)) * size_t(g[0].kv_stride) * elem_bytes;
 }
 
 // Asks for the same head's row one block later into L2 while a body copies this one: the rows lie

@@ -79,11 +79,17 @@ struct AttendGroup {
     int64_t score_stride;
     float* inv;          // scratch: [n_tok * group] (1 / softmax denominator)
     float* pad;          // scratch: kAttendBlock * head_dim floats (a block of K or V rows, as float)
+    // Token trees: the unit's positions p >= gather_from (counted, like n_pos, from k) are read
+    // from row gather[p - gather_from] - gather_shift of k and v instead of row p (null: none).
+    const int32_t* gather = nullptr;
+    int64_t gather_from = 0, gather_shift = 0;
 
     int64_t rows() const { return n_tok * group; }
     const float* q_row(int64_t r) const { return q + (r / group) * tok_stride + (r % group) * head_dim; }
     float* out_row(int64_t r) const { return out + (r / group) * tok_stride + (r % group) * head_dim; }
     int64_t n_pos_row(int64_t r) const { return n_pos + r / group; }
+    // The row of k and v that holds the unit's position p.
+    int64_t row(int64_t p) const { return gather && p >= gather_from ? gather[p - gather_from] - gather_shift : p; }
 };
 
 // Most tokens one AttendGroup covers (a verification pass of k <= 16 guesses + 1 in one unit).

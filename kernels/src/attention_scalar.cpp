@@ -31,7 +31,7 @@ void attend_scalar(const AttendGroup& a) {
         for (int64_t p = 0; p < n; ++p) {
             float part[16] = {};
             for (int64_t i = 0; i < a.head_dim; ++i)
-                part[i % 16] = std::fma(q[i], kv_at(a.k, a.kv_type, p * a.kv_stride + i), part[i % 16]);
+                part[i % 16] = std::fma(q[i], kv_at(a.k, a.kv_type, a.row(p) * a.kv_stride + i), part[i % 16]);
             const float s = tree16(part) * a.scale;
             e[p] = s;
             m = s > m ? s : m;
@@ -44,7 +44,7 @@ void attend_scalar(const AttendGroup& a) {
         const float inv = 1.0f / tree16(lanes);
         for (int64_t d = 0; d < a.head_dim; ++d) {
             float acc = 0.0f;
-            for (int64_t p = 0; p < n; ++p) acc = std::fma(e[p], kv_at(a.v, a.kv_type, p * a.kv_stride + d), acc);
+            for (int64_t p = 0; p < n; ++p) acc = std::fma(e[p], kv_at(a.v, a.kv_type, a.row(p) * a.kv_stride + d), acc);
             out[d] = acc * inv;
         }
     }

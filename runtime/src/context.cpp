@@ -80,7 +80,49 @@ void check_fits(const KvCache& cache, int64_t n, const char* fn, int64_t seq) {
                                              std::to_string(cache.capacity()));
 }
 
+// A token tree's parents: one per token, each in [-1, i).
+void check_parents(std::span<const int32_t> parents, int64_t n, const char* fn, int64_t seq) {
+    auto where = [&] {
+        return std::string(fn) + ": " + (seq >= 0 ? "sequence " + std::to_string(seq) + ": " : std::string());
+    };
+    if (static_cast<int64_t>(parents.size()) != n)
+        throw Error(where() + std::to_string(parents.size()) + " parents for " + std::to_string(n) + " tokens");
+    for (int64_t i = 0; i < n; ++i)
+        if (parents[static_cast<size_t>(i)] < -1 || parents[static_cast<size_t>(i)] >= i)
+            throw Error(where() + "token " + std::to_string(i) + " has parent " +
+                        std::to_string(parents[static_cast<size_t>(i)]) + " (must be in [-1, " + std::to_string(i) +
+                        "): parents come first)");
+}
+
 } // namespace
+
+void Context::check_tree_support(const char* fn) const {
+    if (cuda_)
+        throw Error(ErrorCode::unsupported, std::string(fn) + ": token trees run on the CPU only (device " +
+                                                device_name(opts_.device) + ")");
+    if (opts_.numerics != Numerics::Exact)
+        throw Error(ErrorCode::unsupported, std::string(fn) + ": token trees need Numerics::Exact");
+}
+
+std::span<const float> Context::forward_tree(KvCache& cache, std::span<const TokenId> tokens,
+                                             std::span<const int32_t> parents) {
+    const auto n = static_cast<int64_t>(tokens.size());
+    check_sequence(*model_, cache, tokens, "forward_tree", -1);
+    check_parents(parents, n, "forward_tree", -1);
+    check_tree_support("forward_tree");
+    if (n > opts_.max_batch)
+        throw Error(ErrorCode::capacity, "forward_tree: a tree of " + std::to_string(n) +
+                                             " tokens exceeds max_batch " + std::to_string(opts_.max_batch) +
+                                             " (a tree is one pass)");
+    check_fits(cache, n, "forward_tree", -1);
+    cpu_->fit_attention(cache.capacity());
+    PassSegment seg{&cache, tokens.data(), n, cache.size(), 0, Logits::All};
+    seg.parents = parents.data();
+    run_forward(*cpu_, &seg, 1, n);
+    KvStorage::commit(cache, seg.pos0 + n);
+    tokens_processed_ += static_cast<uint64_t>(n);
+    return {cpu_->logits(), static_cast<size_t>(seg.out_n * model_->n_vocab())};
+}
 
 std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId> tokens, Logits which) {
     const auto n = static_cast<int64_t>(tokens.size());
@@ -126,6 +168,10 @@ void Context::forward_batch(std::span<BatchItem> items) {
             throw Error("forward_batch: sequence " + std::to_string(i) + ": unknown Logits value " +
                         std::to_string(static_cast<int>(it.which)));
         check_fits(*it.cache, static_cast<int64_t>(it.tokens.size()), "forward_batch", i);
+        if (!it.parents.empty()) {
+            check_parents(it.parents, static_cast<int64_t>(it.tokens.size()), "forward_batch", i);
+            check_tree_support("forward_batch");
+        }
         for (int64_t j = 0; j < i; ++j) {
             if (items[static_cast<size_t>(j)].cache == it.cache)
                 throw Error(ErrorCode::state, "forward_batch: sequences " + std::to_string(j) + " and " +
@@ -159,6 +205,7 @@ void Context::forward_batch(std::span<BatchItem> items) {
         BatchItem& it = items[static_cast<size_t>(i)];
         const auto n = static_cast<int64_t>(it.tokens.size());
         segs[i] = PassSegment{it.cache, it.tokens.data(), n, it.cache->size(), off, it.which};
+        segs[i].parents = it.parents.empty() ? nullptr : it.parents.data();
         off += n;
     }
     run_forward(*cpu_, segs, n_items, total);

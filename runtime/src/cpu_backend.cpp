@@ -69,7 +69,7 @@ using RunBuffer = std::vector<T, Uninit<T>>;
 // zero-filled (small, and its padding contract is the kernels' business). Shapes: PassBuffers.
 struct CpuBackend::Buffers {
     RunBuffer<float> x, xn, q, k, v, qkv, attn, proj, gate, up, logits;
-    std::vector<int32_t> ids, pos;      // [B]
+    std::vector<int32_t> ids, pos, gather; // [B]
     std::vector<PassSegment> segs;      // [B]
     std::vector<float> att_scratch;     // attention_scratch_upto(numerics, att_capacity's calls, threads)
     int64_t att_capacity = 0;           // the longest cache att_scratch serves every call of
@@ -101,10 +101,11 @@ CpuBackend::CpuBackend(const Model& model, const ContextOptions& opts, std::shar
     b.logits.resize(B * static_cast<size_t>(m_.n_vocab()));
     b.ids.resize(B);
     b.pos.resize(B);
+    b.gather.resize(B);
     b.segs.resize(B);
     bufs_ = PassBuffers{b.x.data(),    b.xn.data(),   b.q.data(),    b.k.data(),    b.v.data(),
                         b.qkv.data(),  b.attn.data(), b.proj.data(), b.gate.data(), b.up.data(),
-                        b.logits.data(), b.ids.data(), b.pos.data()};
+                        b.logits.data(), b.ids.data(), b.pos.data(), b.gather.data()};
 
     // Attention for the default cache length; a longer cache grows it (fit_attention).
     fit_attention(std::min<int64_t>(hp.n_ctx_train, kDefaultKvCapacity));
@@ -244,6 +245,10 @@ void CpuBackend::attention(const AttnCall& call, const float* q, float* out) {
     AttentionShape s{call.n, call.pos0, hp.n_head, hp.n_head_kv, hp.head_dim()};
     s.window = call.window;
     s.scale = call.scale;
+    s.gather = call.gather;
+    s.gather_from = call.gather_from;
+    if (call.gather && opts_.numerics != Numerics::Exact) // Context refuses trees there first
+        throw Error(ErrorCode::unsupported, "forward: token trees need Numerics::Exact");
     if (attention_scratch(opts_.numerics, s, pool_->size()) > static_cast<int64_t>(buf_->att_scratch.size()))
         throw Error(ErrorCode::shape, "forward: attention scratch too small (kernel contract changed?)");
     const KvCache& c = *call.cache;

@@ -196,7 +196,7 @@ struct CudaBackend::Impl {
         return PassBuffers{x.as<float>(),    xn.as<float>(),   q.as<float>(),    k.as<float>(),
                            v.as<float>(),    qkv.as<float>(),  attn.as<float>(), proj.as<float>(),
                            gate.as<float>(), up.as<float>(),   logits.as<float>(),
-                           ids_h.data(),     pos_h.data()};
+                           ids_h.data(),     pos_h.data(),     nullptr};
     }
     const Layer& layer(int64_t il) const { return layers[static_cast<size_t>(il)]; }
     const Matrix& output() const { return head; }
@@ -243,6 +243,8 @@ struct CudaBackend::Impl {
     }
     // In launches of at most kAttnChunk queries (the split-K scratch grows with tokens x context).
     void attention(const AttnCall& call, const float* qr, float* out) {
+        if (call.gather) // Context refuses token trees on a CUDA device first
+            throw Error(ErrorCode::unsupported, "CUDA forward: token trees are not implemented on the device");
         const LlamaHparams& hp = m.hparams();
         const int64_t Q = hp.n_embd_q();
         for (int64_t c0 = 0; c0 < call.n; c0 += kAttnChunk) {

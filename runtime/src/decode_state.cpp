@@ -58,7 +58,12 @@ DecodeState::DecodeState(const Model& model, const GenerateOptions& opts, int64_
         throw Error("decoding: unknown VerifyMode value " + std::to_string(static_cast<int>(spec_.verify)));
     if (spec_.k_policy != KPolicy::Fixed && spec_.k_policy != KPolicy::Adaptive)
         throw Error("decoding: unknown KPolicy value " + std::to_string(static_cast<int>(spec_.k_policy)));
-    rows_.reserve(static_cast<size_t>(spec_.k_max) + 1);
+    const auto R = static_cast<size_t>(spec_.k_max) + 1;
+    rows_.reserve(R);
+    for (auto* v : {&cand_par_, &cand_src_, &row_parent_, &first_child_, &next_sibling_, &row_src_, &row_depth_, &path_,
+                    &stack_, &cand_row_})
+        v->reserve(R);
+    cand_tok_.reserve(R);
 }
 
 void DecodeState::start(std::span<const TokenId> prompt) {
@@ -94,27 +99,99 @@ int DecodeState::room(int64_t pc, int64_t limit) const {
 }
 
 std::span<const TokenId> DecodeState::begin_pass(int64_t pc, std::span<const TokenId> guesses,
-                                                 std::span<const float> probs, int room, std::string_view source) {
+                                                 std::span<const int32_t> parents, std::span<const float> probs,
+                                                 int room, std::string_view source) {
     const auto n_vocab = static_cast<size_t>(model_.n_vocab());
     if (!probs.empty() && probs.size() != guesses.size() * n_vocab)
         throw Error(ErrorCode::shape, "decoding: " + std::string(source) + " returned " + std::to_string(probs.size()) +
                                           " probabilities for " + std::to_string(guesses.size()) + " guesses");
-    size_t m = std::min(guesses.size(), static_cast<size_t>(std::max(room, 0)));
+    if (!parents.empty() && parents.size() != guesses.size())
+        throw Error(ErrorCode::shape, "decoding: " + std::string(source) + " returned " + std::to_string(parents.size()) +
+                                          " parents for " + std::to_string(guesses.size()) + " guesses");
+    const size_t m = std::min(guesses.size(), static_cast<size_t>(std::max(room, 0)));
     const Tokenizer& tok = model_.tokenizer();
+    // Candidates: the first m guesses but those the model cannot run and their descendants (a
+    // chain then ends at its first such guess). cand_row_[i]: guess i's candidate index, or -1.
+    cand_tok_.clear();
+    cand_par_.clear();
+    cand_src_.clear();
+    cand_row_.assign(m, -1);
     for (size_t i = 0; i < m; ++i) {
+        const int32_t a = parents.empty() ? static_cast<int32_t>(i) - 1 : parents[i];
+        if (a < -1 || a >= static_cast<int32_t>(i))
+            throw Error(ErrorCode::shape, "decoding: " + std::string(source) + ": guess " + std::to_string(i) +
+                                              " has parent " + std::to_string(a) + " (must be in [-1, " +
+                                              std::to_string(i) + "))");
         const TokenId g = guesses[i];
-        if (!tok.valid(g) || g >= model_.n_vocab()) m = i; // a guess the model cannot run ends the run
+        if (!tok.valid(g) || g >= model_.n_vocab()) continue;
+        if (a >= 0 && cand_row_[static_cast<size_t>(a)] < 0) continue;
+        cand_row_[i] = static_cast<int32_t>(cand_tok_.size());
+        cand_tok_.push_back(g);
+        cand_par_.push_back(a < 0 ? -1 : cand_row_[static_cast<size_t>(a)]);
+        cand_src_.push_back(static_cast<int32_t>(i));
     }
     pc_ = pc;
     probs_ = probs;
-    rows_.clear();
-    rows_.push_back(tokens_.back());
-    rows_.insert(rows_.end(), guesses.begin(), guesses.begin() + static_cast<std::ptrdiff_t>(m));
+    build_rows(cand_tok_.size());
     return rows_;
 }
 
+void DecodeState::build_rows(size_t m) {
+    // Children lists over candidates 0..m-1 (index c + 1; 0 is the pending token), in the
+    // source's order: linked from the last candidate back.
+    first_child_.assign(m + 1, -1);
+    next_sibling_.assign(m + 1, -1);
+    for (size_t c = m; c-- > 0;) {
+        const auto p = static_cast<size_t>(cand_par_[c] + 1);
+        next_sibling_[c + 1] = first_child_[p];
+        first_child_[p] = static_cast<int32_t>(c + 1);
+    }
+    // Depth-first order from the pending token; in rejection mode the first children only.
+    const bool branch = spec_.verify == VerifyMode::Exact;
+    rows_.clear();
+    rows_.push_back(tokens_.back());
+    row_parent_.assign(1, -1);
+    row_src_.assign(1, -1);
+    row_depth_.assign(1, 0);
+    cand_row_.assign(m + 1, 0); // candidate node (c + 1) -> its row
+    stack_.clear();
+    chain_ = true;
+    max_depth_ = 0;
+    for (int32_t node = first_child_[0];;) {
+        if (node < 0) {
+            if (stack_.empty()) break;
+            node = stack_.back();
+            stack_.pop_back();
+            continue;
+        }
+        const auto c = static_cast<size_t>(node - 1);
+        const int32_t prow = cand_row_[static_cast<size_t>(cand_par_[c] + 1)];
+        const auto row = static_cast<int32_t>(rows_.size());
+        cand_row_[static_cast<size_t>(node)] = row;
+        rows_.push_back(cand_tok_[c]);
+        row_parent_.push_back(prow);
+        row_src_.push_back(cand_src_[c]);
+        row_depth_.push_back(row_depth_[static_cast<size_t>(prow)] + 1);
+        max_depth_ = std::max(max_depth_, row_depth_.back());
+        chain_ = chain_ && prow == row - 1;
+        if (branch && next_sibling_[static_cast<size_t>(node)] >= 0) stack_.push_back(next_sibling_[static_cast<size_t>(node)]);
+        node = first_child_[static_cast<size_t>(node)];
+    }
+    // The same lists over rows for judge().
+    const size_t R = rows_.size();
+    first_child_.assign(R, -1);
+    next_sibling_.assign(R, -1);
+    for (size_t r = R; r-- > 1;) {
+        const auto p = static_cast<size_t>(row_parent_[r]);
+        next_sibling_[r] = first_child_[p];
+        first_child_[p] = static_cast<int32_t>(r);
+    }
+}
+
 void DecodeState::keep_guesses(size_t m) {
-    if (m < guesses()) rows_.resize(m + 1);
+    if (m >= guesses()) return;
+    // The first m candidates in the source's order: a parent always comes before its children.
+    build_rows(std::min(m, cand_tok_.size()));
 }
 
 void DecodeState::cancel() {
@@ -123,24 +200,28 @@ void DecodeState::cancel() {
     done_ = true;
 }
 
-bool DecodeState::decide(const float* row, int64_t pos, size_t i, TokenId& out) {
-    const size_t m = guesses();
-    if (i >= m || spec_.verify == VerifyMode::Exact) {
+int32_t DecodeState::decide(const float* row, int64_t pos, size_t cur, TokenId& out) {
+    const int32_t first = first_child_[cur];
+    if (first < 0 || spec_.verify == VerifyMode::Exact) {
         out = sampler_.sample(row, pos, tokens_);
-        return i < m && out == rows_[i + 1];
+        for (int32_t c = first; c >= 0; c = next_sibling_[static_cast<size_t>(c)])
+            if (rows_[static_cast<size_t>(c)] == out) return c;
+        return -1;
     }
-    // Speculative sampling: keep guess x with probability min(1, p(x)/q(x)); otherwise draw from
-    // normalise(max(0, p - q)). A source without distributions proposed x with q = one-hot(x).
-    const TokenId x = rows_[i + 1];
+    // Speculative sampling (a chain: one child): keep guess x with probability min(1, p(x)/q(x));
+    // otherwise draw from normalise(max(0, p - q)). A source without distributions proposed x
+    // with q = one-hot(x).
+    const TokenId x = rows_[static_cast<size_t>(first)];
     const auto n_vocab = static_cast<size_t>(model_.n_vocab());
     sampler_.distribution(row, tokens_, p_);
-    const float* q = probs_.empty() ? nullptr : probs_.data() + i * n_vocab;
+    const float* q =
+        probs_.empty() ? nullptr : probs_.data() + static_cast<size_t>(row_src_[static_cast<size_t>(first)]) * n_vocab;
     const double px = p_[static_cast<size_t>(x)];
     const double qx = q ? q[x] : 1.0;
     const double u = counter_uniform(sampler_.options().seed, static_cast<uint64_t>(pos), kAcceptStream);
     if (qx > 0 && u * qx < px) {
         out = x;
-        return true;
+        return first;
     }
     residual_.resize(n_vocab);
     double total = 0;
@@ -152,7 +233,7 @@ bool DecodeState::decide(const float* row, int64_t pos, size_t i, TokenId& out) 
     // p == q up to rounding: acceptance was (nearly) certain, so p itself is the right fallback.
     out = sampler_.sample_from(total > 0 ? std::span<const float>(residual_) : std::span<const float>(p_), pos,
                                kResidualStream);
-    return false;
+    return -1;
 }
 
 // Records t at `pos`; returns true when the generation ends after it.
@@ -175,30 +256,36 @@ int DecodeState::judge(std::span<const float> logits, const TokenCallback& on_to
     ++stats_.passes;
     stats_.proposed += static_cast<int64_t>(m);
     if (m == 0) ++stats_.empty_passes;
-    for (size_t i = 0; i < m; ++i) ++stats_.proposed_at[i];
+    if (!chain_) ++stats_.tree_passes;
+    stats_.depth_sum += max_depth_;
+    for (int d = 0; d < max_depth_; ++d) ++stats_.proposed_at[static_cast<size_t>(d)];
     int accepted = 0;
     emitted_ = 0;
-    for (size_t i = 0; i <= m; ++i) {
+    path_.assign(1, 0);
+    for (size_t cur = 0;;) {
         const auto pos = static_cast<int64_t>(tokens_.size());
         TokenId t;
-        const bool stands = decide(logits.data() + i * n_vocab, pos, i, t);
-        if (stands) {
+        const int32_t next = decide(logits.data() + cur * n_vocab, pos, cur, t);
+        if (next >= 0) {
+            ++stats_.accepted_at[static_cast<size_t>(accepted)];
             ++accepted;
-            ++stats_.accepted_at[i];
+            path_.push_back(next);
         }
         ++emitted_;
-        if (push(t, pos, on_token) || !stands) break;
+        if (push(t, pos, on_token) || next < 0) break;
+        cur = static_cast<size_t>(next);
     }
     stats_.accepted += accepted;
     stats_.emitted += emitted_;
-    observe_k(static_cast<int>(m), accepted);
+    observe_k(max_depth_, accepted);
     return accepted;
 }
 
 void DecodeState::commit(KvCache& cache) const {
     // Keep the emitted tokens but the last (the next pass's pending token): drops the rejected
     // guesses' K/V and anything computed past a stop.
-    cache.truncate(pc_ + emitted_);
+    if (chain_) cache.truncate(pc_ + emitted_);
+    else cache.keep_path(pc_, std::span<const int32_t>(path_).first(static_cast<size_t>(emitted_)));
 }
 
 void DecodeState::observe_k(int proposed, int accepted) {

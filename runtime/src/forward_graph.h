@@ -12,8 +12,11 @@
 
 namespace rwd {
 
-// One sequence's share of a pass: rows [off, off + n) of the run buffers are its tokens at
-// positions pos0 .. pos0 + n - 1 of its cache. After run_forward, its logits are rows
+// One sequence's share of a pass: rows [off, off + n) of the run buffers are its tokens, whose
+// K/V go to cache slots pos0 .. pos0 + n - 1. A chain (parents null): token t at position
+// pos0 + t, causal. A tree: token t follows token parents[t] (in [-1, t); -1: the cached
+// prefix), sits at position pos0 + depth(t) and sees the prefix and its ancestors only (the
+// segment's mode is then Logits::All). After run_forward, its logits are rows
 // [out_row, out_row + out_n) of the logits buffer.
 struct PassSegment {
     KvCache* cache = nullptr;
@@ -21,11 +24,13 @@ struct PassSegment {
     int64_t n = 0, pos0 = 0, off = 0;
     Logits mode = Logits::None;
     int64_t out_row = 0, out_n = 0;
+    const int32_t* parents = nullptr; // [n] or null (a chain)
 };
 
 // One attention call, its mask given as data: query i (at position pos0 + i) sees the positions
 // p <= pos0 + i of `cache`'s layer, and with window > 0 only those with p > pos0 + i - window.
-// A tree or other mask is a new field here, not a new path through the graph.
+// With a gather map, positions p >= gather_from are read from slot gather[p - gather_from]: one
+// root-to-leaf path of a token tree, seen as the causal sequence it stands for.
 struct AttnCall {
     KvCache* cache = nullptr;
     int64_t layer = 0;
@@ -34,6 +39,8 @@ struct AttnCall {
     int64_t window = 0;   // sliding window (0: none)
     float scale = 0.0f;   // 0: 1/sqrt(head_dim); 1: the queries are prescaled
     int64_t seg_rows = 0; // rows of the query's segment in this pass (llama.cpp picks its body by them)
+    const int32_t* gather = nullptr; // [pos0 + n - gather_from] host slots, or null (positions are slots)
+    int64_t gather_from = 0;
 };
 
 // A pass's activations in the backend's memory (device pointers for CUDA: the graph only offsets
@@ -52,6 +59,7 @@ struct PassBuffers {
     float* logits; // [B, V]
     int32_t* ids;  // [B] host: each row's token id
     int32_t* pos;  // [B] host: each row's absolute position
+    int32_t* gather; // [B] host: a tree path's slots for one attention call (AttnCall::gather)
 };
 
 // One output of matmul_many: y = x · wᵀ.
@@ -108,7 +116,9 @@ const int32_t* embed(B& be, const PassBuffers& b, const PassSegment* segs, int64
         const PassSegment& sg = segs[is];
         for (int64_t t = 0; t < sg.n; ++t) {
             b.ids[sg.off + t] = static_cast<int32_t>(sg.tokens[t]);
-            b.pos[sg.off + t] = static_cast<int32_t>(sg.pos0 + t);
+            // A tree node sits one position after its parent (parents come first).
+            const int32_t par = sg.parents ? sg.parents[t] : -1;
+            b.pos[sg.off + t] = sg.parents && par >= 0 ? b.pos[sg.off + par] + 1 : static_cast<int32_t>(sg.pos0 + t);
         }
     }
     const int32_t* pos = be.positions(b.pos, nt);
@@ -147,6 +157,39 @@ void qkv(B& be, const PassBuffers& b, int64_t il, const int32_t* pos, int64_t nt
     if (hp.arch->q_prescaled) be.scale(b.q, nt * Q, hp.attn_scale);
 }
 
+// The attention of segment sg's rows [r0, r0 + n) into out: one call for a chain; for a tree,
+// one call per run of rows that continue each other (row r's parent is r - 1), each over the
+// path from the root to its last row, gathered from the slots the tree's rows were stored in.
+// A linear chain is the one run whose path is its own slots: no gather, today's call exactly.
+template <ForwardBackend B>
+void attend_rows(B& be, const PassBuffers& b, const PassSegment& sg, AttnCall call, int64_t r0, int64_t n,
+                 const float* q, float* out) {
+    const int64_t Q = be.hparams().n_embd_q();
+    if (!sg.parents) {
+        call.pos0 = sg.pos0 + r0;
+        call.n = n;
+        be.attention(call, q, out);
+        return;
+    }
+    for (int64_t c0 = r0; c0 < r0 + n;) {
+        int64_t c1 = c0 + 1;
+        while (c1 < r0 + n && sg.parents[c1] == c1 - 1) ++c1;
+        // The path's slot at each depth 0 .. depth(c1 - 1), filled from the deepest up.
+        const int64_t d0 = b.pos[sg.off + c0] - sg.pos0;
+        int64_t d = d0 + (c1 - c0);
+        for (int64_t r = c1 - 1; r >= c0; --r) b.gather[--d] = static_cast<int32_t>(sg.pos0 + r);
+        for (int32_t a = sg.parents[c0]; a >= 0; a = sg.parents[a]) b.gather[--d] = static_cast<int32_t>(sg.pos0 + a);
+        bool in_place = true;
+        for (int64_t i = 0; i < d0 + (c1 - c0); ++i) in_place = in_place && b.gather[i] == sg.pos0 + i;
+        call.pos0 = sg.pos0 + d0;
+        call.n = c1 - c0;
+        call.gather = in_place ? nullptr : b.gather;
+        call.gather_from = sg.pos0;
+        be.attention(call, q + (c0 - r0) * Q, out + (c0 - r0) * Q);
+        c0 = c1;
+    }
+}
+
 // Each segment's K/V into its cache, then its attention. In the last layer only the output rows
 // feed anything further: each segment attends for those alone, and they (with their residual
 // rows) are packed to the front, in segment order, so wo, the FFN and the head run on them
@@ -159,7 +202,7 @@ int64_t attend(B& be, const PassBuffers& b, int64_t il, PassSegment* segs, int64
     int64_t packed = 0;
     for (int64_t is = 0; is < n_segs; ++is) {
         PassSegment& sg = segs[is];
-        // At positions pos0.. (beyond cache.size(): not yet committed).
+        // At slots pos0.. (beyond cache.size(): not yet committed).
         be.kv_store(*sg.cache, il, sg.pos0, sg.n, b.k + sg.off * KV, b.v + sg.off * KV);
         int64_t a0 = 0, sn = sg.n;
         if (last) output_rows(sg, a0, sn);
@@ -171,8 +214,8 @@ int64_t attend(B& be, const PassBuffers& b, int64_t il, PassSegment* segs, int64
             packed += sn;
         }
         if (sn == 0) continue;
-        const AttnCall call{sg.cache, il, sg.pos0 + a0, sn, window, hp.arch->q_prescaled ? 1.0f : 0.0f, sg.n};
-        be.attention(call, b.q + (sg.off + a0) * Q, b.attn + dst * Q);
+        const AttnCall call{sg.cache, il, 0, 0, window, hp.arch->q_prescaled ? 1.0f : 0.0f, sg.n};
+        attend_rows(be, b, sg, call, a0, sn, b.q + (sg.off + a0) * Q, b.attn + dst * Q);
         // dst <= sg.off + a0, and earlier segments' rows lie below: a forward move is safe.
         if (last && dst != sg.off + a0) be.move_rows(b.x + dst * E, b.x + (sg.off + a0) * E, sn * E);
     }

@@ -87,7 +87,7 @@ GenerateResult generate_plain(Context& ctx, KvCache& cache, const std::vector<To
     res.prompt_tokens = P - n0;
     res.prompt_seconds = std::chrono::duration<double>(t1 - t0).count();
     for (int64_t pc = P - 1;;) {
-        seq.begin_pass(pc, {}, {}, 0);
+        seq.begin_pass(pc, {}, {}, {}, 0);
         seq.judge(logits, on_token);
         if (seq.done()) break;
         const TokenId id = seq.tokens().back();

@@ -142,6 +142,33 @@ void KvCache::truncate(int64_t n) {
     size_ = n;
 }
 
+void KvCache::keep_path(int64_t pos0, std::span<const int32_t> path) {
+    auto bad = [&](const std::string& why) { throw Error("KV cache: keep_path at " + std::to_string(pos0) + ": " + why); };
+    if (pos0 < 0 || pos0 > size_) bad("outside the " + std::to_string(size_) + " stored positions");
+    for (size_t j = 0; j < path.size(); ++j) {
+        if (path[j] < static_cast<int32_t>(j) || (j > 0 && path[j] <= path[j - 1]))
+            bad("path entry " + std::to_string(j) + " is " + std::to_string(path[j]) +
+                " (entries increase, entry j at least j)");
+        if (pos0 + path[j] >= size_)
+            bad("path entry " + std::to_string(j) + " is slot " + std::to_string(pos0 + path[j]) + " of a cache holding " +
+                std::to_string(size_));
+    }
+    const size_t row = bytes_per_position();
+    bool moved = false;
+    for (size_t j = 0; j < path.size(); ++j) {
+        if (path[j] == static_cast<int32_t>(j)) continue;
+        const size_t from = static_cast<size_t>(pos0 + path[j]) * row, to = (static_cast<size_t>(pos0) + j) * row;
+        // to < from, and every earlier destination lies below: a row is never overwritten before it moves.
+        for (size_t il = 0; il < k_.size(); ++il) {
+            std::memcpy(k_[il].data() + to, k_[il].data() + from, row);
+            std::memcpy(v_[il].data() + to, v_[il].data() + from, row);
+        }
+        moved = true;
+    }
+    size_ = pos0 + static_cast<int64_t>(path.size());
+    if (moved) version_ = next_version(); // rows below size() changed: a device copy is stale
+}
+
 void KvCache::commit(int64_t n) {
     if (n < size_ || n > capacity_)
         throw Error("KV cache: cannot commit length " + std::to_string(n) + " (size " + std::to_string(size_) +

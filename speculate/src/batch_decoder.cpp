@@ -272,7 +272,7 @@ void BatchDecoder::propose(Request& r, int64_t guess_budget) {
         }
     }
     try {
-        r.seq.begin_pass(pc, r.proposal.tokens, r.proposal.probs, room,
+        r.seq.begin_pass(pc, r.proposal.tokens, r.proposal.parents, r.proposal.probs, room,
                          r.req.source ? r.req.source->name() : std::string_view("guess source"));
     } catch (const Error& e) {
         fail(r, e.code(), e.what());
@@ -302,7 +302,7 @@ std::vector<BatchResult> BatchDecoder::step() {
         if (!rp->done() && !rp->prefilling()) propose(*rp, guess_budget);
     trim_guesses(guess_budget, decoding + prefill_rows, first_decode);
     for (size_t j = first_decode; j < in_pass_.size(); ++j)
-        items_.push_back(BatchItem{&in_pass_[j]->cache, in_pass_[j]->seq.rows(), Logits::All, {}});
+        items_.push_back(BatchItem{&in_pass_[j]->cache, in_pass_[j]->seq.rows(), Logits::All, {}, in_pass_[j]->seq.parents()});
     if (!items_.empty()) run_pass(first_decode, t_start);
     return retire();
 }
@@ -324,7 +324,10 @@ void BatchDecoder::run_pass(size_t first_decode, Clock::time_point t_start) {
     for (size_t j = 0; j < items_.size(); ++j) {
         Request& r = *in_pass_[j];
         try {
-            const auto logits = batched ? items_[j].logits : ctx_.forward(r.cache, items_[j].tokens, items_[j].which);
+            const BatchItem& it = items_[j];
+            const auto logits = batched              ? it.logits
+                                : it.parents.empty() ? ctx_.forward(r.cache, it.tokens, it.which)
+                                                     : ctx_.forward_tree(r.cache, it.tokens, it.parents);
             if (!batched) ++passes_;
             if (j >= first_decode) judge(r, logits); // a prompt chunk yields no token
         } catch (const Error& e) {

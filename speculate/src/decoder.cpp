@@ -117,8 +117,9 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& promp
             st.propose_seconds += seconds_since(t);
         }
         const auto t_verify = Clock::now();
-        const auto rows = seq_.begin_pass(pc, proposal_.tokens, proposal_.probs, room, source_.name());
-        const std::span<const float> logits = ctx_.forward(cache_, rows, Logits::All);
+        const auto rows = seq_.begin_pass(pc, proposal_.tokens, proposal_.parents, proposal_.probs, room, source_.name());
+        const std::span<const float> logits =
+            seq_.parents().empty() ? ctx_.forward(cache_, rows, Logits::All) : ctx_.forward_tree(cache_, rows, seq_.parents());
         const int accepted = seq_.judge(logits, on_token);
         seq_.commit(cache_);
         st.verify_seconds += seconds_since(t_verify);

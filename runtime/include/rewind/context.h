@@ -66,12 +66,14 @@ struct ContextOptions {
 enum class Logits { All, Last, None };
 
 // One sequence of a batched pass (Context::forward_batch): new tokens to run on top of its own
-// cache, which rows get logits, and (filled by the call) those logits.
+// cache (a chain, or a token tree when parents is given: see Context::forward_tree), which rows
+// get logits, and (filled by the call) those logits.
 struct BatchItem {
     KvCache* cache = nullptr;
     std::span<const TokenId> tokens;
     Logits which = Logits::All;
     std::span<const float> logits; // out: as forward() returns them for this sequence alone
+    std::span<const int32_t> parents{}; // empty (a chain) or one per token, as forward_tree's
 };
 class CpuBackend;  // runtime/src/cpu_backend.h
 class CudaBackend; // runtime/src/cuda_backend.h
@@ -107,6 +109,20 @@ public:
     std::span<const float> forward(KvCache& cache, std::span<const TokenId> tokens,
                                    Logits which = Logits::All);
 
+    // Verifies a token tree in one pass. Token i follows token parents[i] (in [-1, i), so parents
+    // come first; -1: it follows the cached prefix): it sits at position cache.size() + depth(i)
+    // (depth 0 for a -1 parent) and attends to the cached prefix and its own ancestors only,
+    // never to its siblings or their subtrees. Its K/V go to slot cache.size() + i, and the
+    // cache's size grows by tokens.size(): keep one root-to-node path with KvCache::keep_path
+    // (the rows of a path already carry their final positions). Returns [n, n_vocab] logits
+    // (Logits::All), each row bit-identical to the same token's row in forward() over its path
+    // alone (parents -1, 0, 1, ... is a chain: forward() exactly). Throws rwd::Error, the cache
+    // unchanged, as forward() does, and if parents has another size or a parent outside
+    // [-1, i) (argument), tokens.size() > max_batch (capacity: a tree is one pass), or the
+    // context uses Numerics::LlamaCpp or a CUDA device (unsupported).
+    std::span<const float> forward_tree(KvCache& cache, std::span<const TokenId> tokens,
+                                        std::span<const int32_t> parents);
+
     // Runs every item's tokens in one pass: each at positions item.cache->size() .. onward, with
     // causal attention over its own cache only, and each weight matrix applied once to the rows
     // of all items. Items may have different cache lengths and token counts. Fills each
@@ -115,8 +131,10 @@ public:
     // Batch invariance: with Numerics::Exact an item's logits and cache contents are
     // bit-identical to running it alone, whatever the other items, their order and the thread
     // count (every kernel computes a row independently of the other rows in its call).
+    // Items with parents are token trees (forward_tree's rules and results).
     // Throws rwd::Error, before any cache or counter changes: argument (no items, a null cache,
-    // an item with no tokens, an id outside the vocabulary, an unknown Logits value), state (a
+    // an item with no tokens, an id outside the vocabulary, an unknown Logits value, parents
+    // that forward_tree refuses), unsupported (a tree where forward_tree refuses one), state (a
     // cache of another model, the same cache in two items), capacity (an item overflowing its
     // cache, more than max_batch tokens in all: the batch is one pass, never split).
     // Allocates nothing (but see the constructor: a cache longer than any before).
@@ -126,6 +144,8 @@ public:
     uint64_t tokens_processed() const { return tokens_processed_; }
 
 private:
+    void check_tree_support(const char* fn) const;
+
     std::shared_ptr<const Model> model_;
     ContextOptions opts_;
     std::unique_ptr<CpuBackend> cpu_;   // runs the forward graph on the CPU (unset for a CUDA device)

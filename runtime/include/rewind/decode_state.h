@@ -40,8 +40,10 @@ struct DecodeStats {
     int64_t accepted = 0;       // guesses the target agreed with
     int64_t emitted = 0;        // tokens output (accepted guesses + the target's own), after stops
     int64_t empty_passes = 0;   // passes with no guess (the source had none): plain decode steps
-    std::vector<int64_t> proposed_at; // [i]: passes that verified a guess at index i (0 = first)
-    std::vector<int64_t> accepted_at; // [i]: passes that accepted the guess at index i
+    std::vector<int64_t> proposed_at; // [i]: passes that verified a guess at depth i + 1 (index i of a chain)
+    std::vector<int64_t> accepted_at; // [i]: passes that accepted a guess at depth i + 1
+    int64_t tree_passes = 0;    // passes whose guesses branched (a tree, not a chain)
+    int64_t depth_sum = 0;      // over passes: the depth of the verified guesses (a chain's length)
     double prompt_seconds = 0;  // prompt prefill (all but the last prompt token)
     double propose_seconds = 0; // inside the guess source (propose + accept)
     double verify_seconds = 0;  // target forward passes and the accept/reject decisions
@@ -50,6 +52,7 @@ struct DecodeStats {
     double acceptance_rate() const { return proposed ? static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0; }
     double tokens_per_pass() const { return passes ? static_cast<double>(emitted) / static_cast<double>(passes) : 0.0; }
     double guesses_per_pass() const { return passes ? static_cast<double>(proposed) / static_cast<double>(passes) : 0.0; }
+    double mean_depth() const { return passes ? static_cast<double>(depth_sum) / static_cast<double>(passes) : 0.0; }
 };
 
 // How a sequence speculates: at most k_max guesses a pass (0: plain decoding), how many of them
@@ -67,13 +70,15 @@ struct Speculation {
 void check_prompt(const Model& model, std::span<const TokenId> prompt, int64_t cached, int64_t capacity,
                   const char* who);
 
-// One sequence being decoded. A pass runs [pending token, guesses...] at positions pc, pc + 1, ...
-// of the sequence's cache (the pending token is tokens().back(), the last token decided and not
-// yet in the cache); judge() walks the rows in order, emitting the token decided at each
-// position and stopping at the first guess that does not stand (or at a stop rule); commit()
-// then rolls the cache back to the emitted prefix (all but the newest emitted token, which is
-// the next pass's pending one). The first pass after a prompt may instead be the prompt's last
-// row alone (Logits::Last): it is judged like a pass without guesses.
+// One sequence being decoded. A pass runs [pending token, guesses...] from position pc of the
+// sequence's cache (the pending token is tokens().back(), the last token decided and not yet in
+// the cache). The guesses are a chain (at pc + 1, pc + 2, ...) or a tree (parents(): each guess
+// at pc + its depth, verified by Context::forward_tree); judge() walks down from the pending
+// token, emitting the token decided at each position and moving to the guess that holds it,
+// until no guess does (or a stop rule hits); commit() then keeps the emitted path in the cache
+// (all but the newest emitted token, which is the next pass's pending one): a truncation for a
+// chain, KvCache::keep_path for a tree. The first pass after a prompt may instead be the
+// prompt's last row alone (Logits::Last): it is judged like a pass without guesses.
 // Threads: belongs to one thread at a time. Allocates only while tokens() grows beyond what
 // start() reserved.
 class DecodeState {
@@ -98,24 +103,38 @@ public:
     // still allowed (a pass emits at most guesses + 1); also at most `limit`. 0 when done.
     int room(int64_t pc, int64_t limit) const;
 
-    // The next pass: keeps the first guesses that are usable (at most `room` of them, up to the
-    // first id outside the vocabulary) and returns the pass's rows [pending, kept guesses...];
-    // `probs` ([guesses.size(), n_vocab], or empty for point masses) is what rejection mode
-    // judges them by; it is read, not copied, so it must stay valid until judge() returns. `pc` is the cache position of the pending token. Throws rwd::Error (shape)
-    // if probs has another size, naming `source`. The span stays valid until the next call.
-    std::span<const TokenId> begin_pass(int64_t pc, std::span<const TokenId> guesses, std::span<const float> probs,
-                                        int room, std::string_view source = "guess source");
-    // Fewer guesses than begin_pass kept (a batch trims them): keeps the first `m`.
+    // The next pass: keeps the first `room` guesses (in the source's order, which puts parents
+    // first) minus any whose id is outside the vocabulary and their descendants, and returns the
+    // pass's rows [pending, kept guesses...]. `parents` is empty (a chain) or one per guess in
+    // [-1, i) (-1: follows the pending token); a tree's rows come in depth-first order (each
+    // node's children in the source's order), so a path's rows are runs of consecutive rows. In
+    // rejection mode only the first child of each node is kept (a chain). `probs`
+    // ([guesses.size(), n_vocab], or empty for point masses) is what rejection mode judges them
+    // by; it is read, not copied, so it must stay valid until judge() returns. `pc` is the cache
+    // position of the pending token. Throws rwd::Error (shape) naming `source` if probs or
+    // parents has another size or a parent is outside [-1, i). The span stays valid until the
+    // next call.
+    std::span<const TokenId> begin_pass(int64_t pc, std::span<const TokenId> guesses, std::span<const int32_t> parents,
+                                        std::span<const float> probs, int room,
+                                        std::string_view source = "guess source");
+    // Fewer guesses than begin_pass kept (a batch trims them): keeps the first `m` in the
+    // source's order (a tree stays a tree).
     void keep_guesses(size_t m);
     size_t guesses() const { return rows_.size() - 1; }
     std::span<const TokenId> rows() const { return rows_; }
+    // The rows' parents for Context::forward_tree ([rows], row 0's is -1), or empty when the
+    // rows are a chain (Context::forward).
+    std::span<const int32_t> parents() const {
+        return chain_ ? std::span<const int32_t>() : std::span<const int32_t>(row_parent_);
+    }
 
-    // Judges the pass's rows from their logits ([rows, n_vocab], row 0 the pending token's) in
-    // order: pushes each decided token (through the stop rules and `on_token`, whose false ends
-    // the generation with StopReason::Cancelled) until a guess does not stand or a stop hits.
-    // Updates the statistics and the k controller. Returns the guesses accepted.
+    // Judges the pass's rows from their logits ([rows, n_vocab], row 0 the pending token's) from
+    // the pending token down: pushes each decided token (through the stop rules and `on_token`,
+    // whose false ends the generation with StopReason::Cancelled) and moves to the guess holding
+    // it, until none does or a stop hits. Updates the statistics and the k controller (a tree
+    // counts as the chain of its depth). Returns the guesses accepted.
     int judge(std::span<const float> logits, const TokenCallback& on_token = {});
-    // Rolls `cache` back to the emitted prefix of the last judged pass: keeps pc + emitted.
+    // Keeps the emitted path of the last judged pass in `cache`: pc + emitted positions.
     void commit(KvCache& cache) const;
     // Tokens the last judged pass emitted.
     int64_t emitted_last() const { return emitted_; }
@@ -137,9 +156,11 @@ public:
     static constexpr uint64_t kResidualStream = 0x7265736964ull; // "resid"
 
 private:
-    // The token decided at position `pos` from logits `row`, given guess index i of the pass
-    // (i == guesses(): no guess left). Returns true if the guess stands.
-    bool decide(const float* row, int64_t pos, size_t i, TokenId& out);
+    // The token decided at position `pos` from logits `row` of row `cur`. Returns the child row
+    // of `cur` that holds it, or -1 when no guess stands.
+    int32_t decide(const float* row, int64_t pos, size_t cur, TokenId& out);
+    // rows_ and its tree from the first m kept candidates.
+    void build_rows(size_t m);
     bool push(TokenId t, int64_t pos, const TokenCallback& on_token);
     void observe_k(int proposed, int accepted);
 
@@ -153,6 +174,16 @@ private:
     size_t prompt_size_ = 0;
     std::vector<TokenId> rows_;   // [1 + guesses] this pass
     std::span<const float> probs_; // [guesses, n_vocab] or empty: the caller's, valid through judge()
+    // The usable guesses in the source's order: token, parent (-1: the pending token) and index
+    // in the proposal (its probs row). Rebuilt into rows each pass.
+    std::vector<TokenId> cand_tok_;
+    std::vector<int32_t> cand_par_, cand_src_;
+    // This pass's tree over rows: parent row (row 0: -1), first child and next sibling rows
+    // (-1: none), each row's proposal index (row 0: -1) and depth; the accepted path's rows.
+    std::vector<int32_t> row_parent_, first_child_, next_sibling_, row_src_, row_depth_, path_;
+    std::vector<int32_t> stack_, cand_row_; // build_rows scratch
+    bool chain_ = true;
+    int max_depth_ = 0;
     int64_t pc_ = 0, emitted_ = 0;
     int k_cur_ = 0;
     bool done_ = false;

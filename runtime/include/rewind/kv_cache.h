@@ -59,6 +59,13 @@ public:
 
     // Keeps the first n positions. Throws rwd::Error (argument) if n < 0 or n > size().
     void truncate(int64_t n);
+    // After a token-tree pass (Context::forward_tree) stored its tokens at slots pos0 + i: keeps
+    // positions < pos0 and the tokens `path` (a root-to-node path: increasing indices of the
+    // pass, path[j] at depth j), moved to positions pos0, pos0 + 1, ...; size() becomes
+    // pos0 + path.size(). Copies path.size() rows per layer at most. Throws rwd::Error
+    // (argument), the cache unchanged, unless 0 <= pos0, path[j] >= j, path increasing and
+    // pos0 + path.back() < size().
+    void keep_path(int64_t pos0, std::span<const int32_t> path);
     // An independent cache with the same contents (positions < size()) and capacity.
     KvCache fork() const;
     // Replaces this cache's contents by src's first n positions (a shared prompt prefix): then
