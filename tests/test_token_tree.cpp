@@ -406,6 +406,36 @@ TEST(TreeDecoding, BatchedTreesEqualPlain) {
     }
 }
 
+// The cost policy keeps the guesses that pay for their rows: with a steep cost curve it verifies
+// fewer than proposed, with a flat one all of them, and never changes a token.
+TEST(TreeDecoding, CostPolicyTrimsByTheCostCurveAndChangesNoToken) {
+    auto model = load("pycode-4m");
+    const auto prompt = model->tokenizer().encode("def fibonacci(n):\n    if n < 2:\n");
+    Context ctx(model);
+    KvCache pc(*model, {.capacity = 256});
+    const GenerateOptions g = sampled(40, false);
+    const auto plain = generate_plain(ctx, pc, prompt, g);
+    std::vector<TokenId> truth = prompt;
+    truth.insert(truth.end(), plain.tokens.begin(), plain.tokens.end());
+    double guesses[2] = {0, 0};
+    for (int steep : {0, 1}) {
+        std::vector<double> curve;
+        for (int n = 1; n <= 16; ++n) curve.push_back(steep ? n : 1.0 + 1e-6 * n);
+        OracleTree src(truth, model->n_vocab(), 5);
+        KvCache sc(*model, {.capacity = 256});
+        speculate::SpeculativeOptions so;
+        so.generate = g;
+        so.k = 12;
+        so.k_policy = KPolicy::Cost;
+        so.pass_seconds = curve;
+        const auto r = speculate::generate_speculative(ctx, sc, prompt, src, so);
+        EXPECT_EQ(r.tokens, plain.tokens) << "steep " << steep;
+        guesses[steep] = r.stats.guesses_per_pass();
+    }
+    EXPECT_LT(guesses[1], guesses[0]);
+    EXPECT_GT(guesses[0], 4.0);
+}
+
 // Rejection mode judges a chain: a tree proposal is cut to its first children, and runs.
 TEST(TreeDecoding, RejectionModeVerifiesTheFirstChildren) {
     auto model = load("pycode-4m");

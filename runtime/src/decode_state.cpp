@@ -21,6 +21,7 @@ const char* k_policy_name(KPolicy p) {
     switch (p) {
     case KPolicy::Fixed: return "fixed";
     case KPolicy::Adaptive: return "adaptive";
+    case KPolicy::Cost: return "cost";
     }
     return "?";
 }
@@ -56,7 +57,7 @@ DecodeState::DecodeState(const Model& model, const GenerateOptions& opts, int64_
         throw Error("decoding: k must be in [0, " + std::to_string(kMaxK) + "], got " + std::to_string(spec_.k_max));
     if (spec_.verify != VerifyMode::Exact && spec_.verify != VerifyMode::Rejection)
         throw Error("decoding: unknown VerifyMode value " + std::to_string(static_cast<int>(spec_.verify)));
-    if (spec_.k_policy != KPolicy::Fixed && spec_.k_policy != KPolicy::Adaptive)
+    if (spec_.k_policy != KPolicy::Fixed && spec_.k_policy != KPolicy::Adaptive && spec_.k_policy != KPolicy::Cost)
         throw Error("decoding: unknown KPolicy value " + std::to_string(static_cast<int>(spec_.k_policy)));
     const auto R = static_cast<size_t>(spec_.k_max) + 1;
     rows_.reserve(R);

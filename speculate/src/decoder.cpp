@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "rewind/error.h"
+#include "tree_budget.h"
 
 namespace rwd::speculate {
 namespace {
@@ -26,10 +27,16 @@ std::string format_stats(const DecodeStats& s) {
                   static_cast<long long>(s.accepted), static_cast<long long>(s.proposed), 100.0 * s.acceptance_rate(),
                   static_cast<long long>(s.empty_passes));
     out += buf;
+    if (s.tree_passes > 0) {
+        std::snprintf(buf, sizeof buf, "trees: %lld of %lld passes branched, %.2f guesses verified and %.2f deep per pass\n",
+                      static_cast<long long>(s.tree_passes), static_cast<long long>(s.passes), s.guesses_per_pass(),
+                      s.mean_depth());
+        out += buf;
+    }
     std::snprintf(buf, sizeof buf, "time: propose %.2f ms, verify %.2f ms, prompt %.2f ms, total %.2f ms\n",
                   1e3 * s.propose_seconds, 1e3 * s.verify_seconds, 1e3 * s.prompt_seconds, 1e3 * s.total_seconds);
     out += buf;
-    out += "accepted by guess index:";
+    out += "accepted by depth:";
     for (size_t i = 0; i < s.proposed_at.size() && s.proposed_at[i] > 0; ++i) {
         std::snprintf(buf, sizeof buf, " %zu:%lld/%lld", i + 1, static_cast<long long>(s.accepted_at[i]),
                       static_cast<long long>(s.proposed_at[i]));
@@ -55,6 +62,7 @@ private:
     const SpeculativeOptions& opts_;
     DecodeState seq_;   // the verification core
     Proposal proposal_; // reused: nothing is allocated per token once warm
+    TreeBudget budget_; // KPolicy::Cost's pass sizing
 };
 
 // The decoder's guesses per pass: k, but never more than a pass of max_batch rows can verify.
@@ -69,7 +77,8 @@ Speculation speculation_of(const SpeculativeOptions& o, const Context& target) {
 SpeculativeDecoder::SpeculativeDecoder(Context& target, KvCache& cache, GuessSource& source,
                                        const SpeculativeOptions& opts)
     : ctx_(target), cache_(cache), source_(source), opts_(opts),
-      seq_(target.model(), opts_.generate, cache.capacity(), speculation_of(opts_, target)) {
+      seq_(target.model(), opts_.generate, cache.capacity(), speculation_of(opts_, target)),
+      budget_(opts_.pass_seconds) {
     if (!cache_.belongs_to(target.model()))
         throw Error(ErrorCode::state, "speculative decoding: the KV cache was built for another model");
     // Lossless means a verified token's logits equal those of plain decoding; only Exact
@@ -109,20 +118,23 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& promp
     }
     while (!seq_.done()) {
         const int64_t pc = cache_.size(); // the pending token seq_.tokens().back() goes here
-        const int room = seq_.room(pc, SpeculativeOptions::kMaxK);
+        int room = seq_.room(pc, SpeculativeOptions::kMaxK);
         proposal_.clear();
         if (room >= 1) {
             const auto t = Clock::now();
             source_.propose(seq_.tokens(), room, proposal_);
+            if (opts_.k_policy == KPolicy::Cost) room = budget_.choose(proposal_, st, room);
             st.propose_seconds += seconds_since(t);
         }
         const auto t_verify = Clock::now();
         const auto rows = seq_.begin_pass(pc, proposal_.tokens, proposal_.parents, proposal_.probs, room, source_.name());
         const std::span<const float> logits =
             seq_.parents().empty() ? ctx_.forward(cache_, rows, Logits::All) : ctx_.forward_tree(cache_, rows, seq_.parents());
+        const double t_pass = seconds_since(t_verify);
         const int accepted = seq_.judge(logits, on_token);
         seq_.commit(cache_);
         st.verify_seconds += seconds_since(t_verify);
+        budget_.observe(static_cast<int>(rows.size()), t_pass, accepted);
         if (!seq_.done()) {
             const auto t = Clock::now();
             source_.accept(seq_.tokens());

@@ -29,7 +29,14 @@ enum class KPolicy {
     Adaptive,  // starts at 1; a pass that accepts all k_cur guesses grows k_cur by 1; a miss
                // after a accepted guesses sets k_cur to a + 1 (what would have sufficed);
                // always within [1, k]. Passes where the source ran out of guesses (fewer than
-               // k_cur) leave k_cur alone: they say nothing about acceptance. Deterministic.
+               // k_cur) leave k_cur alone: they say nothing about acceptance. Deterministic. A
+               // tree counts as the chain of its depth.
+    Cost,      // up to k, as many of the source's guesses (chain or tree) as pay for the pass
+               // time their rows add: the speculative decoder ranks them by their chance to stand
+               // (the source's weights, or the run's acceptance by depth) and keeps the best
+               // ones that maximise expected tokens per second of a pass, from the cost of a pass
+               // over n rows (given, or measured as it runs). Only the pass structure changes.
+               // The batch decoder sizes passes with BatchOptions::cost_model instead (Fixed here).
 };
 const char* k_policy_name(KPolicy p);
 

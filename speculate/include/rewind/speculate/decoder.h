@@ -37,6 +37,9 @@ struct SpeculativeOptions {
     KPolicy k_policy = KPolicy::Fixed;
     VerifyMode verify = VerifyMode::Exact;
     PassObserver on_pass{};                  // optional: called after each pass (tests, tracing)
+    // KPolicy::Cost: seconds of a pass over 1, 2, ... rows on this machine (`rewind bench
+    // --cost-curve`); empty: learned from this generation's own passes.
+    std::vector<double> pass_seconds{};
     static constexpr int kMaxK = DecodeState::kMaxK; // k is also clamped to the context's max_batch - 1
 };
 
