@@ -16,6 +16,7 @@
 #include "rewind/speculate/ngram_source.h"
 #include "rewind/speculate/reference_source.h"
 #include "rewind/speculate/source_factory.h"
+#include "rewind/speculate/suffix_source.h"
 
 using rwd::TokenId;
 using namespace rwd::speculate;
@@ -344,6 +345,31 @@ TEST(SourceFactory, BuildsEveryNamedSourceAndRefusesIncompleteOrIgnoredParts) {
     EXPECT_THROW(build("ref", {"x"}, true), rwd::Error);
     EXPECT_THROW(build("draft", {"x"}, true), rwd::Error);
     EXPECT_THROW(build("ref", {"x", ""}, false), rwd::Error);   // an empty reference
+    EXPECT_EQ(build("suffix", {}, false)->name(), "suffix");
+    EXPECT_THROW(build("suffix", {"x"}, false), rwd::Error); // references would be ignored
+    EXPECT_THROW(build("suffix", {}, true), rwd::Error);     // a draft would be ignored
+    {
+        // A shared suffix cache is the one the source reads and adds to; other kinds refuse it.
+        SourceSpec s;
+        parse_source_kind("suffix", s);
+        s.suffix_cache = std::make_shared<SuffixCache>();
+        s.suffix.alpha = 3.0f;
+        auto built = make_guess_source(s, *target, 256);
+        auto* suffix = dynamic_cast<SuffixSource*>(built.get());
+        ASSERT_NE(suffix, nullptr);
+        EXPECT_EQ(&suffix->cache(), s.suffix_cache.get());
+        EXPECT_EQ(suffix->options().alpha, 3.0f);
+        const std::vector<TokenId> prompt{1, 2, 3};
+        built->reset(start_of(prompt));
+        built->accept(std::vector<TokenId>{1, 2, 3, 4, 5});
+        built.reset(); // the finished generation's output enters the shared cache
+        EXPECT_EQ(s.suffix_cache->n_tokens(), 2);
+        s.suffix.alpha = -1.0f;
+        EXPECT_THROW(make_guess_source(s, *target, 256), rwd::Error);
+        s.suffix.alpha = 1.0f;
+        s.kind = SourceKind::Ngram;
+        EXPECT_THROW(make_guess_source(s, *target, 256), rwd::Error);
+    }
     SourceSpec spec;
     EXPECT_THROW(parse_source_kind("guess", spec), rwd::Error);
     for (const char* name : kSourceNames) {

@@ -19,18 +19,7 @@ void NgramSource::reset(const GenerationStart& start) {
     index_.push(start.prompt);
 }
 
-void NgramSource::sync(std::span<const TokenId> context) {
-    const auto have = static_cast<size_t>(index_.size());
-    // O(1) consistency check: the context must extend what was indexed. A caller that rewrote
-    // history gets a rebuilt index rather than stale guesses.
-    const bool extends = context.size() >= have && (have == 0 || index_.tokens()[have - 1] == context[have - 1]);
-    if (!extends) {
-        index_.clear();
-        index_.push(context);
-        return;
-    }
-    index_.push(context.subspan(have));
-}
+void NgramSource::sync(std::span<const TokenId> context) { index_.follow(context); }
 
 void NgramSource::propose(std::span<const TokenId> context, int k, Proposal& out) {
     check_k(name(), k);

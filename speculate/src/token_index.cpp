@@ -79,6 +79,18 @@ void TokenIndex::push(std::span<const TokenId> tokens) {
     for (TokenId t : tokens) push(t);
 }
 
+bool TokenIndex::follow(std::span<const TokenId> context) {
+    const auto have = static_cast<size_t>(size());
+    const bool extends = context.size() >= have && (have == 0 || tokens_[have - 1] == context[have - 1]);
+    if (!extends) {
+        clear();
+        push(context);
+        return true;
+    }
+    push(context.subspan(have));
+    return false;
+}
+
 void TokenIndex::end_document() {
     if (document_size() == 0) return;
     if (size() >= kMaxTokens)

@@ -75,6 +75,11 @@ public:
     // or for a negative id (argument).
     void push(TokenId token);
     void push(std::span<const TokenId> tokens);
+    // For an index holding one open document of live text: brings it up to `context`, appending
+    // what is new, or rebuilding it from `context` when that does not extend what is stored (an
+    // O(1) check of the last stored token; a caller that rewrote history gets a rebuilt index
+    // rather than stale guesses). Returns true when it rebuilt.
+    bool follow(std::span<const TokenId> context);
     // Closes the current document: later tokens start a new one.
     void end_document();
 
