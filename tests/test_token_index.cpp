@@ -230,3 +230,18 @@ TEST(TokenIndex, OccurrencesStayInsideDocumentsAndMatchABruteForceWalk) {
         EXPECT_EQ(got, want) << "trial " << trial;
     }
 }
+
+TEST(TokenIndex, FollowAppendsOrRebuilds) {
+    TokenIndex idx({2, 3});
+    std::vector<TokenId> text{1, 2, 3};
+    EXPECT_FALSE(idx.follow(text));
+    text.insert(text.end(), {1, 2});
+    EXPECT_FALSE(idx.follow(text)); // only the two new tokens are pushed
+    EXPECT_EQ(idx.size(), 5);
+    EXPECT_EQ(copy_of(idx, text, 2), (std::vector<TokenId>{3, 1}));
+    const std::vector<TokenId> other{7, 8, 7};
+    EXPECT_TRUE(idx.follow(other)); // history rewritten: rebuilt
+    EXPECT_EQ(idx.size(), 3);
+    EXPECT_TRUE(idx.follow(std::vector<TokenId>{7})); // shorter than what is stored
+    EXPECT_EQ(idx.size(), 1);
+}
