@@ -15,13 +15,13 @@
 namespace rwd::speculate {
 
 struct SuffixCacheOptions {
-    // Live tokens kept (documents and their separators not counted): adding past it evicts the
-    // oldest documents first. In [1, kMaxTokens]. The index costs about
-    // (n_max - n_min + 1) * 40 bytes per token (table at load 1/4..1/2 plus occurrence links) and
-    // holds at most 1.5 * max_tokens tokens (evicted ones until they are compacted away): the
-    // default, 2^18 tokens (about 1 MB of text), stays near 150 MB at the default range.
-    int64_t max_tokens = int64_t{1} << 18;
-    NgramRange range{2, 16}; // suffix lengths matched; n_max is the longest match looked for
+    // Live tokens kept (separators between documents not counted): adding past it evicts the
+    // oldest documents first. In [1, kMaxTokens]. The index costs 30 to 50 bytes per token and
+    // suffix length (its table at load 1/4..1/2 plus occurrence links) and holds at most
+    // 1.5 * max_tokens tokens (evicted ones until they are compacted away): the default, 2^17
+    // tokens (about 500 KB of text) at 11 lengths, stays within about 110 MB.
+    int64_t max_tokens = int64_t{1} << 17;
+    NgramRange range{2, 12}; // suffix lengths matched; n_max is the longest match looked for
     static constexpr int64_t kMaxTokens = int64_t{1} << 30;
 };
 
@@ -66,8 +66,9 @@ private:
 };
 
 struct SuffixSourceOptions {
-    // Suffix lengths matched in the request's own text (prompt and output so far).
-    NgramRange range{2, 16};
+    // Suffix lengths matched in the request's own text (prompt and output so far); n_max is the
+    // longest match looked for (up to NgramRange::kLimit).
+    NgramRange range{2, 12};
     // Adaptive depth: a match of length m yields a tree at most min(k, ceil(alpha * m)) deep, so
     // a short, weak match guesses a little and a long one a lot. Finite, > 0.
     float alpha = 1.0f;
