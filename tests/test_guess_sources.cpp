@@ -179,6 +179,41 @@ TEST(NgramSource, OneBranchIsTheOldChainAndBranchesBoundSiblings) {
     EXPECT_THROW(NgramSource{bad}, rwd::Error);
 }
 
+TEST(NgramSource, TreesComeBestFirstOnRandomText) {
+    std::mt19937 rng(9);
+    std::uniform_int_distribution<TokenId> tok(0, 3);
+    std::vector<TokenId> ctx(600);
+    for (auto& t : ctx) t = tok(rng);
+    for (int branches : {2, 3, 8}) {
+        NgramSourceOptions o{{1, 4}};
+        o.branches = branches;
+        o.max_occurrences = 40;
+        NgramSource src(o);
+        src.reset(start_of({}));
+        for (size_t end = 50; end <= ctx.size(); end += 37) {
+            const std::vector<TokenId> c(ctx.begin(), ctx.begin() + static_cast<std::ptrdiff_t>(end));
+            for (int k : {1, 5, 16}) {
+                Proposal p;
+                src.propose(c, k, p);
+                ASSERT_NO_THROW(check_proposal("ngram", p));
+                ASSERT_LE(p.tokens.size(), static_cast<size_t>(k));
+                ASSERT_EQ(p.weights.size(), p.tokens.size());
+                // Path probabilities (products of weights) never rise along the order, and no
+                // node has more than `branches` children.
+                std::vector<double> prob(p.tokens.size());
+                std::vector<int> children(p.tokens.size() + 1, 0);
+                for (size_t i = 0; i < p.tokens.size(); ++i) {
+                    prob[i] = p.weights[i] * (p.parents[i] < 0 ? 1.0 : prob[static_cast<size_t>(p.parents[i])]);
+                    if (i > 0) {
+                        EXPECT_LE(prob[i], prob[i - 1] + 1e-5) << "branches " << branches << " at " << end; // float weights
+                    }
+                    EXPECT_LE(++children[static_cast<size_t>(p.parents[i] + 1)], branches);
+                }
+            }
+        }
+    }
+}
+
 TEST(NgramSource, BranchingTreeStillExtendsALoop) {
     NgramSourceOptions o;
     o.branches = 4;
