@@ -13,8 +13,9 @@ namespace rwd::speculate {
 struct ReferenceSourceOptions {
     NgramRange range{2, 8};
     // Upper bound on the tokens of all references together. The index keeps up to
-    // (n_max - n_min + 1) entries of 12 bytes per token at a load factor of 1/4..1/2, so the
-    // default (2^20 tokens, about 4 MB of text) bounds it near 200 MB. Above it: rwd::Error.
+    // (n_max - n_min + 1) entries of 12 bytes per token at a load factor of 1/4..1/2, plus a
+    // 4-byte occurrence link per entry, so the default (2^20 tokens, about 4 MB of text) bounds
+    // it near 230 MB. Above it: rwd::Error.
     int64_t max_tokens = int64_t{1} << 20;
     // 1: a chain copied from the latest occurrence of the longest match. More: a tree whose
     // branches are the continuations of up to max_occurrences match positions in all the

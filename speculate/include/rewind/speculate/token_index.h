@@ -57,7 +57,7 @@ enum class RunOff {
 // Tokens are stored in documents; no n-gram and no continuation crosses a document boundary.
 // Each push() indexes at most n_max - n_min + 1 n-grams (the ones ending just before the new
 // token, which now have a continuation): O(n_max) per token, amortised, allocation only when the
-// table grows. Lookups hash the context's suffix once (O(n_max)) and probe the table, never
+// table or the link array grows. Lookups hash the context's suffix once (O(n_max)) and probe the table, never
 // scanning the stored tokens. Among several occurrences of an n-gram the latest one wins: in
 // live text the recent past predicts best, and in references the later document is the one the
 // caller listed last. Every stored position also links, per n, to the previous occurrence of the
