@@ -198,24 +198,39 @@ void reference(std::span<const uint8_t> data) {
     parts.pop_back();
     std::vector<std::vector<TokenId>> refs;
     for (const auto& p : parts) refs.push_back(tok.encode(p, AddBos::No));
-    std::unique_ptr<speculate::ReferenceSource> src;
-    try {
-        src = std::make_unique<speculate::ReferenceSource>(speculate::ReferenceSource::from_texts(tok, parts));
-    } catch (const Error&) {
-        return;
-    }
-    const std::vector<TokenId> context = tok.encode(context_text, AddBos::No);
-    speculate::Proposal out;
-    for (int k : {1, 3, 16}) {
-        for (size_t cut : {size_t{0}, context.size() / 2, context.size()}) {
-            out.clear();
-            src->propose(std::span<const TokenId>(context.data(), cut), k, out);
-            check(out.tokens.size() <= static_cast<size_t>(k), "proposed more than k tokens");
-            if (out.tokens.empty()) continue;
-            const bool copied = std::any_of(refs.begin(), refs.end(), [&](const std::vector<TokenId>& r) {
-                return std::search(r.begin(), r.end(), out.tokens.begin(), out.tokens.end()) != r.end();
-            });
-            check(copied, "a proposal is not a span of any reference");
+    // A chain (one branch) and a tree (several): every path from the context is a span of a reference.
+    for (int branches : {1, 4}) {
+        std::unique_ptr<speculate::ReferenceSource> src;
+        try {
+            speculate::ReferenceSourceOptions opts;
+            opts.branches = branches;
+            src = std::make_unique<speculate::ReferenceSource>(speculate::ReferenceSource::from_texts(tok, parts, opts));
+        } catch (const Error&) {
+            return;
+        }
+        const std::vector<TokenId> context = tok.encode(context_text, AddBos::No);
+        speculate::Proposal out;
+        std::vector<TokenId> path;
+        for (int k : {1, 3, 16}) {
+            for (size_t cut : {size_t{0}, context.size() / 2, context.size()}) {
+                out.clear();
+                src->propose(std::span<const TokenId>(context.data(), cut), k, out);
+                check(out.tokens.size() <= static_cast<size_t>(k), "proposed more than k tokens");
+                try {
+                    speculate::check_proposal("ref", out);
+                } catch (const Error&) {
+                    check(false, "a malformed proposal");
+                }
+                for (size_t i = 0; i < out.tokens.size(); ++i) {
+                    path.clear();
+                    for (int32_t at = static_cast<int32_t>(i); at >= 0; at = out.parent(static_cast<size_t>(at)))
+                        path.insert(path.begin(), out.tokens[static_cast<size_t>(at)]);
+                    const bool copied = std::any_of(refs.begin(), refs.end(), [&](const std::vector<TokenId>& r) {
+                        return std::search(r.begin(), r.end(), path.begin(), path.end()) != r.end();
+                    });
+                    check(copied, "a proposal is not a span of any reference");
+                }
+            }
         }
     }
 }

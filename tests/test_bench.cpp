@@ -394,6 +394,43 @@ TEST(BenchEndToEnd, ShortRunOnBundledModelIsLossless) {
     EXPECT_NE(svg.str().find("</svg>"), std::string::npos);
 }
 
+TEST(BenchEndToEnd, SuffixSharesOneCacheOfEarlierItemsOutputs) {
+    auto model = rwd::Model::load(std::string(REWIND_ASSETS_DIR) + "/pycode-4m-q8_0.gguf");
+    const auto repeat = rb::load_workload(std::string(REWIND_ASSETS_DIR) + "/../apps/bench/workloads/repeat.jsonl");
+    ASSERT_GE(repeat.size(), 12u);
+    EXPECT_EQ(repeat[0].kind, "repeat");
+    // One prompt's first two revisions (items 0 and 4 of the file): the second item's output
+    // largely repeats the first's, which only the cache holds.
+    std::vector<rb::WorkItem> items{repeat[0], repeat[4]};
+    rb::RunnerOptions opts;
+    const std::vector<rb::Source> sources{rb::Source::Suffix};
+    const std::vector<int> ks{4};
+    opts.configs = rb::make_configs(sources, ks, rb::KModes::Fixed);
+    opts.repeat = 2;
+    opts.warmup = 1;
+    opts.max_tokens = 32;
+    opts.cost_curve = false;
+    const rb::BenchResult r = rb::run_bench({model, nullptr}, items, opts);
+    ASSERT_EQ(r.items.size(), 2u);
+    EXPECT_TRUE(r.lossless());
+    EXPECT_EQ(rb::parse_source("suffix"), rb::Source::Suffix);
+    // No run guesses from its own earlier output: the first item's two repeats (and the warm-up
+    // before them) see the same empty cache, so they guess alike.
+    const auto& first = r.items[0].cells[1].repeats;
+    ASSERT_EQ(first.size(), 2u);
+    EXPECT_EQ(first[0].proposed, first[1].proposed);
+    EXPECT_EQ(first[0].accepted, first[1].accepted);
+    // The second item guesses from the first's output: more of its guesses stand than when it
+    // runs alone, with an empty cache.
+    const auto& second = r.items[1].cells[1].repeats;
+    ASSERT_EQ(second.size(), 2u);
+    EXPECT_EQ(second[0].accepted, second[1].accepted);
+    const rb::BenchResult alone = rb::run_bench({model, nullptr}, {repeat[4]}, opts);
+    const auto& cold = alone.items[0].cells[1].repeats;
+    ASSERT_EQ(cold.size(), 2u);
+    EXPECT_GT(second[0].accepted, cold[0].accepted) << "proposed " << second[0].proposed << " and " << cold[0].proposed;
+}
+
 TEST(BenchEndToEnd, RefusesDraftConfigurationWithoutDraftModel) {
     auto model = rwd::Model::load(std::string(REWIND_ASSETS_DIR) + "/pycode-4m-q8_0.gguf");
     rb::WorkItem item;

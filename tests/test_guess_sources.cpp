@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "rewind/speculate/ngram_source.h"
 #include "rewind/speculate/reference_source.h"
 #include "rewind/speculate/source_factory.h"
+#include "rewind/speculate/suffix_source.h"
 
 using rwd::TokenId;
 using namespace rwd::speculate;
@@ -109,6 +111,150 @@ TEST(NgramSource, RejectsBadK) {
     EXPECT_THROW(src.propose(ctx, 0, p), rwd::Error);
     EXPECT_THROW(src.propose(ctx, -3, p), rwd::Error);
     EXPECT_THROW(NgramSource(NgramSourceOptions{{0, 3}}), rwd::Error);
+}
+
+TEST(NgramSource, BranchesRankContinuationsByFrequency) {
+    NgramSourceOptions o{{2, 4}};
+    o.branches = 2;
+    NgramSource src(o);
+    // "1 2" is followed by 3 three times (3 4 0, 3 4 0, 3 5 0) and by 9 once, the latest.
+    std::vector<TokenId> ctx{1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 3, 5, 0, 1, 2, 9, 0, 7, 1, 2};
+    src.reset(start_of(ctx));
+    Proposal p;
+    src.propose(ctx, 7, p);
+    ASSERT_NO_THROW(check_proposal("ngram", p));
+    // Continuations (k = 7 tokens deep), newest first: 9 0 7 1 2 9 0 | 3 5 0 1 2 9 0 |
+    // 3 4 0 1 2 3 5 | 3 4 0 1 2 3 4. Best first by path probability: 3 (3/4), 3 4 (3/4 * 2/3),
+    // then 0, 1, 2, 3 below it (weight 1 each: still 1/2), then 9 (1/4), which ties with 3 5 and
+    // 3 4 0 1 2 3 4 (1/4 each) but its occurrence is the newest.
+    EXPECT_EQ(p.tokens, (std::vector<TokenId>{3, 4, 0, 1, 2, 3, 9}));
+    EXPECT_EQ(p.parents, (std::vector<int32_t>{-1, 0, 1, 2, 3, 4, -1}));
+    ASSERT_EQ(p.weights.size(), 7u);
+    EXPECT_FLOAT_EQ(p.weights[0], 0.75f);
+    EXPECT_FLOAT_EQ(p.weights[1], 2.0f / 3.0f);
+    EXPECT_FLOAT_EQ(p.weights[2], 1.0f);
+    EXPECT_FLOAT_EQ(p.weights[6], 0.25f);
+    // k bounds the nodes, and every prefix is a tree.
+    for (int k = 1; k <= 6; ++k) {
+        p.clear();
+        src.propose(ctx, k, p);
+        EXPECT_LE(p.tokens.size(), static_cast<size_t>(k));
+        EXPECT_NO_THROW(check_proposal("ngram", p));
+    }
+}
+
+TEST(NgramSource, OneBranchIsTheOldChainAndBranchesBoundSiblings) {
+    std::mt19937 rng(3);
+    std::uniform_int_distribution<TokenId> tok(0, 4);
+    std::vector<TokenId> ctx(400);
+    for (auto& t : ctx) t = tok(rng);
+    NgramSource chain;                      // the defaults: branches == 1
+    NgramSourceOptions o;
+    o.branches = 3;
+    NgramSource tree(o);
+    chain.reset(start_of(ctx));
+    tree.reset(start_of(ctx));
+    for (size_t end = 20; end <= ctx.size(); end += 7) {
+        const std::vector<TokenId> c(ctx.begin(), ctx.begin() + static_cast<std::ptrdiff_t>(end));
+        Proposal a, b;
+        chain.propose(c, 8, a);
+        tree.propose(c, 8, b);
+        // The chain: the latest occurrence's continuation, no tree fields.
+        EXPECT_TRUE(a.parents.empty());
+        EXPECT_TRUE(a.weights.empty());
+        std::vector<TokenId> want;
+        chain.index().copy(chain.index().find(c), 8, RunOff::Overlap, want);
+        EXPECT_EQ(a.tokens, want);
+        ASSERT_NO_THROW(check_proposal("ngram", b));
+        EXPECT_EQ(a.tokens.empty(), b.tokens.empty()); // the same match, seen as a tree
+        std::vector<int> children(b.tokens.size() + 1, 0);
+        for (size_t i = 0; i < b.tokens.size(); ++i) ++children[static_cast<size_t>(b.parents[i] + 1)];
+        for (int n : children) EXPECT_LE(n, 3);
+    }
+    NgramSourceOptions bad;
+    bad.branches = 0;
+    EXPECT_THROW(NgramSource{bad}, rwd::Error);
+    bad.branches = 2;
+    bad.max_occurrences = 0;
+    EXPECT_THROW(NgramSource{bad}, rwd::Error);
+}
+
+TEST(NgramSource, TreesComeBestFirstOnRandomText) {
+    std::mt19937 rng(9);
+    std::uniform_int_distribution<TokenId> tok(0, 3);
+    std::vector<TokenId> ctx(600);
+    for (auto& t : ctx) t = tok(rng);
+    for (int branches : {2, 3, 8}) {
+        NgramSourceOptions o{{1, 4}};
+        o.branches = branches;
+        o.max_occurrences = 40;
+        NgramSource src(o);
+        src.reset(start_of({}));
+        for (size_t end = 50; end <= ctx.size(); end += 37) {
+            const std::vector<TokenId> c(ctx.begin(), ctx.begin() + static_cast<std::ptrdiff_t>(end));
+            for (int k : {1, 5, 16}) {
+                Proposal p;
+                src.propose(c, k, p);
+                ASSERT_NO_THROW(check_proposal("ngram", p));
+                ASSERT_LE(p.tokens.size(), static_cast<size_t>(k));
+                ASSERT_EQ(p.weights.size(), p.tokens.size());
+                // Path probabilities (products of weights) never rise along the order, and no
+                // node has more than `branches` children.
+                std::vector<double> prob(p.tokens.size());
+                std::vector<int> children(p.tokens.size() + 1, 0);
+                for (size_t i = 0; i < p.tokens.size(); ++i) {
+                    prob[i] = p.weights[i] * (p.parents[i] < 0 ? 1.0 : prob[static_cast<size_t>(p.parents[i])]);
+                    if (i > 0) {
+                        EXPECT_LE(prob[i], prob[i - 1] + 1e-5) << "branches " << branches << " at " << end; // float weights
+                    }
+                    EXPECT_LE(++children[static_cast<size_t>(p.parents[i] + 1)], branches);
+                }
+            }
+        }
+    }
+}
+
+TEST(NgramSource, BranchingTreeStillExtendsALoop) {
+    NgramSourceOptions o;
+    o.branches = 4;
+    NgramSource src(o);
+    const std::vector<TokenId> ctx{5, 1, 2, 1, 2, 1, 2};
+    src.reset(start_of(ctx));
+    Proposal p;
+    src.propose(ctx, 6, p);
+    ASSERT_NO_THROW(check_proposal("ngram", p));
+    EXPECT_EQ(p.tokens, (std::vector<TokenId>{1, 2, 1, 2, 1, 2}));
+    EXPECT_EQ(p.parents, (std::vector<int32_t>{-1, 0, 1, 2, 3, 4}));
+}
+
+TEST(ReferenceSource, BranchesOverEveryMatchInEveryDocument) {
+    ReferenceSourceOptions o{{2, 4}};
+    o.branches = 4;
+    ReferenceSource src({{1, 2, 3, 4}, {7, 1, 2, 5, 6}, {1, 2, 3, 8}}, o);
+    Proposal p;
+    src.propose(std::vector<TokenId>{0, 1, 2}, 8, p);
+    ASSERT_NO_THROW(check_proposal("ref", p));
+    // 3 (2 of 3 matches) first; then three paths of probability 1/3, newest occurrence first:
+    // 3 8 (the last document), 5 and 5 6 (the second), 3 4 (the first).
+    EXPECT_EQ(p.tokens, (std::vector<TokenId>{3, 8, 5, 6, 4}));
+    EXPECT_EQ(p.parents, (std::vector<int32_t>{-1, 0, -1, 2, 0}));
+    EXPECT_FLOAT_EQ(p.weights[0], 2.0f / 3.0f);
+    EXPECT_FLOAT_EQ(p.weights[1], 0.5f);
+    EXPECT_FLOAT_EQ(p.weights[2], 1.0f / 3.0f);
+    EXPECT_FLOAT_EQ(p.weights[3], 1.0f);
+    // Two branches per node: the same tree (no node has more than two children).
+    p.clear();
+    ReferenceSourceOptions narrow = o;
+    narrow.branches = 2;
+    ReferenceSource two({{1, 2, 3, 4}, {7, 1, 2, 5, 6}, {1, 2, 3, 8}}, narrow);
+    two.propose(std::vector<TokenId>{0, 1, 2}, 8, p);
+    EXPECT_EQ(p.tokens, (std::vector<TokenId>{3, 8, 5, 6, 4}));
+    // One branch keeps the old behaviour: the latest document's copy.
+    ReferenceSource chain({{1, 2, 3, 4}, {7, 1, 2, 5, 6}, {1, 2, 3, 8}}, ReferenceSourceOptions{{2, 4}});
+    EXPECT_EQ(propose(chain, {0, 1, 2}, 8), (std::vector<TokenId>{3, 8}));
+    ReferenceSourceOptions bad;
+    bad.branches = 0;
+    EXPECT_THROW(ReferenceSource({{1, 2}}, bad), rwd::Error);
 }
 
 TEST(ReferenceSource, CopiesFromTheReferenceThatHoldsTheLongestMatch) {
@@ -234,6 +380,31 @@ TEST(SourceFactory, BuildsEveryNamedSourceAndRefusesIncompleteOrIgnoredParts) {
     EXPECT_THROW(build("ref", {"x"}, true), rwd::Error);
     EXPECT_THROW(build("draft", {"x"}, true), rwd::Error);
     EXPECT_THROW(build("ref", {"x", ""}, false), rwd::Error);   // an empty reference
+    EXPECT_EQ(build("suffix", {}, false)->name(), "suffix");
+    EXPECT_THROW(build("suffix", {"x"}, false), rwd::Error); // references would be ignored
+    EXPECT_THROW(build("suffix", {}, true), rwd::Error);     // a draft would be ignored
+    {
+        // A shared suffix cache is the one the source reads and adds to; other kinds refuse it.
+        SourceSpec s;
+        parse_source_kind("suffix", s);
+        s.suffix_cache = std::make_shared<SuffixCache>();
+        s.suffix.alpha = 3.0f;
+        auto built = make_guess_source(s, *target, 256);
+        auto* suffix = dynamic_cast<SuffixSource*>(built.get());
+        ASSERT_NE(suffix, nullptr);
+        EXPECT_EQ(&suffix->cache(), s.suffix_cache.get());
+        EXPECT_EQ(suffix->options().alpha, 3.0f);
+        const std::vector<TokenId> prompt{1, 2, 3};
+        built->reset(start_of(prompt));
+        built->accept(std::vector<TokenId>{1, 2, 3, 4, 5});
+        built.reset(); // the finished generation's output enters the shared cache
+        EXPECT_EQ(s.suffix_cache->n_tokens(), 2);
+        s.suffix.alpha = -1.0f;
+        EXPECT_THROW(make_guess_source(s, *target, 256), rwd::Error);
+        s.suffix.alpha = 1.0f;
+        s.kind = SourceKind::Ngram;
+        EXPECT_THROW(make_guess_source(s, *target, 256), rwd::Error);
+    }
     SourceSpec spec;
     EXPECT_THROW(parse_source_kind("guess", spec), rwd::Error);
     for (const char* name : kSourceNames) {

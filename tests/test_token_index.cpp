@@ -158,3 +158,90 @@ TEST(TokenIndex, RejectsBadInput) {
     std::vector<TokenId> out;
     EXPECT_EQ(idx.copy(IndexMatch{}, 4, RunOff::Stop, out), 0);
 }
+
+TEST(TokenIndex, WalksEveryOccurrenceNewestFirst) {
+    TokenIndex idx({2, 3});
+    // positions: 0:1 1:2 2:5 3:1 4:2 5:6 6:1 7:2 8:7 9:1 10:2
+    idx.push(std::vector<TokenId>{1, 2, 5, 1, 2, 6, 1, 2, 7, 1, 2});
+    const std::vector<TokenId> ctx{1, 2};
+    const auto m = idx.find(ctx);
+    ASSERT_EQ(m.pos, 8);
+    std::vector<int64_t> at;
+    EXPECT_EQ(idx.occurrences(m, 16, at), 3);
+    EXPECT_EQ(at, (std::vector<int64_t>{8, 5, 2}));
+    at.clear();
+    EXPECT_EQ(idx.occurrences(m, 2, at), 2); // the cap bounds the walk
+    EXPECT_EQ(at, (std::vector<int64_t>{8, 5}));
+    at.clear();
+    EXPECT_EQ(idx.occurrences(m, 16, at, 4), 2); // nothing before min_pos
+    EXPECT_EQ(at, (std::vector<int64_t>{8, 5}));
+    at.clear();
+    EXPECT_EQ(idx.occurrences(IndexMatch{}, 16, at), 0);
+    EXPECT_EQ(idx.occurrences(m, 0, at), 0);
+    // find() skips occurrences before min_pos, falling back to a shorter live match.
+    EXPECT_EQ(idx.find(std::vector<TokenId>{6, 1, 2}).n, 3);
+    const auto late = idx.find(std::vector<TokenId>{6, 1, 2}, 9);
+    EXPECT_FALSE(late.found()); // "1 2" at 8 is the newest and 8 < 9
+    const auto mid = idx.find(std::vector<TokenId>{5, 1, 2}, 6);
+    EXPECT_EQ(mid.n, 2);
+    EXPECT_EQ(mid.pos, 8);
+
+    Continuations c;
+    idx.continuations(m, 16, 3, RunOff::Stop, c);
+    ASSERT_EQ(c.size(), 3u);
+    EXPECT_EQ(c.match_length, 2);
+    EXPECT_EQ(std::vector<TokenId>(c[0].begin(), c[0].end()), (std::vector<TokenId>{7, 1, 2}));
+    EXPECT_EQ(std::vector<TokenId>(c[1].begin(), c[1].end()), (std::vector<TokenId>{6, 1, 2}));
+    EXPECT_EQ(std::vector<TokenId>(c[2].begin(), c[2].end()), (std::vector<TokenId>{5, 1, 2}));
+    idx.continuations(IndexMatch{}, 16, 3, RunOff::Stop, c);
+    EXPECT_EQ(c.size(), 0u);
+    EXPECT_EQ(c.match_length, 0);
+}
+
+TEST(TokenIndex, OccurrencesStayInsideDocumentsAndMatchABruteForceWalk) {
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<TokenId> tok(0, 3);
+    TokenIndex idx({2, 5});
+    std::vector<TokenId> all;
+    for (int d = 0; d < 6; ++d) {
+        for (int i = 0; i < 200; ++i) {
+            const TokenId t = tok(rng);
+            idx.push(t);
+            all.push_back(t);
+        }
+        idx.end_document();
+        all.push_back(TokenIndex::kSeparator);
+    }
+    ASSERT_EQ(idx.size(), static_cast<int64_t>(all.size()));
+    for (int trial = 0; trial < 50; ++trial) {
+        std::vector<TokenId> ctx(5);
+        for (auto& t : ctx) t = tok(rng);
+        const auto m = idx.find(ctx);
+        if (!m.found()) continue;
+        std::vector<int64_t> got;
+        idx.occurrences(m, 1 << 20, got);
+        // Every position p whose n tokens before it (no separator among them) equal the context's
+        // last n, and that holds a token (not a separator), newest first.
+        std::vector<int64_t> want;
+        for (int64_t p = static_cast<int64_t>(all.size()) - 1; p >= m.n; --p) {
+            if (all[static_cast<size_t>(p)] == TokenIndex::kSeparator) continue;
+            if (std::equal(all.begin() + (p - m.n), all.begin() + p, ctx.end() - m.n)) want.push_back(p);
+        }
+        EXPECT_EQ(got, want) << "trial " << trial;
+    }
+}
+
+TEST(TokenIndex, FollowAppendsOrRebuilds) {
+    TokenIndex idx({2, 3});
+    std::vector<TokenId> text{1, 2, 3};
+    EXPECT_FALSE(idx.follow(text));
+    text.insert(text.end(), {1, 2});
+    EXPECT_FALSE(idx.follow(text)); // only the two new tokens are pushed
+    EXPECT_EQ(idx.size(), 5);
+    EXPECT_EQ(copy_of(idx, text, 2), (std::vector<TokenId>{3, 1}));
+    const std::vector<TokenId> other{7, 8, 7};
+    EXPECT_TRUE(idx.follow(other)); // history rewritten: rebuilt
+    EXPECT_EQ(idx.size(), 3);
+    EXPECT_TRUE(idx.follow(std::vector<TokenId>{7})); // shorter than what is stored
+    EXPECT_EQ(idx.size(), 1);
+}

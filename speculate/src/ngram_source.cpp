@@ -1,9 +1,17 @@
 // NgramSource: the live text is one open document of a TokenIndex, extended as tokens arrive.
 #include "rewind/speculate/ngram_source.h"
 
+#include "continuation_tree.h"
+
 namespace rwd::speculate {
 
-NgramSource::NgramSource(NgramSourceOptions opts) : index_(opts.range) {}
+NgramSource::NgramSource(NgramSourceOptions opts) : opts_(opts), index_(opts.range) {
+    check_tree_options("ngram source", opts.branches, opts.max_occurrences);
+    if (opts.branches > 1) tree_ = std::make_unique<ContinuationTree>();
+}
+
+NgramSource::~NgramSource() = default;
+NgramSource::NgramSource(NgramSource&&) noexcept = default;
 
 void NgramSource::reset(const GenerationStart& start) {
     index_.clear();
@@ -11,23 +19,18 @@ void NgramSource::reset(const GenerationStart& start) {
     index_.push(start.prompt);
 }
 
-void NgramSource::sync(std::span<const TokenId> context) {
-    const auto have = static_cast<size_t>(index_.size());
-    // O(1) consistency check: the context must extend what was indexed. A caller that rewrote
-    // history gets a rebuilt index rather than stale guesses.
-    const bool extends = context.size() >= have && (have == 0 || index_.tokens()[have - 1] == context[have - 1]);
-    if (!extends) {
-        index_.clear();
-        index_.push(context);
-        return;
-    }
-    index_.push(context.subspan(have));
-}
+void NgramSource::sync(std::span<const TokenId> context) { index_.follow(context); }
 
 void NgramSource::propose(std::span<const TokenId> context, int k, Proposal& out) {
     check_k(name(), k);
     sync(context);
-    index_.copy(index_.find(context), k, RunOff::Overlap, out.tokens);
+    const IndexMatch m = index_.find(context);
+    if (!tree_) {
+        index_.copy(m, k, RunOff::Overlap, out.tokens);
+        return;
+    }
+    index_.continuations(m, opts_.max_occurrences, k, RunOff::Overlap, found_);
+    tree_->build(found_, TreeShape{.k = k, .branches = opts_.branches, .max_depth = k}, out);
 }
 
 void NgramSource::accept(std::span<const TokenId> context) { sync(context); }

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "continuation_tree.h"
 #include "rewind/error.h"
 #include "rewind/file_io.h"
 
@@ -11,7 +12,8 @@ namespace rwd::speculate {
 
 ReferenceSource::ReferenceSource(const std::vector<std::vector<TokenId>>& references,
                                  ReferenceSourceOptions opts)
-    : index_(opts.range) {
+    : opts_(opts), index_(opts.range) {
+    check_tree_options("reference source", opts.branches, opts.max_occurrences);
     if (references.empty()) throw Error("reference source: no reference documents");
     int64_t total = 0;
     for (size_t i = 0; i < references.size(); ++i) {
@@ -28,7 +30,11 @@ ReferenceSource::ReferenceSource(const std::vector<std::vector<TokenId>>& refere
         index_.end_document();
     }
     n_refs_ = static_cast<int64_t>(references.size());
+    if (opts.branches > 1) tree_ = std::make_unique<ContinuationTree>();
 }
+
+ReferenceSource::~ReferenceSource() = default;
+ReferenceSource::ReferenceSource(ReferenceSource&&) noexcept = default;
 
 ReferenceSource ReferenceSource::from_texts(const Tokenizer& tok, const std::vector<std::string>& texts,
                                             ReferenceSourceOptions opts) {
@@ -44,7 +50,13 @@ ReferenceSource ReferenceSource::from_texts(const Tokenizer& tok, const std::vec
 
 void ReferenceSource::propose(std::span<const TokenId> context, int k, Proposal& out) {
     check_k(name(), k);
-    index_.copy(index_.find(context), k, RunOff::Stop, out.tokens);
+    const IndexMatch m = index_.find(context);
+    if (!tree_) {
+        index_.copy(m, k, RunOff::Stop, out.tokens);
+        return;
+    }
+    index_.continuations(m, opts_.max_occurrences, k, RunOff::Stop, found_);
+    tree_->build(found_, TreeShape{.k = k, .branches = opts_.branches, .max_depth = k}, out);
 }
 
 std::string read_text_file(const std::string& path) {

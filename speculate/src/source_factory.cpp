@@ -28,6 +28,7 @@ bool has_draft(const SourceSpec& spec) {
 void check_spec(const SourceSpec& spec, const char* name) {
     const std::string who = std::string("guess source '") + name + "': ";
     const bool drafted = has_draft(spec);
+    if (spec.suffix_cache && spec.kind != SourceKind::Suffix) throw Error(who + "a suffix cache is only used by 'suffix'");
     switch (spec.kind) {
     case SourceKind::Ngram:
         if (!spec.references.empty()) throw Error(who + "reference documents are only used by 'ref' and 'auto'");
@@ -42,6 +43,10 @@ void check_spec(const SourceSpec& spec, const char* name) {
         if (!spec.references.empty()) throw Error(who + "reference documents are only used by 'ref' and 'auto'");
         break;
     case SourceKind::Auto: break;
+    case SourceKind::Suffix:
+        if (!spec.references.empty()) throw Error(who + "reference documents are only used by 'ref' and 'auto'");
+        if (drafted) throw Error(who + "a draft model is only used by 'draft' and 'auto'");
+        break;
     }
 }
 
@@ -51,6 +56,7 @@ void parse_source_kind(std::string_view name, SourceSpec& spec) {
     if (name == "ngram") spec.kind = SourceKind::Ngram;
     else if (name == "ref") spec.kind = SourceKind::Ref;
     else if (name == "draft") spec.kind = SourceKind::Draft;
+    else if (name == "suffix") spec.kind = SourceKind::Suffix;
     else if (name == "auto" || name == "auto-first") {
         spec.kind = SourceKind::Auto;
         spec.compose = name == "auto" ? ComposePolicy::Longest : ComposePolicy::First;
@@ -67,6 +73,7 @@ const char* source_kind_name(SourceKind kind, ComposePolicy compose) {
     case SourceKind::Ref: return "ref";
     case SourceKind::Draft: return "draft";
     case SourceKind::Auto: return compose == ComposePolicy::First ? "auto-first" : "auto";
+    case SourceKind::Suffix: return "suffix";
     }
     return "?";
 }
@@ -93,6 +100,7 @@ std::unique_ptr<GuessSource> make_guess_source(const SourceSpec& spec, const Mod
         if (has_draft(spec)) members.push_back(make_draft());
         return std::make_unique<CompositeSource>(std::move(members), spec.compose);
     }
+    case SourceKind::Suffix: return std::make_unique<SuffixSource>(spec.suffix_cache, spec.suffix);
     }
     throw Error("guess source: unknown kind");
 }

@@ -1,5 +1,6 @@
 // TokenIndex: n-gram hashes chained backwards from the newest token, so one pass over at most
-// n_max tokens yields the keys of every suffix length at once.
+// n_max tokens yields the keys of every suffix length at once; the table maps a key to its latest
+// position and prev_ links each position to the one before it.
 #include "rewind/speculate/token_index.h"
 
 #include <algorithm>
@@ -43,11 +44,13 @@ void TokenIndex::clear() {
     doc_start_ = 0;
     std::fill(keys_.begin(), keys_.end(), 0);
     n_entries_ = 0;
+    prev_.clear();
 }
 
 void TokenIndex::reserve(int64_t n_tokens) {
     if (n_tokens <= 0) return;
     tokens_.reserve(static_cast<size_t>(std::min(n_tokens, kMaxTokens)));
+    prev_.reserve(static_cast<size_t>(std::min(n_tokens, kMaxTokens) * (range_.n_max - range_.n_min + 1)));
     const int64_t want = std::min(n_tokens, kMaxTokens) * (range_.n_max - range_.n_min + 1) * 2;
     while (static_cast<int64_t>(keys_.size()) < want) grow();
 }
@@ -60,10 +63,14 @@ void TokenIndex::push(TokenId token) {
     // The n-grams ending at j - 1 now have a continuation (the new token at j).
     const int64_t avail = j - doc_start_;
     const int n_top = static_cast<int>(std::min<int64_t>(range_.n_max, avail));
+    const size_t width = static_cast<size_t>(range_.n_max - range_.n_min + 1);
+    const size_t links = prev_.size();
+    prev_.resize(links + width, -1);
     uint64_t h = 0;
     for (int n = 1; n <= n_top; ++n) {
         h = extend(h, tokens_[static_cast<size_t>(j - n)]);
-        if (n >= range_.n_min) insert(key_of(h, n), static_cast<int32_t>(j));
+        if (n >= range_.n_min)
+            prev_[links + static_cast<size_t>(n - range_.n_min)] = insert(key_of(h, n), static_cast<int32_t>(j));
     }
     tokens_.push_back(token);
 }
@@ -72,15 +79,28 @@ void TokenIndex::push(std::span<const TokenId> tokens) {
     for (TokenId t : tokens) push(t);
 }
 
+bool TokenIndex::follow(std::span<const TokenId> context) {
+    const auto have = static_cast<size_t>(size());
+    const bool extends = context.size() >= have && (have == 0 || tokens_[have - 1] == context[have - 1]);
+    if (!extends) {
+        clear();
+        push(context);
+        return true;
+    }
+    push(context.subspan(have));
+    return false;
+}
+
 void TokenIndex::end_document() {
     if (document_size() == 0) return;
     if (size() >= kMaxTokens)
         throw Error(ErrorCode::capacity, "token index: more than " + std::to_string(kMaxTokens) + " tokens");
     tokens_.push_back(kSeparator);
+    prev_.resize(prev_.size() + static_cast<size_t>(range_.n_max - range_.n_min + 1), -1);
     doc_start_ = size();
 }
 
-IndexMatch TokenIndex::find(std::span<const TokenId> context) const {
+IndexMatch TokenIndex::find(std::span<const TokenId> context, int64_t min_pos) const {
     const int m = static_cast<int>(std::min<size_t>(static_cast<size_t>(range_.n_max), context.size()));
     if (m < range_.n_min) return {};
     uint64_t keys[NgramRange::kLimit + 1];
@@ -92,7 +112,7 @@ IndexMatch TokenIndex::find(std::span<const TokenId> context) const {
     }
     for (int n = m; n >= range_.n_min; --n) {
         const int32_t v = lookup(keys[n]);
-        if (v < 0) continue;
+        if (v < 0 || v < min_pos) continue;
         // Guard against a 64-bit hash collision: compare the tokens themselves.
         const auto stored = std::span<const TokenId>(tokens_).subspan(static_cast<size_t>(v - n), static_cast<size_t>(n));
         if (std::equal(stored.begin(), stored.end(), context.end() - n)) return {v, n};
@@ -121,19 +141,52 @@ int TokenIndex::copy(const IndexMatch& match, int k, RunOff run_off, std::vector
     return static_cast<int>(out.size() - start);
 }
 
-void TokenIndex::insert(uint64_t key, int32_t value) {
+int TokenIndex::occurrences(const IndexMatch& match, int max_visits, std::vector<int64_t>& out, int64_t min_pos) const {
+    if (!match.found() || max_visits < 1 || match.pos < min_pos || match.pos >= size()) return 0;
+    const int n = match.n;
+    if (n < range_.n_min || n > range_.n_max || match.pos < n) return 0;
+    const size_t width = static_cast<size_t>(range_.n_max - range_.n_min + 1);
+    const auto want = std::span<const TokenId>(tokens_).subspan(static_cast<size_t>(match.pos - n), static_cast<size_t>(n));
+    int added = 0;
+    int64_t p = match.pos;
+    for (int visits = 0; p >= min_pos && p >= n && visits < max_visits; ++visits) {
+        // A 64-bit key collision would splice another n-gram's chain in: compare the tokens.
+        const auto have = std::span<const TokenId>(tokens_).subspan(static_cast<size_t>(p - n), static_cast<size_t>(n));
+        if (std::equal(have.begin(), have.end(), want.begin())) {
+            out.push_back(p);
+            ++added;
+        }
+        p = prev_[static_cast<size_t>(p) * width + static_cast<size_t>(n - range_.n_min)];
+    }
+    return added;
+}
+
+void TokenIndex::continuations(const IndexMatch& match, int max_occurrences, int max_len, RunOff run_off,
+                               Continuations& out, int64_t min_pos) const {
+    out.clear();
+    if (!match.found() || max_occurrences < 1 || max_len < 1) return;
+    out.match_length = match.n;
+    occurrences(match, max_occurrences, out.positions, min_pos);
+    for (int64_t p : out.positions) {
+        if (copy(IndexMatch{p, match.n}, max_len, run_off, out.tokens) > 0)
+            out.offsets.push_back(static_cast<int32_t>(out.tokens.size()));
+    }
+}
+
+int32_t TokenIndex::insert(uint64_t key, int32_t value) {
     if ((n_entries_ + 1) * 2 > static_cast<int64_t>(keys_.size())) grow();
     const size_t mask = keys_.size() - 1;
     for (size_t i = key & mask;; i = (i + 1) & mask) {
         if (keys_[i] == key) {
+            const int32_t before = values_[i];
             values_[i] = value; // latest occurrence wins
-            return;
+            return before;
         }
         if (keys_[i] == 0) {
             keys_[i] = key;
             values_[i] = value;
             ++n_entries_;
-            return;
+            return -1;
         }
     }
 }

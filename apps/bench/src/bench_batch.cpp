@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "rewind/speculate/source_factory.h"
+#include "rewind/speculate/suffix_source.h"
 
 namespace rwd::bench {
 namespace {
@@ -16,12 +17,13 @@ namespace sp = rwd::speculate;
 // The source `opts` names for `item`, or null for plain decoding. Throws rwd::Error (the
 // request's own) when the factory refuses it, e.g. "ref" for an item without references.
 std::unique_ptr<sp::GuessSource> source_for(const BatchRunOptions& opts, const WorkItem& item, const Context& ctx,
-                                            int64_t capacity) {
+                                            int64_t capacity, const std::shared_ptr<sp::SuffixCache>& suffix_cache) {
     if (opts.spec == "none") return nullptr;
     sp::SourceSpec spec;
     sp::parse_source_kind(opts.spec, spec);
     if (spec.kind == sp::SourceKind::Ref || spec.kind == sp::SourceKind::Auto) spec.references = item.references;
     if (spec.kind == sp::SourceKind::Draft || spec.kind == sp::SourceKind::Auto) spec.draft = opts.draft;
+    if (spec.kind == sp::SourceKind::Suffix) spec.suffix_cache = suffix_cache; // outputs recorded as requests retire
     spec.draft_options.context =
         ContextOptions{.n_threads = ctx.options().n_threads, .device = ctx.options().device, .simd = ctx.options().simd};
     return sp::make_guess_source(spec, ctx.model(), capacity);
@@ -48,6 +50,9 @@ BatchRun run_batched(Context& ctx, const std::vector<WorkItem>& items, const Bat
                                                .pass_fixed_seconds = opts.pass_fixed_seconds,
                                                .pass_row_seconds = opts.pass_row_seconds});
 
+    // One cache of finished outputs for every "suffix" request of this run: each source adds its
+    // generation when it is destroyed, so requests admitted later guess from earlier ones.
+    const auto suffix_cache = std::make_shared<sp::SuffixCache>();
     BatchRun run;
     run.items.resize(items.size());
     std::vector<size_t> index_of_id; // [id] -> workload index (ids count up from 1)
@@ -74,7 +79,7 @@ BatchRun run_batched(Context& ctx, const std::vector<WorkItem>& items, const Bat
             try {
                 const int64_t capacity =
                     std::clamp<int64_t>(static_cast<int64_t>(it.prompt.size()) + req.generate.max_tokens, 1, n_ctx);
-                req.source = source_for(opts, w, ctx, capacity);
+                req.source = source_for(opts, w, ctx, capacity, suffix_cache);
                 const uint64_t id = dec.submit(std::move(req));
                 index_of_id.push_back(next);
                 (void)id;

@@ -150,6 +150,7 @@ const char* source_color(Source s) {
     case Source::Draft: return "#2e8b57";
     case Source::Auto: return "#8a3ffc";
     case Source::AutoFirst: return "#c2185b";
+    case Source::Suffix: return "#00897b";
     case Source::Baseline: break;
     }
     return "#555555";

@@ -17,14 +17,16 @@ const char* source_name(Source s) {
     case Source::Draft: return "draft";
     case Source::Auto: return "auto";
     case Source::AutoFirst: return "auto-first";
+    case Source::Suffix: return "suffix";
     }
     return "?";
 }
 
 Source parse_source(std::string_view name) {
-    for (Source s : {Source::Baseline, Source::Ngram, Source::Ref, Source::Draft, Source::Auto, Source::AutoFirst})
+    for (Source s : {Source::Baseline, Source::Ngram, Source::Ref, Source::Draft, Source::Auto, Source::AutoFirst,
+                     Source::Suffix})
         if (name == source_name(s)) return s;
-    throw Error("unknown guess source '" + std::string(name) + "' (choose from ngram, ref, draft, auto, auto-first)");
+    throw Error("unknown guess source '" + std::string(name) + "' (choose from ngram, ref, draft, auto, auto-first, suffix)");
 }
 
 std::string Config::label() const {

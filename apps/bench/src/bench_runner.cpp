@@ -1,6 +1,7 @@
 // The benchmark loop. One target context and cache serve every run (the cache is truncated to 0
 // before each), so no run pays for allocation or first-touch page faults that another skipped;
-// one draft source likewise serves the "draft" and "auto" configurations.
+// one draft source likewise serves the "draft" and "auto" configurations, and one suffix cache,
+// filled item by item, every "suffix" run.
 #include "rewind/bench/bench_runner.h"
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include "rewind/speculate/decoder.h"
 #include "rewind/speculate/draft_source.h"
 #include "rewind/speculate/source_factory.h"
+#include "rewind/speculate/suffix_source.h"
 
 namespace rwd::bench {
 namespace {
@@ -44,6 +46,9 @@ public:
     }
 
     Context& target() { return target_; }
+
+    // What an item generated, for the suffix configurations of the items after it.
+    void remember(std::span<const TokenId> output) { suffix_cache_->add(output); }
 
     Outcome run(const Config& c, const WorkItem& item, const std::vector<TokenId>& prompt, int64_t max_tokens) {
         GenerateOptions g;
@@ -92,6 +97,10 @@ private:
         if (spec.kind == sp::SourceKind::Ref || spec.kind == sp::SourceKind::Auto) spec.references = item.references;
         if ((spec.kind == sp::SourceKind::Draft || spec.kind == sp::SourceKind::Auto) && draft_)
             spec.draft = std::shared_ptr<sp::GuessSource>(draft_);
+        if (spec.kind == sp::SourceKind::Suffix) {
+            spec.suffix_cache = suffix_cache_;
+            spec.suffix.record = false; // the loop adds each item's output once (remember())
+        }
         return sp::make_guess_source(spec, target_.model(), cache_.capacity());
     }
 
@@ -99,6 +108,7 @@ private:
     Context target_;
     KvCache cache_;
     std::shared_ptr<sp::DraftSource> draft_; // shared by the sources of every request
+    std::shared_ptr<sp::SuffixCache> suffix_cache_ = std::make_shared<sp::SuffixCache>();
 };
 
 void validate(const BenchModels& models, const std::vector<WorkItem>& items, const RunnerOptions& opts) {
@@ -227,6 +237,7 @@ BenchResult run_bench(const BenchModels& models, const std::vector<WorkItem>& it
         // The lossless check: every run, the baseline's own repeats included, must reproduce
         // the baseline's first output exactly.
         const std::vector<TokenId> expected = outputs[0].front(); // a copy: outputs are moved below
+        engine.remember(expected); // the baseline's output, the one every configuration must produce
         for (size_t ci = 0; ci < nc; ++ci) {
             Cell& cell = ir.cells[ci];
             for (size_t r = 0; r < outputs[ci].size(); ++r) {

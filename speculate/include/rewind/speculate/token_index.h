@@ -1,5 +1,6 @@
 // An incremental n-gram index over token sequences: for each n-gram (n in [n_min, n_max]) the
-// latest position that followed it. Shared by prompt-lookup and reference-copy guessing.
+// latest position that followed it, and from there every earlier one. Shared by prompt lookup,
+// reference copy and suffix guessing.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -26,6 +27,26 @@ struct IndexMatch {
     bool found() const { return pos >= 0; }
 };
 
+// Several continuations of one match, newest occurrence first: occurrence j's tokens are
+// tokens[offsets[j], offsets[j + 1]). Buffers are reused across calls.
+struct Continuations {
+    int match_length = 0; // the n of the match they continue (0: no match)
+    std::vector<TokenId> tokens;
+    std::vector<int32_t> offsets{0};
+    std::vector<int64_t> positions; // where each continuation starts (scratch for the index)
+    void clear() {
+        match_length = 0;
+        tokens.clear();
+        offsets.assign(1, 0);
+        positions.clear();
+    }
+    size_t size() const { return offsets.size() - 1; }
+    std::span<const TokenId> operator[](size_t j) const {
+        return std::span<const TokenId>(tokens).subspan(static_cast<size_t>(offsets[j]),
+                                                        static_cast<size_t>(offsets[j + 1] - offsets[j]));
+    }
+};
+
 // What a continuation does when it reaches the end of the document it was copied from.
 enum class RunOff {
     Stop,      // copy only tokens that exist (references: the document ended)
@@ -36,10 +57,12 @@ enum class RunOff {
 // Tokens are stored in documents; no n-gram and no continuation crosses a document boundary.
 // Each push() indexes at most n_max - n_min + 1 n-grams (the ones ending just before the new
 // token, which now have a continuation): O(n_max) per token, amortised, allocation only when the
-// table grows. Lookups hash the context's suffix once (O(n_max)) and probe the table, never
+// table or the link array grows. Lookups hash the context's suffix once (O(n_max)) and probe the table, never
 // scanning the stored tokens. Among several occurrences of an n-gram the latest one wins: in
 // live text the recent past predicts best, and in references the later document is the one the
-// caller listed last.
+// caller listed last. Every stored position also links, per n, to the previous occurrence of the
+// n-gram it continues, so all occurrences of a match can be walked newest first (occurrences()):
+// 4 * (n_max - n_min + 1) bytes per token on top of the table.
 class TokenIndex {
 public:
     explicit TokenIndex(NgramRange range = {});
@@ -52,6 +75,11 @@ public:
     // or for a negative id (argument).
     void push(TokenId token);
     void push(std::span<const TokenId> tokens);
+    // For an index holding one open document of live text: brings it up to `context`, appending
+    // what is new, or rebuilding it from `context` when that does not extend what is stored (an
+    // O(1) check of the last stored token; a caller that rewrote history gets a rebuilt index
+    // rather than stale guesses). Returns true when it rebuilt.
+    bool follow(std::span<const TokenId> context);
     // Closes the current document: later tokens start a new one.
     void end_document();
 
@@ -63,15 +91,30 @@ public:
     static constexpr TokenId kSeparator = -1;
 
     // The longest suffix of `context` (n from n_max down to n_min) that occurs in the index with
-    // at least one token after it; the latest such occurrence.
-    IndexMatch find(std::span<const TokenId> context) const;
+    // at least one token after it; the latest such occurrence. Occurrences whose continuation is
+    // before `min_pos` do not count (a caller that retired the oldest documents passes where the
+    // live ones begin).
+    IndexMatch find(std::span<const TokenId> context, int64_t min_pos = 0) const;
+
+    // Appends to `out` the positions of the occurrences of `match`'s n-gram, newest first
+    // (match.pos itself first), each a position whose preceding n tokens equal those before
+    // match.pos; stops after visiting `max_visits` candidates (>= 1; the bound on the work) or at
+    // one before `min_pos`. Returns how many were appended (0 when !match.found()).
+    int occurrences(const IndexMatch& match, int max_visits, std::vector<int64_t>& out, int64_t min_pos = 0) const;
+
+    // Fills `out` (cleared first) with the continuation (copy(), up to max_len tokens, see
+    // RunOff) of each of up to `max_occurrences` occurrences of `match`, newest first; empty
+    // continuations are left out.
+    void continuations(const IndexMatch& match, int max_occurrences, int max_len, RunOff run_off, Continuations& out,
+                       int64_t min_pos = 0) const;
 
     // Appends to `out` up to k tokens that follow `match` in its document (see RunOff); returns
     // how many were appended.
     int copy(const IndexMatch& match, int k, RunOff run_off, std::vector<TokenId>& out) const;
 
 private:
-    void insert(uint64_t key, int32_t value);
+    // Returns the value the key held before (-1 when new).
+    int32_t insert(uint64_t key, int32_t value);
     int32_t lookup(uint64_t key) const; // -1 when absent
     void grow();
 
@@ -82,6 +125,9 @@ private:
     std::vector<uint64_t> keys_;
     std::vector<int32_t> values_;
     int64_t n_entries_ = 0;
+    // [position * (n_max - n_min + 1) + n - n_min]: the previous position continuing the same
+    // n-gram as `position` does (-1: none). Filled for every stored token, separators included.
+    std::vector<int32_t> prev_;
 };
 
 } // namespace rwd::speculate

@@ -13,11 +13,12 @@ namespace rwd::bench {
 
 // Where guesses come from. Baseline is plain one-token-per-pass decoding (generate_plain). The
 // others are built by speculate::make_guess_source from their names; AutoFirst is "auto" with
-// the first-answer-wins policy it had before, kept to measure what "longest" changes.
-enum class Source { Baseline, Ngram, Ref, Draft, Auto, AutoFirst };
+// the first-answer-wins policy it had before, kept to measure what "longest" changes. Suffix's
+// sources share one cache of earlier items' outputs (bench_runner.h).
+enum class Source { Baseline, Ngram, Ref, Draft, Auto, AutoFirst, Suffix };
 const char* source_name(Source s);
-// "ngram", "ref", "draft", "auto", "auto-first" (and "baseline"); throws rwd::Error naming the
-// choices.
+// "ngram", "ref", "draft", "auto", "auto-first", "suffix" (and "baseline"); throws rwd::Error
+// naming the choices.
 Source parse_source(std::string_view name);
 
 struct Config {

@@ -52,7 +52,10 @@ using ProgressFn = std::function<void(const Progress&)>;
 
 // Runs the benchmark. Items without references are not measured under "ref" (the source has
 // nothing to copy from; their cells stay empty); "auto" (and "auto-first") uses references when an item has them,
-// prompt lookup, and the draft model when one is loaded. Lossless failures are recorded in the
+// prompt lookup, and the draft model when one is loaded. "suffix" reads one SuffixCache shared by
+// the whole run, holding the outputs of the items measured before (each added once, after all
+// its repeats, so no repeat guesses from its own earlier output; warm-up adds nothing); its
+// sources do not add to it themselves. Lossless failures are recorded in the
 // result, not thrown: the report names them. Throws rwd::Error on bad options (no items,
 // repeat < 1, a draft configuration without a draft model, "ref" with no item having references).
 // result.setup gets threads, sampling, repeat and warm-up; the caller fills in file names.
