@@ -46,6 +46,7 @@ struct BenchCliOptions {
     int64_t items = 0;      // first N items of each workload file
     std::vector<std::string> spec{"ngram"};
     std::vector<int> ks{2, 4, 8};
+    std::vector<int> trees;     // --tree: continuations per node to measure (empty: each source's own)
     bool adaptive = false, adaptive_only = false;
     int repeat = 3, warmup = 1, threads = 1;
     std::string device = "cpu";
@@ -106,6 +107,11 @@ std::string canonical_command(const BenchCliOptions& o, const std::string& model
     std::vector<std::string> ks;
     for (int k : o.ks) ks.push_back(std::to_string(k));
     c << " --spec " << join(o.spec, ",") << " --k " << join(ks, ",");
+    if (!o.trees.empty()) {
+        std::vector<std::string> ts;
+        for (int t : o.trees) ts.push_back(std::to_string(t));
+        c << " --tree " << join(ts, ",");
+    }
     if (o.adaptive) c << " --adaptive";
     if (o.adaptive_only) c << " --adaptive-only";
     c << " --repeat " << o.repeat << " --warmup " << o.warmup << " -t " << o.threads;
@@ -345,6 +351,8 @@ int run_concurrency(const BenchCliOptions& o, const std::string& model_path) {
     spec.spec = o.spec.front();
     spec.k = o.ks.back();
     spec.adaptive = o.adaptive || o.adaptive_only;
+    if (o.trees.size() > 1) throw Error("bench: --concurrency measures one --tree value, got " + std::to_string(o.trees.size()));
+    spec.branches = o.trees.empty() ? 0 : o.trees.front();
 
     int64_t mismatches = 0;
     auto check = [&](const rb::BatchRun& run, const char* what, int c) {
@@ -469,7 +477,7 @@ int run_bench(const BenchCliOptions& o) {
     const rb::KModes modes = o.adaptive_only ? rb::KModes::Adaptive : o.adaptive ? rb::KModes::Both : rb::KModes::Fixed;
 
     rb::RunnerOptions ro;
-    ro.configs = rb::make_configs(sources, o.ks, modes);
+    ro.configs = rb::make_configs(sources, o.ks, modes, o.trees);
     ro.repeat = o.repeat;
     ro.warmup = o.warmup;
     ro.n_threads = o.threads;
@@ -526,9 +534,15 @@ void register_bench(CLI::App& app, Runner& run) {
     wl->excludes(p);
     cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate per item (default: the workload's max_tokens; 128 for -p)");
     cmd->add_option("--items,--limit", o->items, "Take only the first N items of each workload file");
-    cmd->add_option("--spec", o->spec, "Guess sources to measure: ngram, ref, draft, auto, auto-first (auto with its old first-answer-wins policy) (comma-separated)")
+    cmd->add_option("--spec", o->spec, "Guess sources to measure: ngram, ref, draft, auto, auto-first (auto with its old "
+                                       "first-answer-wins policy), suffix (its cache of earlier items' outputs grows "
+                                       "item by item) (comma-separated)")
         ->delimiter(',')->capture_default_str();
     cmd->add_option("-k,--k", o->ks, "Guesses per pass to measure (comma-separated)")->delimiter(',')->capture_default_str();
+    cmd->add_option("--tree", o->trees,
+                    "Continuations per node of the ngram, ref and suffix sources to measure, e.g. 1,4 (1: chains; "
+                    "more: token trees verified in one pass; default: each source's own) (comma-separated)")
+        ->delimiter(',');
     auto* ad = cmd->add_flag("--adaptive", o->adaptive, "Also measure adaptive k (k the ceiling) next to fixed k");
     cmd->add_flag("--adaptive-only", o->adaptive_only, "Measure adaptive k only")->excludes(ad);
     auto* rep = cmd->add_option("--repeat", o->repeat,

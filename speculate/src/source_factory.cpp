@@ -78,8 +78,19 @@ const char* source_kind_name(SourceKind kind, ComposePolicy compose) {
     return "?";
 }
 
-std::unique_ptr<GuessSource> make_guess_source(const SourceSpec& spec, const Model& target, int64_t target_capacity) {
-    check_spec(spec, source_kind_name(spec.kind, spec.compose));
+std::unique_ptr<GuessSource> make_guess_source(const SourceSpec& given, const Model& target, int64_t target_capacity) {
+    check_spec(given, source_kind_name(given.kind, given.compose));
+    if (given.branches < 0)
+        throw Error("guess source '" + std::string(source_kind_name(given.kind, given.compose)) +
+                    "': branches must be >= 0 (0: the source's own), got " + std::to_string(given.branches));
+    SourceSpec spec_copy;
+    const SourceSpec* sp = &given;
+    if (given.branches > 0) {
+        spec_copy = given;
+        spec_copy.ngram.branches = spec_copy.ref.branches = spec_copy.suffix.branches = given.branches;
+        sp = &spec_copy;
+    }
+    const SourceSpec& spec = *sp;
     auto make_ref = [&]() -> std::unique_ptr<GuessSource> {
         return std::make_unique<ReferenceSource>(ReferenceSource::from_texts(target.tokenizer(), spec.references, spec.ref));
     };

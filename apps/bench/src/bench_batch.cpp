@@ -21,6 +21,7 @@ std::unique_ptr<sp::GuessSource> source_for(const BatchRunOptions& opts, const W
     if (opts.spec == "none") return nullptr;
     sp::SourceSpec spec;
     sp::parse_source_kind(opts.spec, spec);
+    spec.branches = opts.branches;
     if (spec.kind == sp::SourceKind::Ref || spec.kind == sp::SourceKind::Auto) spec.references = item.references;
     if (spec.kind == sp::SourceKind::Draft || spec.kind == sp::SourceKind::Auto) spec.draft = opts.draft;
     if (spec.kind == sp::SourceKind::Suffix) spec.suffix_cache = suffix_cache; // outputs recorded as requests retire

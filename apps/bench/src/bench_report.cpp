@@ -65,12 +65,12 @@ std::string machine_text(const MachineInfo& m) {
 }
 
 void write_table(std::ostream& out, const std::vector<ConfigSummary>& rows) {
-    out << "| configuration | tokens/s | speedup | speedup p25-p75 | acceptance | tokens/pass | "
-           "time proposing | lossless |\n"
-        << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | :---: |\n";
+    out << "| configuration | tokens/s | speedup | speedup p25-p75 | acceptance | tokens/pass | guesses/pass | "
+           "depth/pass | time proposing | lossless |\n"
+        << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |\n";
     for (const auto& s : rows) {
         if (s.items == 0) { // e.g. "ref" on items without references: nothing was measured
-            out << "| " << s.config.label() << " | n/a | - | - | - | - | - | - |\n";
+            out << "| " << s.config.label() << " | n/a | - | - | - | - | - | - | - | - |\n";
             continue;
         }
         const bool base = s.config.source == Source::Baseline;
@@ -78,7 +78,8 @@ void write_table(std::ostream& out, const std::vector<ConfigSummary>& rows) {
             << fmt("%.2fx", s.speedup.median) << " | "
             << (base || s.speedup.n < 2 ? std::string("-") : fmt("%.2f-%.2fx", s.speedup.p25, s.speedup.p75))
             << " | " << (s.acceptance < 0 ? std::string("-") : fmt("%.1f%%", 100.0 * s.acceptance)) << " | "
-            << fmt("%.2f", s.tokens_per_pass) << " | "
+            << fmt("%.2f", s.tokens_per_pass) << " | " << (base ? std::string("-") : fmt("%.2f", s.guesses_per_pass))
+            << " | " << (base ? std::string("-") : fmt("%.2f", s.depth_per_pass)) << " | "
             << (s.propose_share < 0 ? std::string("-") : fmt("%.0f%%", 100.0 * s.propose_share)) << " | "
             << (s.lossless_failures == 0 ? "✓" : "✗ " + std::to_string(s.lossless_failures)) << " |\n";
     }
@@ -97,6 +98,8 @@ json summaries_json(const std::vector<ConfigSummary>& rows) {
                      {"speedup", summary_json(s.speedup)},
                      {"acceptance", s.acceptance < 0 ? json(nullptr) : json(s.acceptance)},
                      {"tokens_per_pass", s.tokens_per_pass},
+                     {"guesses_per_pass", s.guesses_per_pass},
+                     {"depth_per_pass", s.depth_per_pass},
                      {"propose_share", s.propose_share < 0 ? json(nullptr) : json(s.propose_share)},
                      {"lossless_failures", s.lossless_failures}});
     return a;
@@ -140,6 +143,7 @@ std::string tick_label(double v, double step) {
 struct Series {
     Source source;
     bool adaptive;
+    int branches;
     std::map<int, ConfigSummary> by_k;
 };
 
@@ -161,9 +165,9 @@ std::vector<Series> make_series(const std::vector<ConfigSummary>& rows) {
     for (const auto& s : rows) {
         if (s.config.source == Source::Baseline || s.items == 0) continue;
         auto it = std::find_if(out.begin(), out.end(), [&](const Series& x) {
-            return x.source == s.config.source && x.adaptive == s.config.adaptive;
+            return x.source == s.config.source && x.adaptive == s.config.adaptive && x.branches == s.config.branches;
         });
-        if (it == out.end()) it = out.insert(out.end(), Series{s.config.source, s.config.adaptive, {}});
+        if (it == out.end()) it = out.insert(out.end(), Series{s.config.source, s.config.adaptive, s.config.branches, {}});
         it->by_k[s.config.k] = s;
     }
     return out;
@@ -414,7 +418,8 @@ std::string to_json(const BenchResult& r, int indent) {
                     {"load_average", r.machine.load_average < 0 ? json(nullptr) : json(r.machine.load_average)}};
     json configs = json::array();
     for (const auto& c : r.configs)
-        configs.push_back({{"label", c.label()}, {"source", source_name(c.source)}, {"k", c.k}, {"adaptive", c.adaptive}});
+        configs.push_back({{"label", c.label()}, {"source", source_name(c.source)}, {"k", c.k}, {"adaptive", c.adaptive},
+                           {"branches", c.branches}});
     j["configs"] = configs;
 
     json items = json::array();
@@ -430,6 +435,7 @@ std::string to_json(const BenchResult& r, int indent) {
                                 {"passes", rep.passes},
                                 {"proposed", rep.proposed},
                                 {"accepted", rep.accepted},
+                                {"depth", rep.depth},
                                 {"propose_seconds", rep.propose_seconds},
                                 {"verify_seconds", rep.verify_seconds}});
             json run = {{"config", r.configs[ci].label()}, {"lossless", cell.lossless()}, {"repeats", reps}};
@@ -527,7 +533,7 @@ BenchResult from_json(const std::string& text, const std::string& source) {
                      m.value("load_average", json(nullptr)).is_null() ? -1.0 : m.at("load_average").get<double>()};
         for (const auto& c : j.at("configs"))
             r.configs.push_back({parse_source(c.at("source").get<std::string>()), c.at("k").get<int>(),
-                                 c.at("adaptive").get<bool>()});
+                                 c.at("adaptive").get<bool>(), c.value("branches", 0)});
         for (const auto& it : j.at("items")) {
             ItemResult ir;
             ir.id = it.at("id").get<std::string>();
@@ -545,7 +551,8 @@ BenchResult from_json(const std::string& text, const std::string& source) {
                     cell.repeats.push_back({rep.at("seconds").get<double>(), rep.at("prompt_seconds").get<double>(),
                                             rep.at("tokens").get<int64_t>(), rep.at("passes").get<int64_t>(),
                                             rep.at("proposed").get<int64_t>(), rep.at("accepted").get<int64_t>(),
-                                            rep.at("propose_seconds").get<double>(), rep.at("verify_seconds").get<double>()});
+                                            rep.at("propose_seconds").get<double>(), rep.at("verify_seconds").get<double>(),
+                                            rep.value("depth", int64_t{0})});
                 if (!run.at("lossless").get<bool>()) {
                     cell.first_difference = run.at("first_difference").get<int64_t>();
                     cell.failed_repeat = run.at("failed_repeat").get<int64_t>();
@@ -630,7 +637,8 @@ void write_svg(std::ostream& o, const BenchResult& r, const SvgOptions& opts) {
     };
     std::vector<Entry> legend;
     for (const auto& se : rows[0].series)
-        legend.push_back({std::string(source_name(se.source)) + (se.adaptive ? " (adaptive k)" : ""),
+        legend.push_back({std::string(source_name(se.source)) + (se.adaptive ? " (adaptive k)" : "") +
+                              (se.branches > 0 ? " tree=" + std::to_string(se.branches) : std::string()),
                           source_color(se.source), se.adaptive, 0, 0});
     legend.push_back({"plain decoding (baseline)", nullptr, true, 0, 0});
     const double legend_line = 22;

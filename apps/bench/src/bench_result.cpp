@@ -33,6 +33,7 @@ std::string Config::label() const {
     if (source == Source::Baseline) return "baseline";
     std::string s = std::string(source_name(source)) + (adaptive ? " k<=" : " k=") + std::to_string(k);
     if (adaptive) s += " adaptive";
+    if (branches > 0) s += " tree=" + std::to_string(branches);
     return s;
 }
 
@@ -74,7 +75,7 @@ std::vector<ConfigSummary> summarize_configs(const BenchResult& r, std::string_v
         ConfigSummary s;
         s.config = r.configs[ci];
         std::vector<double> tps, base_t, cfg_t;
-        int64_t tokens = 0, passes = 0, proposed = 0, accepted = 0;
+        int64_t tokens = 0, passes = 0, proposed = 0, accepted = 0, depth = 0;
         double propose_s = 0, verify_s = 0;
         for (const auto& item : r.items) {
             if (!kind.empty() && item.kind != kind) continue;
@@ -90,6 +91,7 @@ std::vector<ConfigSummary> summarize_configs(const BenchResult& r, std::string_v
                 passes += rep.passes;
                 proposed += rep.proposed;
                 accepted += rep.accepted;
+                depth += rep.depth;
                 propose_s += rep.propose_seconds;
                 verify_s += rep.verify_seconds;
             }
@@ -104,7 +106,11 @@ std::vector<ConfigSummary> summarize_configs(const BenchResult& r, std::string_v
             s.speedup = summarize(sp);
         }
         if (proposed > 0) s.acceptance = static_cast<double>(accepted) / static_cast<double>(proposed);
-        if (passes > 0) s.tokens_per_pass = static_cast<double>(tokens) / static_cast<double>(passes);
+        if (passes > 0) {
+            s.tokens_per_pass = static_cast<double>(tokens) / static_cast<double>(passes);
+            s.guesses_per_pass = static_cast<double>(proposed) / static_cast<double>(passes);
+            s.depth_per_pass = static_cast<double>(depth) / static_cast<double>(passes);
+        }
         if (propose_s + verify_s > 0) s.propose_share = propose_s / (propose_s + verify_s);
         out.push_back(s);
     }

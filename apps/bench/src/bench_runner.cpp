@@ -82,6 +82,7 @@ public:
         out.sample.passes = res.stats.passes;
         out.sample.proposed = res.stats.proposed;
         out.sample.accepted = res.stats.accepted;
+        out.sample.depth = res.stats.depth_sum;
         out.sample.propose_seconds = res.stats.propose_seconds;
         out.sample.verify_seconds = res.stats.verify_seconds;
         out.tokens = std::move(res.tokens);
@@ -94,6 +95,7 @@ private:
     std::unique_ptr<sp::GuessSource> make_source(const Config& c, const WorkItem& item) {
         sp::SourceSpec spec;
         sp::parse_source_kind(source_name(c.source), spec);
+        spec.branches = c.branches;
         if (spec.kind == sp::SourceKind::Ref || spec.kind == sp::SourceKind::Auto) spec.references = item.references;
         if ((spec.kind == sp::SourceKind::Draft || spec.kind == sp::SourceKind::Auto) && draft_)
             spec.draft = std::shared_ptr<sp::GuessSource>(draft_);
@@ -132,18 +134,24 @@ void validate(const BenchModels& models, const std::vector<WorkItem>& items, con
 
 } // namespace
 
-std::vector<Config> make_configs(std::span<const Source> sources, std::span<const int> ks, KModes modes) {
+std::vector<Config> make_configs(std::span<const Source> sources, std::span<const int> ks, KModes modes,
+                                 std::span<const int> branches) {
     if (sources.empty()) throw Error("bench: no guess source given");
     if (ks.empty()) throw Error("bench: no k given");
+    const int own[] = {0};
+    if (branches.empty()) branches = own;
     std::vector<Config> out;
     for (Source s : sources) {
         if (s == Source::Baseline) throw Error("bench: the baseline is always measured; do not list it");
-        for (int k : ks) {
-            if (k < 1 || k > sp::SpeculativeOptions::kMaxK)
-                throw Error("bench: k " + std::to_string(k) + " is outside [1, " +
-                            std::to_string(sp::SpeculativeOptions::kMaxK) + "]");
-            if (modes != KModes::Adaptive) out.push_back({s, k, false});
-            if (modes == KModes::Adaptive || (modes == KModes::Both && k > 1)) out.push_back({s, k, true});
+        for (int b : branches) {
+            if (b < 0) throw Error("bench: branches (--tree) must be >= 0, got " + std::to_string(b));
+            for (int k : ks) {
+                if (k < 1 || k > sp::SpeculativeOptions::kMaxK)
+                    throw Error("bench: k " + std::to_string(k) + " is outside [1, " +
+                                std::to_string(sp::SpeculativeOptions::kMaxK) + "]");
+                if (modes != KModes::Adaptive) out.push_back({s, k, false, b});
+                if (modes == KModes::Adaptive || (modes == KModes::Both && k > 1)) out.push_back({s, k, true, b});
+            }
         }
     }
     // A repeated source or k would measure one configuration twice under two rows.

@@ -53,6 +53,10 @@ struct SourceSpec {
     std::shared_ptr<SuffixCache> suffix_cache;
     SuffixSourceOptions suffix;
     DraftSourceOptions draft_options; // its cache_type should match the target cache's
+    // Continuations per node of the text-matching sources (ngram, ref, suffix, and auto's): > 0
+    // sets their options' `branches` (1: chains, more: token trees); 0 keeps each one's own
+    // (ngram and ref: chains; suffix: a tree). Negative: refused.
+    int branches = 0;
 };
 
 // `name` is one of kSourceNames; sets spec.kind (and spec.compose for "auto-first"/"auto").

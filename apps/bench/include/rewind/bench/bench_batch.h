@@ -22,6 +22,7 @@ struct BatchRunOptions {
     std::string spec = "none";    // "none" or a guess source name (speculate::kSourceNames)
     int k = 8;                    // guesses per pass (the ceiling when adaptive)
     bool adaptive = false;
+    int branches = 0;             // speculate::SourceSpec::branches (0: the source's own)
     SamplerOptions sampler;       // greedy by default
     int64_t max_tokens = 0;       // > 0: overrides every item's max_tokens
     std::shared_ptr<const Model> draft; // for "draft" (and "auto")

@@ -25,7 +25,8 @@ struct Config {
     Source source = Source::Baseline;
     int k = 0;             // tokens guessed per pass (the cap when adaptive)
     bool adaptive = false; // the decoder may shrink/grow k with the acceptance it sees
-    std::string label() const; // "baseline", "ngram k=4", "draft k<=8 adaptive"
+    int branches = 0;      // the source's continuations per node (SourceSpec::branches; 0: its own)
+    std::string label() const; // "baseline", "ngram k=4", "draft k<=8 adaptive", "ngram k=8 tree=4"
     bool operator==(const Config&) const = default;
 };
 
@@ -39,6 +40,7 @@ struct RunSample {
     int64_t proposed = 0;      // guessed tokens sent to verification
     int64_t accepted = 0;      // guessed tokens the target agreed with
     double propose_seconds = 0, verify_seconds = 0;
+    int64_t depth = 0;         // over passes: the depth of the verified guesses (a chain's length)
 };
 
 // One item under one configuration.
@@ -157,6 +159,8 @@ struct ConfigSummary {
     Summary speedup;            // per item: baseline median seconds / this median seconds
     double acceptance = -1;     // accepted / proposed over all items and repeats; -1 if none proposed
     double tokens_per_pass = 0; // generated tokens / target passes over all items and repeats
+    double guesses_per_pass = 0; // guesses verified / target passes (a tree's nodes)
+    double depth_per_pass = 0;   // depth of the verified guesses / target passes
     double propose_share = -1;  // propose time / (propose + verify); -1 if not reported
     int64_t lossless_failures = 0;
 };

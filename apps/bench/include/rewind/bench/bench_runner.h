@@ -21,10 +21,12 @@ namespace rwd::bench {
 // Which k policies each (source, k) pair is measured with.
 enum class KModes { Fixed, Adaptive, Both };
 
-// Every source × k × policy, in that nesting order. Adaptive k = 1 is skipped when Fixed k = 1
-// is also measured (it cannot move, so it is the same configuration). Throws rwd::Error on an
-// empty list, a baseline source, or k outside [1, 255].
-std::vector<Config> make_configs(std::span<const Source> sources, std::span<const int> ks, KModes modes);
+// Every source × branches × k × policy, in that nesting order. Adaptive k = 1 is skipped when
+// Fixed k = 1 is also measured (it cannot move, so it is the same configuration). `branches`:
+// the sources' continuations per node (0: each source's own; default {0}). Throws rwd::Error on
+// an empty list, a baseline source, k outside [1, 255] or negative branches.
+std::vector<Config> make_configs(std::span<const Source> sources, std::span<const int> ks, KModes modes,
+                                 std::span<const int> branches = {});
 
 // The SIMD level a run used, as the reports print it: "avx512", or "avx2 (capped; CPU avx512)"
 // when a lower level than the CPU's best was asked for.
