@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The Python package as its users install it: a venv on Debian's python3 (with the system's numpy),
+# `pip install` offline from the checkout, then the Python tests run against the installed copy
+# from another directory (never the source tree, never $REWIND_LIBRARY).
+#   bash tests/python_package.sh [BUILD_DIR]
+# BUILD_DIR (default build): an existing CMake build whose rewind_c the package takes, so that
+# nothing is compiled twice; without one the package's own build compiles rewind_c alone.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build=${1:-build}
+venv=$build/python-venv
+rm -rf "$venv"
+/usr/bin/python3 -m venv --system-site-packages "$venv"
+REWIND_CMAKE_BUILD_DIR="$root/$build" "$venv/bin/pip" install --quiet --no-build-isolation --no-index "$root/apps/python"
+py=$root/$venv/bin/python
+shared=$(cd "$root/.." && pwd)/shared
+cd /
+env -u REWIND_LIBRARY "$py" -c 'import rewind, sys; print("rewind", rewind.version(), "installed at", rewind.__file__)'
+for t in test_rewind.py test_hf.py; do
+  [ -f "$root/apps/python/$t" ] || continue
+  env -u REWIND_LIBRARY REWIND_TEST_INSTALLED=1 REWIND_SHARED_DIR="$shared" "$py" "$root/apps/python/$t"
+done
