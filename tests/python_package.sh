@@ -17,7 +17,9 @@ py=$root/$venv/bin/python
 shared=$(cd "$root/.." && pwd)/shared
 cd /
 env -u REWIND_LIBRARY "$py" -c 'import rewind, sys; print("rewind", rewind.version(), "installed at", rewind.__file__)'
+# The CLI, when this build has it, makes test models and is compared with generate().
+cli=()
+[ -x "$root/$build/bin/rewind" ] && cli=(REWIND_CLI="$root/$build/bin/rewind")
 for t in test_rewind.py test_hf.py; do
-  [ -f "$root/apps/python/$t" ] || continue
-  env -u REWIND_LIBRARY REWIND_TEST_INSTALLED=1 REWIND_SHARED_DIR="$shared" "$py" "$root/apps/python/$t"
+  env -u REWIND_LIBRARY REWIND_TEST_INSTALLED=1 REWIND_SHARED_DIR="$shared" "${cli[@]}" "$py" "$root/apps/python/$t"
 done

@@ -355,6 +355,11 @@ def _ids(tokens, what="token ids"):
     int32) raises ArgumentError naming `what`; an id outside the vocabulary is the C API's
     ArgumentError."""
     np = _numpy()
+    if np is not None and not isinstance(tokens, np.ndarray) and hasattr(tokens, "detach") and hasattr(tokens, "numpy"):
+        tokens = _as_numpy(tokens, what)  # a torch tensor (transformers' input_ids)
+    if isinstance(tokens, (list, tuple)) and len(tokens) == 1 and (
+            isinstance(tokens[0], (list, tuple)) or np is not None and isinstance(tokens[0], np.ndarray)):
+        tokens = tokens[0]  # [[ids]]: one row, as transformers' [1, n] input_ids
     if np is not None and isinstance(tokens, np.ndarray):
         a = tokens
         if a.ndim == 2 and a.shape[0] == 1:
@@ -550,8 +555,9 @@ class KvShape(NamedTuple):
 class Model:
     """A GGUF model, read-only; any number of contexts and caches may share it.
 
-    close() (or leaving a `with` block) releases it; contexts, caches and sessions made from it
-    keep what they need alive, and calls on the closed Model itself raise StateError."""
+    close() (or leaving a `with` block) releases it; contexts and caches made from it keep what
+    they need alive and go on running (rewind.generate), while calls that need the Model itself
+    (tokenize, detokenize, text, kv_shape, generate) raise StateError."""
 
     def __init__(self, path: "str | os.PathLike"):
         self._hh = None
