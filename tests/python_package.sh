@@ -23,3 +23,15 @@ cli=()
 for t in test_rewind.py test_hf.py; do
   env -u REWIND_LIBRARY REWIND_TEST_INSTALLED=1 REWIND_SHARED_DIR="$shared" "${cli[@]}" "$py" "$root/apps/python/$t"
 done
+# The README's Python example, as a transformers user runs it: from the checkout, the installed package.
+cd "$root"
+readme_example=$(/usr/bin/python3 - "$root/README.md" <<'PY'
+import sys
+doc = open(sys.argv[1], encoding="utf-8").read()
+block = doc[doc.index("<!-- the README's Python example"):]
+block = block[block.index("```python\n") + len("```python\n"):]
+print(block[: block.index("```\n")], end="")
+PY
+)
+echo "== the README's Python example"
+env -u REWIND_LIBRARY "$py" -c "$readme_example"
