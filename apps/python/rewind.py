@@ -173,15 +173,18 @@ class Stats(ctypes.Structure):
     ]
 
     @property
-    def acceptance_rate(self):
+    def acceptance_rate(self) -> float:
+        """Guesses accepted / guesses proposed (0 when none were)."""
         return self.accepted / self.proposed if self.proposed else 0.0
 
     @property
-    def tokens_per_pass(self):
+    def tokens_per_pass(self) -> float:
+        """Tokens emitted per target forward pass (1 for plain decoding)."""
         return self.emitted / self.passes if self.passes else 0.0
 
     @property
-    def stop_reason(self):
+    def stop_reason(self) -> str:
+        """"max_tokens", "end_of_generation", "stop_string", "context_full" or "cancelled"."""
         return _STOP[self.stop] if 0 <= self.stop < len(_STOP) else str(self.stop)
 
     def __repr__(self):
@@ -397,7 +400,8 @@ def _c_strings(strings):
     return (ctypes.c_char_p * len(encoded))(*encoded), len(encoded)
 
 
-def version():
+def version() -> str:
+    """The C library's version, "MAJOR.MINOR.PATCH"."""
     return _lib.rewind_version().decode()
 
 
@@ -631,7 +635,7 @@ class Model:
         array generate() would have returned for the tokens taken."""
         return stream_hf(self, input_ids, text=text, **kwargs)
 
-    def tokenize(self, text, add_bos=None):
+    def tokenize(self, text: str, add_bos: "bool | None" = None) -> "list[int]":
         """Ids of `text`; add_bos None follows the model's default."""
         data = text.encode("utf-8")
         flag = -1 if add_bos is None else int(bool(add_bos))
@@ -643,7 +647,8 @@ class Model:
         _check(_lib.rewind_tokenize(self._h, data, len(data), flag, buf, n.value, ctypes.byref(n)))
         return list(buf[: n.value])
 
-    def detokenize(self, tokens):
+    def detokenize(self, tokens) -> str:
+        """The text of `tokens` (ids as a list or numpy array)."""
         arr, count = _ids(tokens)
         n = ctypes.c_size_t(0)
         status = _lib.rewind_detokenize(self._h, arr, count, None, 0, ctypes.byref(n))
@@ -727,20 +732,23 @@ class Cache:
         return _lib.rewind_cache_n_tokens(self._h)
 
     @property
-    def capacity(self):
+    def capacity(self) -> int:
+        """Positions the cache can hold."""
         return _lib.rewind_cache_capacity(self._h)
 
-    def tokens(self):
+    def tokens(self) -> "list[int]":
+        """The sequence's ids (the newest one held back, its K/V not in the cache yet)."""
         n = ctypes.c_size_t(len(self))
         buf = (ctypes.c_int32 * max(n.value, 1))()
         _check(_lib.rewind_cache_tokens(self._h, buf, n.value, ctypes.byref(n)))
         return list(buf[: n.value])
 
-    def truncate(self, n):
+    def truncate(self, n: int) -> None:
+        """Keeps the first n tokens (O(1))."""
         _settle(self)
         _check(_lib.rewind_cache_truncate(self._h, n))
 
-    def save(self, path):
+    def save(self, path: "str | os.PathLike") -> None:
         """Writes the KV cache to `path` and its ids to `path` + ".ids" (one per line)."""
         _settle(self)
         _check(_lib.rewind_cache_save(self._h, os.fsencode(path)))
@@ -748,7 +756,8 @@ class Cache:
             f.write("\n".join(str(t) for t in self.tokens()))
 
     @classmethod
-    def load(cls, model, path, capacity=0, kv_f16=False):
+    def load(cls, model: "Model", path: "str | os.PathLike", capacity: int = 0, kv_f16: bool = False) -> "Cache":
+        """A cache read from a file Cache.save wrote (and its ids from path + ".ids")."""
         with open(str(path) + ".ids") as f:
             ids = [int(line) for line in f.read().split()]
         arr, count = _ids(ids)
@@ -791,7 +800,7 @@ class Cache:
                                            head_dim, arr, count, ctypes.byref(h)))
         return cls(model, _handle=h)
 
-    def to_past_key_values(self, dtype="float32") -> "Tuple[Tuple[np.ndarray, np.ndarray], ...]":
+    def to_past_key_values(self, dtype: str = "float32") -> "Tuple[Tuple[np.ndarray, np.ndarray], ...]":
         """The cache's K/V in Hugging Face's layout: one (key, value) pair of new numpy arrays
         [1, n_kv_heads, n_positions, head_dim] per layer, of `dtype` ("float32" or "float16"),
         covering every token but the newest (as transformers' cache after generate covers
@@ -872,8 +881,10 @@ def _run(ctx, cache, max_tokens, opts, spec):
     return list(out[: n.value]), stats
 
 
-def generate(ctx, cache, max_tokens=128, source=None, k=4, adaptive=False, references=(), draft=None,
-             temperature=0.0, seed=0, stop=(), stop_at_eog=True, on_token=None, top_k=0, top_p=1.0):
+def generate(ctx: "Context", cache: "Cache", max_tokens: int = 128, source: "str | None" = None, k: int = 4,
+             adaptive: bool = False, references: "Sequence[str]" = (), draft: "Model | None" = None,
+             temperature: float = 0.0, seed: int = 0, stop: "Sequence[str]" = (), stop_at_eog: bool = True,
+             on_token=None, top_k: int = 0, top_p: float = 1.0) -> "Tuple[list[int], Stats]":
     """Generates from the sequence in `cache`; the ids are appended to it and returned with the
     Stats. source None decodes plainly; "ngram", "ref", "draft" or "auto" speculates (same
     tokens: speculation is lossless).
@@ -897,7 +908,7 @@ def generate(ctx, cache, max_tokens=128, source=None, k=4, adaptive=False, refer
     return result
 
 
-def next_logits(ctx, cache, out=None):
+def next_logits(ctx: "Context", cache: "Cache", out: "np.ndarray | None" = None) -> "np.ndarray | list[float]":
     """The logits of the next position: the scores (one per vocabulary id, before temperature,
     penalties and filters) the next generated token is chosen from, computed on `ctx`; greedy
     decoding takes their argmax. The cache is left as it was. A numpy float32 array [n_vocab]
@@ -1120,7 +1131,7 @@ def _close_live_streams():
             pass
 
 
-def stream(ctx, cache, max_tokens=128, **kw):
+def stream(ctx: "Context", cache: "Cache", max_tokens: int = 128, **kw) -> "Stream":
     """A Stream of the token ids rewind.generate(ctx, cache, max_tokens, **kw) would return, each
     as it is decided (keyword arguments as generate's, but on_token):
 
@@ -1347,16 +1358,18 @@ class Session:
         self.cache = Cache(model, capacity, kv_f16=kv_f16)
         self._kv_f16 = kv_f16
 
-    def append_text(self, text):
+    def append_text(self, text: str) -> None:
+        """Tokenizes `text` (BOS only when the session is empty) and runs it."""
         ids = self.model.tokenize(text, add_bos=None if len(self.cache) == 0 else False)
         self.append_tokens(ids)
 
-    def append_tokens(self, ids):
+    def append_tokens(self, ids) -> None:
+        """Appends ids (a list or numpy array) and runs them; on an error nothing changes."""
         _settle(self.context, self.cache)
         arr, n = _ids(ids)
         _check(_lib.rewind_append(self.context._h, self.cache._h, arr, n))
 
-    def generate(self, max_tokens=128, **kw):
+    def generate(self, max_tokens: int = 128, **kw) -> "Tuple[str, Stats]":
         """Returns (the generated text, Stats); keyword arguments as rewind.generate (on_token
         gets each token id as it is decided and may stop the generation by returning False)."""
         before = self.text()
@@ -1364,7 +1377,7 @@ class Session:
         after = self.text()
         return (after[len(before):] if after.startswith(before) else self.model.detokenize(ids)), stats
 
-    def stream(self, max_tokens=128, text=True, **kw):
+    def stream(self, max_tokens: int = 128, text: bool = True, **kw) -> "Stream":
         """A Stream of the generated text, piece by piece as each token is decided (a piece may
         hold several tokens when a character spans them); text=False streams token ids instead.
         Keyword arguments as rewind.generate's, but on_token. Breaking out of the loop stops the
@@ -1377,17 +1390,17 @@ class Session:
         """
         return Stream(self.context, self.cache, max_tokens, text=text, **kw)
 
-    def next_logits(self, out=None):
+    def next_logits(self, out: "np.ndarray | None" = None) -> "np.ndarray | list[float]":
         """The logits the next token is chosen from (rewind.next_logits, `out` as there); the
         session unchanged."""
         return next_logits(self.context, self.cache, out)
 
-    def past_key_values(self, dtype="float32"):
+    def past_key_values(self, dtype: str = "float32") -> "Tuple[Tuple[np.ndarray, np.ndarray], ...]":
         """The session's K/V as Hugging Face's past_key_values (Cache.to_past_key_values): per
         layer (key, value) arrays [1, n_kv_heads, len(tokens) - 1, head_dim]."""
         return self.cache.to_past_key_values(dtype)
 
-    def load_past_key_values(self, past_key_values, tokens):
+    def load_past_key_values(self, past_key_values, tokens) -> None:
         """Replaces the session's sequence by `tokens` and its K/V by a Hugging Face cache
         (Cache.from_past_key_values, whose rules and errors apply; the capacity and KV precision
         stay the session's). On any error the session is unchanged."""
@@ -1395,7 +1408,8 @@ class Session:
         self.cache = Cache.from_past_key_values(self.model, past_key_values, tokens, capacity=self.cache.capacity,
                                                 kv_f16=self._kv_f16)
 
-    def text(self):
+    def text(self) -> str:
+        """The whole sequence's text."""
         return self.model.detokenize(self.cache.tokens())
 
 
