@@ -2,8 +2,9 @@
 CMake from this checkout, lies beside it (rewind.py loads the library found beside itself first).
 
 The CMake step:
-- REWIND_CMAKE_BUILD_DIR set: that existing build directory (CI passes the one its C++ stage
-  made), whose rewind_c target is brought up to date; nothing is configured again;
+- REWIND_CMAKE_BUILD_DIR set: that existing build directory (absolute, or relative to the
+  checkout; CI passes the one its C++ stage made), whose rewind_c target is brought up to date;
+  nothing is configured again;
 - otherwise a build directory of its own (REWIND_CMAKE_BUILD_DIR unset: <checkout>/build-python)
   configured for the library alone (Release, no CUDA, no tests or apps), only rewind_c built.
 REWIND_CMAKE_ARGS adds options to that configure step (e.g. "-DREWIND_CUDA=AUTO"); CMAKE_BUILD_PARALLEL_LEVEL
@@ -41,7 +42,8 @@ def _build_library():
     jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 1)
     build_dir = os.environ.get("REWIND_CMAKE_BUILD_DIR")
     if build_dir:
-        build_dir = os.path.abspath(build_dir)
+        # Relative to the checkout: pip runs this script from apps/python, not the user's directory.
+        build_dir = os.path.normpath(os.path.join(ROOT, build_dir))
         if not os.path.exists(os.path.join(build_dir, "CMakeCache.txt")):
             raise RuntimeError(f"setup.py: REWIND_CMAKE_BUILD_DIR={build_dir} is not a configured CMake build")
     else:
