@@ -44,6 +44,8 @@ QWEN2 = os.path.join(MODELS, "arch-qwen2.gguf")
 DRAFT = os.path.join(MODELS, "pycode-600k.gguf")
 ARCH_FILES = [LLAMA] + [os.path.join(MODELS, f"arch-{a}.gguf") for a in ("llama3", "qwen2", "qwen3", "phi3", "gemma3")]
 CLI = os.environ.get("REWIND_CLI")
+# The CLI runs without a sanitizer runtime preloaded into python3 (an ASan executable has its own).
+CLI_ENV = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 PROMPT = "import os\nimport sys\n\ndef main(argv):\n"
 
 
@@ -64,7 +66,7 @@ class ReferenceTest(unittest.TestCase):
             for arch in ("llama", "qwen2"):
                 out = os.path.join(cls.tmp.name, f"dummy-{arch}.gguf")
                 subprocess.run([CLI, "make-dummy", "--shape", "tiny", "--arch", arch, "--type", "f16", "-t", "1",
-                                "-o", out], check=True, capture_output=True)
+                                "-o", out], check=True, capture_output=True, env=CLI_ENV)
                 cls.files.append((f"{arch} (make-dummy f16)", out))
 
     @classmethod
@@ -414,7 +416,7 @@ class NumpyAndGenerateTest(unittest.TestCase):
         for args, kw in cases:
             with self.subTest(args=args):
                 r = subprocess.run([CLI, "generate", "-m", LLAMA, "-p", PROMPT, "-n", "48", "--json"] + args,
-                                   check=True, capture_output=True, text=True)
+                                   check=True, capture_output=True, text=True, env=CLI_ENV)
                 cli = json.loads(r.stdout)
                 self.assertEqual(cli["prompt_ids"], self.ids)
                 out = self.model.generate([self.ids], max_new_tokens=48, **kw)
