@@ -334,7 +334,7 @@ int main(void) {
                       REWIND_ERR_SHAPE);
         EXPECT_STATUS(rewind_cache_import_hf(m, 32, 0, REWIND_DTYPE_F32, ckp, cvp, L, H, T, D, ids, 6, &back),
                       REWIND_ERR_STATE);
-        EXPECT_STATUS(rewind_cache_import_hf(m, 32, 0, (rewind_dtype)7, ckp, cvp, L, H, T, D, ids, 8, &back),
+        EXPECT_STATUS(rewind_cache_import_hf(m, 32, 0, 7, ckp, cvp, L, H, T, D, ids, 8, &back),
                       REWIND_ERR_ARGUMENT);
         EXPECT_STATUS(rewind_cache_import_hf(m, 32, 0, REWIND_DTYPE_F32, NULL, cvp, L, H, T, D, ids, 8, &back),
                       REWIND_ERR_ARGUMENT);
@@ -362,7 +362,7 @@ int main(void) {
         EXPECT(back == NULL);
         EXPECT_STATUS(rewind_cache_export_hf(src, REWIND_DTYPE_F32, kp2, vp2, L, H, T + 1, D), REWIND_ERR_SHAPE);
         EXPECT_STATUS(rewind_cache_export_hf(src, REWIND_DTYPE_F32, kp2, vp2, L + 1, H, T, D), REWIND_ERR_SHAPE);
-        EXPECT_STATUS(rewind_cache_export_hf(src, (rewind_dtype)2, kp2, vp2, L, H, T, D), REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_cache_export_hf(src, 2, kp2, vp2, L, H, T, D), REWIND_ERR_ARGUMENT);
         EXPECT_STATUS(rewind_cache_export_hf(src, REWIND_DTYPE_F32, NULL, vp2, L, H, T, D), REWIND_ERR_ARGUMENT);
         EXPECT_STATUS(rewind_cache_export_hf(NULL, REWIND_DTYPE_F32, kp2, vp2, L, H, T, D), REWIND_ERR_ARGUMENT);
         rewind_cache_free(src);

@@ -167,7 +167,7 @@ REWIND_C_API rewind_status rewind_model_kv_shape(const rewind_model* model, rewi
 
 /* A new cache holding `tokens` and, for their positions, the K/V of a Hugging Face cache:
  * keys[l] and values[l] point at layer l's arrays, C-contiguous [n_head_kv][n_positions][head_dim]
- * of `dtype`. tokens: the ids those positions ran, then the next one (n_tokens = n_positions + 1,
+ * of `dtype` (a rewind_dtype, passed as int so that any value can be checked). tokens: the ids those positions ran, then the next one (n_tokens = n_positions + 1,
  * whose logits the next generation starts from); or exactly the ids of the positions (n_tokens =
  * n_positions >= 1): the last position's K/V is then dropped and its token held back, to run again
  * with the next call, since a cache always holds its newest token back (its K/V comes out the same).
@@ -180,7 +180,7 @@ REWIND_C_API rewind_status rewind_model_kv_shape(const rewind_model* model, rewi
  * than n_positions or n_positions + 1), capacity (n_tokens above the capacity or the model's
  * context). */
 REWIND_C_API rewind_status rewind_cache_import_hf(const rewind_model* model, int64_t capacity, int kv_f16,
-                                                  rewind_dtype dtype, const void* const* keys,
+                                                  int dtype, const void* const* keys,
                                                   const void* const* values, size_t n_layers, int64_t n_head_kv,
                                                   int64_t n_positions, int64_t head_dim, const rewind_token* tokens,
                                                   size_t n_tokens, rewind_cache** out);
@@ -192,7 +192,7 @@ REWIND_C_API int64_t rewind_cache_n_positions(const rewind_cache* cache);
  * bits when the cache stores that precision or more. Nothing is written on failure. Errors:
  * argument (NULL cache, keys/values or a layer pointer; an unknown dtype), shape (n_layers,
  * n_head_kv, n_positions or head_dim other than the cache's). */
-REWIND_C_API rewind_status rewind_cache_export_hf(const rewind_cache* cache, rewind_dtype dtype, void* const* keys,
+REWIND_C_API rewind_status rewind_cache_export_hf(const rewind_cache* cache, int dtype, void* const* keys,
                                                   void* const* values, size_t n_layers, int64_t n_head_kv,
                                                   int64_t n_positions, int64_t head_dim);
 

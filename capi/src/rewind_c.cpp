@@ -352,10 +352,13 @@ HfLayout hf_layout(const rwd::Model& m) {
     return {hp.n_layer, hp.n_head_kv, hp.head_dim(), hp.arch != nullptr && hp.arch->rope == rwd::RopeMode::Norm};
 }
 
-void check_dtype(rewind_dtype dtype) {
+// The dtype comes as an int: a C caller may pass any value, and only a checked one becomes a
+// rewind_dtype (loading an enum from an out-of-range value is undefined in C++).
+rewind_dtype check_dtype(int dtype) {
     if (dtype != REWIND_DTYPE_F32 && dtype != REWIND_DTYPE_F16)
-        throw Error(ErrorCode::argument, "unknown dtype " + std::to_string(static_cast<int>(dtype)) +
+        throw Error(ErrorCode::argument, "unknown dtype " + std::to_string(dtype) +
                                              " (expected REWIND_DTYPE_F32 or REWIND_DTYPE_F16)");
+    return static_cast<rewind_dtype>(dtype);
 }
 
 // Layer count and head shape against the model's (shape, both named).
@@ -564,7 +567,7 @@ rewind_status rewind_model_kv_shape(const rewind_model* model, rewind_kv_shape* 
     });
 }
 
-rewind_status rewind_cache_import_hf(const rewind_model* model, int64_t capacity, int kv_f16, rewind_dtype dtype,
+rewind_status rewind_cache_import_hf(const rewind_model* model, int64_t capacity, int kv_f16, int dtype_code,
                                      const void* const* keys, const void* const* values, size_t n_layers,
                                      int64_t n_head_kv, int64_t n_positions, int64_t head_dim,
                                      const rewind_token* tokens, size_t n_tokens, rewind_cache** out) {
@@ -573,7 +576,7 @@ rewind_status rewind_cache_import_hf(const rewind_model* model, int64_t capacity
         *out = nullptr;
         need(model, "the model");
         const rwd::Model& m = *model->model;
-        check_dtype(dtype);
+        const rewind_dtype dtype = check_dtype(dtype_code);
         if (n_positions < 0) throw Error(ErrorCode::argument, "n_positions must be >= 0");
         const HfLayout L = hf_layout(m);
         check_hf_shape(L, m, n_layers, n_head_kv, head_dim);
@@ -615,12 +618,12 @@ rewind_status rewind_cache_import_hf(const rewind_model* model, int64_t capacity
 
 int64_t rewind_cache_n_positions(const rewind_cache* c) { return c ? c->session.cache().size() : 0; }
 
-rewind_status rewind_cache_export_hf(const rewind_cache* cache, rewind_dtype dtype, void* const* keys,
+rewind_status rewind_cache_export_hf(const rewind_cache* cache, int dtype_code, void* const* keys,
                                      void* const* values, size_t n_layers, int64_t n_head_kv, int64_t n_positions,
                                      int64_t head_dim) {
     return guarded("rewind_cache_export_hf", [&] {
         need(cache, "the cache");
-        check_dtype(dtype);
+        const rewind_dtype dtype = check_dtype(dtype_code);
         const rwd::Model& m = cache->session.model();
         const HfLayout L = hf_layout(m);
         check_hf_shape(L, m, n_layers, n_head_kv, head_dim);
