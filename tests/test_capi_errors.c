@@ -3,6 +3,7 @@
  * files. Each call returns its documented status, leaves a message in rewind_last_error(), and
  * changes nothing. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,6 +281,91 @@ int main(void) {
         EXPECT(rewind_chat_n_messages(NULL) == 0);
         rewind_chat_free(chat);
         rewind_chat_free(NULL);
+    }
+
+    /* Hugging Face past_key_values: a round trip, then every refusal (out cleared, nothing made). */
+    {
+        rewind_kv_shape ks;
+        EXPECT_STATUS(rewind_model_kv_shape(NULL, &ks), REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_model_kv_shape(m, NULL), REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_model_kv_shape(m, &ks), REWIND_OK);
+        EXPECT(ks.n_layer == 6 && ks.n_head_kv == 2 && ks.head_dim == 32 && ks.hf_keys_permuted == 1);
+        EXPECT(strcmp(ks.architecture, "llama") == 0);
+        rewind_cache* src = NULL;
+        EXPECT_STATUS(rewind_cache_new(m, 32, 0, &src), REWIND_OK);
+        EXPECT_STATUS(rewind_append(ctx, src, ids, 8), REWIND_OK);
+        EXPECT(rewind_cache_n_positions(src) == 7 && rewind_cache_n_positions(NULL) == 0);
+        enum { L = 6, T = 7, H = 2, D = 32, PER = H * T * D };
+        static float k32[L][PER], v32[L][PER], k2[L][PER], v2[L][PER];
+        static unsigned short k16[L][PER], v16[L][PER], k16b[L][PER], v16b[L][PER];
+        void *kp[L], *vp[L], *kp2[L], *vp2[L], *kh[L], *vh[L], *kh2[L], *vh2[L];
+        const void *ckp[L], *cvp[L], *ckh[L], *cvh[L];
+        for (int l = 0; l < L; ++l) {
+            kp[l] = k32[l], vp[l] = v32[l], kp2[l] = k2[l], vp2[l] = v2[l];
+            kh[l] = k16[l], vh[l] = v16[l], kh2[l] = k16b[l], vh2[l] = v16b[l];
+            ckp[l] = k32[l], cvp[l] = v32[l], ckh[l] = k16[l], cvh[l] = v16[l];
+        }
+        EXPECT_STATUS(rewind_cache_export_hf(src, REWIND_DTYPE_F32, kp, vp, L, H, T, D), REWIND_OK);
+        EXPECT_STATUS(rewind_cache_export_hf(src, REWIND_DTYPE_F16, kh, vh, L, H, T, D), REWIND_OK);
+        rewind_cache* back = NULL;
+        EXPECT_STATUS(rewind_cache_import_hf(m, 32, 0, REWIND_DTYPE_F32, ckp, cvp, L, H, T, D, ids, 8, &back), REWIND_OK);
+        EXPECT(back != NULL && rewind_cache_n_tokens(back) == 8 && rewind_cache_n_positions(back) == 7);
+        EXPECT_STATUS(rewind_cache_export_hf(back, REWIND_DTYPE_F32, kp2, vp2, L, H, T, D), REWIND_OK);
+        EXPECT(memcmp(k2, k32, sizeof k32) == 0 && memcmp(v2, v32, sizeof v32) == 0);
+        rewind_cache_free(back);
+        back = NULL;
+        /* F16 arrays into an F16 cache, and only the positions' ids: the last position is held back. */
+        EXPECT_STATUS(rewind_cache_import_hf(m, 32, 1, REWIND_DTYPE_F16, ckh, cvh, L, H, T, D, ids, 7, &back), REWIND_OK);
+        EXPECT(back != NULL && rewind_cache_n_tokens(back) == 7 && rewind_cache_n_positions(back) == 6);
+        rewind_cache_free(back);
+        EXPECT_STATUS(rewind_cache_import_hf(m, 32, 1, REWIND_DTYPE_F16, ckh, cvh, L, H, T, D, ids, 8, &back), REWIND_OK);
+        EXPECT_STATUS(rewind_cache_export_hf(back, REWIND_DTYPE_F16, kh2, vh2, L, H, T, D), REWIND_OK);
+        EXPECT(memcmp(k16b, k16, sizeof k16) == 0 && memcmp(v16b, v16, sizeof v16) == 0);
+        rewind_cache_free(back);
+
+        back = (rewind_cache*)&ks;
+        EXPECT_STATUS(rewind_cache_import_hf(m, 32, 0, REWIND_DTYPE_F32, ckp, cvp, L - 1, H, T, D, ids, 8, &back),
+                      REWIND_ERR_SHAPE);
+        EXPECT(back == NULL);
+        EXPECT(strstr(rewind_last_error(), "layer count 5") != NULL);
+        EXPECT_STATUS(rewind_cache_import_hf(m, 32, 0, REWIND_DTYPE_F32, ckp, cvp, L, H + 1, T, D, ids, 8, &back),
+                      REWIND_ERR_SHAPE);
+        EXPECT_STATUS(rewind_cache_import_hf(m, 32, 0, REWIND_DTYPE_F32, ckp, cvp, L, H, T, D / 2, ids, 8, &back),
+                      REWIND_ERR_SHAPE);
+        EXPECT_STATUS(rewind_cache_import_hf(m, 32, 0, REWIND_DTYPE_F32, ckp, cvp, L, H, T, D, ids, 6, &back),
+                      REWIND_ERR_STATE);
+        EXPECT_STATUS(rewind_cache_import_hf(m, 32, 0, 7, ckp, cvp, L, H, T, D, ids, 8, &back),
+                      REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_cache_import_hf(m, 32, 0, REWIND_DTYPE_F32, NULL, cvp, L, H, T, D, ids, 8, &back),
+                      REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_cache_import_hf(m, 32, 0, REWIND_DTYPE_F32, ckp, cvp, L, H, T, D, NULL, 8, &back),
+                      REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_cache_import_hf(m, 32, 0, REWIND_DTYPE_F32, ckp, cvp, L, H, -1, D, ids, 0, &back),
+                      REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_cache_import_hf(m, 4, 0, REWIND_DTYPE_F32, ckp, cvp, L, H, T, D, ids, 8, &back),
+                      REWIND_ERR_CAPACITY);
+        /* A length far past the context with only 8 ids: refused by the count before anything is read. */
+        EXPECT_STATUS(rewind_cache_import_hf(m, 0, 0, REWIND_DTYPE_F32, ckp, cvp, L, H, (int64_t)1 << 40, D, ids, 8, &back),
+                      REWIND_ERR_STATE);
+        EXPECT_STATUS(rewind_cache_import_hf(NULL, 32, 0, REWIND_DTYPE_F32, ckp, cvp, L, H, T, D, ids, 8, &back),
+                      REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_cache_import_hf(m, 32, 0, REWIND_DTYPE_F32, ckp, cvp, L, H, T, D, ids, 8, NULL),
+                      REWIND_ERR_ARGUMENT);
+        rewind_token bad_ids[8] = {1, 2, 3, 4, 5, 6, 7, 1 << 20};
+        EXPECT_STATUS(rewind_cache_import_hf(m, 32, 0, REWIND_DTYPE_F32, ckp, cvp, L, H, T, D, bad_ids, 8, &back),
+                      REWIND_ERR_ARGUMENT);
+        const float saved = k32[2][5];
+        k32[2][5] = NAN;
+        EXPECT_STATUS(rewind_cache_import_hf(m, 32, 0, REWIND_DTYPE_F32, ckp, cvp, L, H, T, D, ids, 8, &back),
+                      REWIND_ERR_ARGUMENT);
+        k32[2][5] = saved;
+        EXPECT(back == NULL);
+        EXPECT_STATUS(rewind_cache_export_hf(src, REWIND_DTYPE_F32, kp2, vp2, L, H, T + 1, D), REWIND_ERR_SHAPE);
+        EXPECT_STATUS(rewind_cache_export_hf(src, REWIND_DTYPE_F32, kp2, vp2, L + 1, H, T, D), REWIND_ERR_SHAPE);
+        EXPECT_STATUS(rewind_cache_export_hf(src, 2, kp2, vp2, L, H, T, D), REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_cache_export_hf(src, REWIND_DTYPE_F32, NULL, vp2, L, H, T, D), REWIND_ERR_ARGUMENT);
+        EXPECT_STATUS(rewind_cache_export_hf(NULL, REWIND_DTYPE_F32, kp2, vp2, L, H, T, D), REWIND_ERR_ARGUMENT);
+        rewind_cache_free(src);
     }
 
     rewind_context_free(NULL);

@@ -31,9 +31,14 @@ import os
 import queue
 import threading
 import weakref
+from typing import TYPE_CHECKING, NamedTuple, Sequence, Tuple
 
-__all__ = ["Error", "Model", "Context", "Cache", "Session", "Stats", "GenerateOptions", "Batch", "Result", "Stream",
-           "Chat", "ChatTurn", "generate", "stream", "next_logits", "version"]
+if TYPE_CHECKING:  # annotations only: numpy is imported when first needed
+    import numpy as np
+
+__all__ = ["Error", "IoError", "FormatError", "UnsupportedError", "ShapeError", "CapacityError", "ArgumentError",
+           "StateError", "InternalError", "KvShape", "GenerateOutput", "Model", "Context", "Cache", "Session", "Stats", "GenerateOptions", "Batch", "Result", "Stream",
+           "Chat", "ChatTurn", "generate", "stream", "next_logits", "version", "generate_hf", "stream_hf"]
 
 _STATUS = ["ok", "io", "format", "unsupported", "shape", "capacity", "argument", "state", "internal"]
 _STOP = ["max_tokens", "end_of_generation", "stop_string", "context_full", "cancelled"]
@@ -42,11 +47,72 @@ _CAPACITY = 5
 
 
 class Error(Exception):
-    """A failed call: `status` is the code's name, the message says what and where."""
+    """A failed call: `status` is the code's name ("io", "format", "unsupported", "shape",
+    "capacity", "argument", "state", "internal"), `code` its rewind_status number, and the message
+    says what and where. Each status has its subclass (rewind.ShapeError, rewind.ArgumentError,
+    ...): `except rewind.ShapeError` catches one kind, `except rewind.Error` all of them.
+    Error(status, message) makes the subclass of that status."""
 
-    def __init__(self, status, message):
+    status = None
+    code = None
+
+    def __new__(cls, *args, **kwargs):
+        if cls is Error and len(args) == 2 and args[0] in _ERROR_CLASSES:
+            cls = _ERROR_CLASSES[args[0]]
+        return super().__new__(cls, *args, **kwargs)
+
+    def __init__(self, *args):
+        if len(args) == 2:
+            status, message = args
+        else:
+            status, message = type(self).status, (args[0] if args else "")
         super().__init__(message)
         self.status = status
+        self.code = _STATUS.index(status) if status in _STATUS else None
+
+
+class IoError(Error):
+    """A file cannot be opened, read or written (status "io")."""
+    status, code = "io", 1
+
+
+class FormatError(Error):
+    """A malformed, truncated or corrupted file (status "format")."""
+    status, code = "format", 2
+
+
+class UnsupportedError(Error):
+    """An architecture, type, option or argument rewind does not handle (status "unsupported")."""
+    status, code = "unsupported", 3
+
+
+class ShapeError(Error):
+    """Sizes disagree: shapes, layer or head counts (status "shape")."""
+    status, code = "shape", 4
+
+
+class CapacityError(Error):
+    """A cache, context or buffer is too small (status "capacity")."""
+    status, code = "capacity", 5
+
+
+class ArgumentError(Error):
+    """A bad argument: a NULL handle, an out-of-range option or id, a wrong dtype (status "argument")."""
+    status, code = "argument", 6
+
+
+class StateError(Error):
+    """The object's state forbids the call: a closed model, a cache of another model (status "state")."""
+    status, code = "state", 7
+
+
+class InternalError(Error):
+    """Out of memory, or a failure rewind did not expect (status "internal")."""
+    status, code = "internal", 8
+
+
+_ERROR_CLASSES = {c.status: c for c in (IoError, FormatError, UnsupportedError, ShapeError, CapacityError,
+                                        ArgumentError, StateError, InternalError)}
 
 
 class _ContextOptions(ctypes.Structure):
@@ -107,15 +173,18 @@ class Stats(ctypes.Structure):
     ]
 
     @property
-    def acceptance_rate(self):
+    def acceptance_rate(self) -> float:
+        """Guesses accepted / guesses proposed (0 when none were)."""
         return self.accepted / self.proposed if self.proposed else 0.0
 
     @property
-    def tokens_per_pass(self):
+    def tokens_per_pass(self) -> float:
+        """Tokens emitted per target forward pass (1 for plain decoding)."""
         return self.emitted / self.passes if self.passes else 0.0
 
     @property
-    def stop_reason(self):
+    def stop_reason(self) -> str:
+        """"max_tokens", "end_of_generation", "stop_string", "context_full" or "cancelled"."""
         return _STOP[self.stop] if 0 <= self.stop < len(_STOP) else str(self.stop)
 
     def __repr__(self):
@@ -145,6 +214,16 @@ class _RequestInfo(ctypes.Structure):
         ("first_token_seconds", ctypes.c_double),
         ("latency_seconds", ctypes.c_double),
         ("stats", Stats),
+    ]
+
+
+class _KvShape(ctypes.Structure):
+    _fields_ = [
+        ("n_layer", ctypes.c_int64),
+        ("n_head_kv", ctypes.c_int64),
+        ("head_dim", ctypes.c_int64),
+        ("hf_keys_permuted", ctypes.c_int),
+        ("architecture", ctypes.c_char_p),
     ]
 
 
@@ -220,6 +299,13 @@ _SIGNATURES = {
     "rewind_cache_truncate": (ctypes.c_int, [_P, ctypes.c_int64]),
     "rewind_cache_save": (ctypes.c_int, [_P, ctypes.c_char_p]),
     "rewind_cache_load": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int, _tok_p, ctypes.c_size_t, ctypes.POINTER(_P)]),
+    "rewind_model_kv_shape": (ctypes.c_int, [_P, ctypes.POINTER(_KvShape)]),
+    "rewind_cache_import_hf": (ctypes.c_int, [_P, ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.POINTER(_P),
+                                              ctypes.POINTER(_P), ctypes.c_size_t, ctypes.c_int64, ctypes.c_int64,
+                                              ctypes.c_int64, _tok_p, ctypes.c_size_t, ctypes.POINTER(_P)]),
+    "rewind_cache_n_positions": (ctypes.c_int64, [_P]),
+    "rewind_cache_export_hf": (ctypes.c_int, [_P, ctypes.c_int, ctypes.POINTER(_P), ctypes.POINTER(_P),
+                                              ctypes.c_size_t, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]),
     "rewind_append": (ctypes.c_int, [_P, _P, _tok_p, ctypes.c_size_t]),
     "rewind_next_logits": (ctypes.c_int, [_P, _P, ctypes.POINTER(ctypes.POINTER(ctypes.c_float)), _size_p]),
     "rewind_generate_default_options": (GenerateOptions, []),
@@ -262,9 +348,51 @@ def _check(status):
         raise Error(name, _lib.rewind_last_error().decode("utf-8", "replace"))
 
 
-def _ids(tokens):
+_INT32_MIN, _INT32_MAX = -(2 ** 31), 2 ** 31 - 1
+
+
+def _ids(tokens, what="token ids"):
+    """Token ids as a C int32 array and their count. A 1-D (or [1, n]) numpy array of int32 in C
+    order is passed as it is (no copy; the returned array keeps it alive); other integer arrays,
+    lists and tuples are converted. Anything else (floats, bools, several rows, ids outside
+    int32) raises ArgumentError naming `what`; an id outside the vocabulary is the C API's
+    ArgumentError."""
+    np = _numpy()
+    if np is not None and not isinstance(tokens, np.ndarray) and hasattr(tokens, "detach") and hasattr(tokens, "numpy"):
+        tokens = _as_numpy(tokens, what)  # a torch tensor (transformers' input_ids)
+    if isinstance(tokens, (list, tuple)) and len(tokens) == 1 and (
+            isinstance(tokens[0], (list, tuple)) or np is not None and isinstance(tokens[0], np.ndarray)):
+        tokens = tokens[0]  # [[ids]]: one row, as transformers' [1, n] input_ids
+    if np is not None and isinstance(tokens, np.ndarray):
+        a = tokens
+        if a.ndim == 2 and a.shape[0] == 1:
+            a = a[0]
+        if a.ndim != 1:
+            raise ArgumentError(f"{what}: an array of shape {tokens.shape}; expected [n] or [1, n]")
+        if a.dtype.kind not in "iu":
+            raise ArgumentError(f"{what}: dtype {a.dtype}; expected an integer array")
+        if a.size and (int(a.min()) < _INT32_MIN or int(a.max()) > _INT32_MAX):
+            raise ArgumentError(f"{what}: an id outside int32")
+        if a.dtype != np.int32 or not a.flags.c_contiguous:
+            a = np.ascontiguousarray(a, dtype=np.int32)
+        return _IdArray(a, a.ctypes.data_as(_tok_p)), int(a.size)
+    if isinstance(tokens, (str, bytes)):
+        raise ArgumentError(f"{what}: a {type(tokens).__name__}; expected ids (a list or numpy array of ints)")
     tokens = list(tokens)
-    return (ctypes.c_int32 * len(tokens))(*tokens), len(tokens)
+    for i, t in enumerate(tokens):
+        if isinstance(t, bool) or not isinstance(t, int) and not (np is not None and isinstance(t, np.integer)):
+            raise ArgumentError(f"{what}: element {i} is a {type(t).__name__}, not an int")
+        if not _INT32_MIN <= int(t) <= _INT32_MAX:
+            raise ArgumentError(f"{what}: element {i} ({int(t)}) is outside int32")
+    return (ctypes.c_int32 * len(tokens))(*[int(t) for t in tokens]), len(tokens)
+
+
+class _IdArray:
+    """A numpy int32 array's data pointer, as ctypes takes it, kept with the array it points into."""
+
+    def __init__(self, array, pointer):
+        self._array = array
+        self._as_parameter_ = pointer
 
 
 def _c_strings(strings):
@@ -272,7 +400,8 @@ def _c_strings(strings):
     return (ctypes.c_char_p * len(encoded))(*encoded), len(encoded)
 
 
-def version():
+def version() -> str:
+    """The C library's version, "MAJOR.MINOR.PATCH"."""
     return _lib.rewind_version().decode()
 
 
@@ -283,6 +412,69 @@ def _numpy():
     except ImportError:
         return None
     return numpy
+
+
+def _require_numpy(what):
+    np = _numpy()
+    if np is None:
+        raise UnsupportedError(f"{what} needs numpy (Debian: apt-get install python3-numpy)")
+    return np
+
+
+def _as_numpy(x, what):
+    """A numpy array for `x`: numpy arrays as they are, torch CPU tensors through .numpy() (no copy)."""
+    np = _require_numpy(what)
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "detach") and hasattr(x, "numpy"):  # a torch tensor, without importing torch
+        try:
+            return x.detach().cpu().numpy()
+        except Exception as e:  # noqa: BLE001 - reported as what it is
+            raise ArgumentError(f"{what}: cannot be read as a numpy array ({e})") from e
+    raise ArgumentError(f"{what}: a {type(x).__name__}; expected a numpy array")
+
+
+def _hf_arrays(past_key_values):
+    """Checks a Hugging Face past_key_values as far as Python can (the C API checks it against the
+    model): per-layer (key, value) arrays, all [1, H, T, D], one dtype, C-contiguous. Returns the
+    keys, the values (3-D views [H, T, D]), the dtype name and (H, T, D)."""
+    np = _require_numpy("past_key_values")
+    pkv = past_key_values
+    if hasattr(pkv, "to_legacy_cache"):  # transformers' DynamicCache and friends
+        pkv = pkv.to_legacy_cache()
+    if isinstance(pkv, (str, bytes)) or not hasattr(pkv, "__len__"):
+        raise ArgumentError(f"past_key_values: a {type(pkv).__name__}; expected a sequence of per-layer "
+                            "(key, value) arrays")
+    keys, values, dtype, dims = [], [], None, None
+    for i, layer in enumerate(pkv):
+        if isinstance(layer, (str, bytes)) or not hasattr(layer, "__len__") or len(layer) != 2:
+            raise ArgumentError(f"past_key_values[{i}]: expected a (key, value) pair")
+        for name, x, out in (("key", layer[0], keys), ("value", layer[1], values)):
+            what = f"past_key_values[{i}] {name}"
+            a = _as_numpy(x, what)
+            if a.dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
+                raise ArgumentError(f"{what}: dtype {a.dtype}; expected float32 or float16 (native byte order)")
+            if dtype is None:
+                dtype = a.dtype
+            elif a.dtype != dtype:
+                raise ArgumentError(f"{what}: dtype {a.dtype}, but past_key_values[0] key is {dtype}")
+            if a.ndim != 4:
+                raise ShapeError(f"{what}: shape {a.shape}; expected [1, n_kv_heads, seq_len, head_dim]")
+            if a.shape[0] != 1:
+                raise ShapeError(f"{what}: batch {a.shape[0]}; rewind runs one sequence (batch 1)")
+            if dims is None:
+                dims = a.shape[1:]
+            elif a.shape[1:] != dims:
+                raise ShapeError(f"{what}: shape {a.shape}, but past_key_values[0] key is {(1,) + tuple(dims)}")
+            if not a.flags.c_contiguous or not a.flags.aligned:
+                raise ArgumentError(f"{what}: strides {a.strides} are not a C-contiguous aligned layout "
+                                    "(numpy.ascontiguousarray makes one)")
+            out.append(a[0])
+    if dims is None:
+        shape = (0, 0, 0)
+    else:
+        shape = tuple(int(d) for d in dims)
+    return keys, values, str(dtype) if dtype is not None else "float32", shape
 
 
 def _context_options(n_threads, max_batch, numerics, simd, device):
@@ -352,28 +544,98 @@ def _settle(*objs):
             s.close()
 
 
-class Model:
-    """A GGUF model, read-only; any number of contexts and caches may share it."""
+class KvShape(NamedTuple):
+    """What a model's past_key_values look like: n_layer pairs of [1, n_head_kv, seq_len, head_dim]
+    arrays; hf_keys_permuted says whether a key row is permuted between Hugging Face's layout and
+    the GGUF file's (llama files), which rewind undoes on import and export."""
 
-    def __init__(self, path):
-        self._h = _P()
-        _check(_lib.rewind_model_load(os.fsencode(path), ctypes.byref(self._h)))
+    n_layer: int
+    n_head_kv: int
+    head_dim: int
+    hf_keys_permuted: bool
+    architecture: str
+
+
+class Model:
+    """A GGUF model, read-only; any number of contexts and caches may share it.
+
+    close() (or leaving a `with` block) releases it; contexts and caches made from it keep what
+    they need alive and go on running (rewind.generate), while calls that need the Model itself
+    (tokenize, detokenize, text, kv_shape, generate) raise StateError."""
+
+    def __init__(self, path: "str | os.PathLike"):
+        self._hh = None
+        h = _P()
+        _check(_lib.rewind_model_load(os.fsencode(path), ctypes.byref(h)))
+        self._hh = h
         self.path = path
 
-    def __del__(self):
-        if getattr(self, "_h", None):
-            _lib.rewind_model_free(self._h)
-            self._h = None
+    @property
+    def _h(self):
+        if self._hh is None:
+            raise StateError(f"the model {self.path!s} is closed")
+        return self._hh
 
     @property
-    def n_vocab(self):
+    def closed(self) -> bool:
+        return getattr(self, "_hh", None) is None
+
+    def close(self) -> None:
+        """Releases the model (what was made from it stays usable); later calls raise StateError."""
+        h, self._hh = getattr(self, "_hh", None), None
+        if h:
+            _lib.rewind_model_free(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        self.close()
+
+    @property
+    def n_vocab(self) -> int:
         return _lib.rewind_model_n_vocab(self._h)
 
     @property
-    def n_ctx(self):
+    def n_ctx(self) -> int:
         return _lib.rewind_model_n_ctx(self._h)
 
-    def tokenize(self, text, add_bos=None):
+    @property
+    def bos_token_id(self) -> "int | None":
+        t = _lib.rewind_model_bos(self._h)
+        return None if t < 0 else t
+
+    @property
+    def eos_token_id(self) -> "int | None":
+        t = _lib.rewind_model_eos(self._h)
+        return None if t < 0 else t
+
+    @property
+    def kv_shape(self) -> KvShape:
+        """The shape of this model's past_key_values (rewind.KvShape)."""
+        out = _KvShape()
+        _check(_lib.rewind_model_kv_shape(self._h, ctypes.byref(out)))
+        return KvShape(out.n_layer, out.n_head_kv, out.head_dim, bool(out.hf_keys_permuted),
+                       out.architecture.decode())
+
+    def generate(self, input_ids, **kwargs) -> "np.ndarray | GenerateOutput":
+        """rewind.generate_hf(self, input_ids, **kwargs): generation with transformers' argument
+        names (past_key_values, max_new_tokens, do_sample, temperature, top_p, top_k,
+        prompt_lookup_num_tokens, assistant_model, return_dict_in_generate, ...); see there."""
+        return generate_hf(self, input_ids, **kwargs)
+
+    def stream(self, input_ids, text: bool = False, **kwargs) -> "Stream":
+        """A Stream of what generate() would produce, each token as it is decided: token ids, or
+        text pieces with text=True; arguments as generate()'s (not return_dict_in_generate or
+        streamer). Break out of the loop to stop. stream.sequences, once it ended, is the [1, n]
+        array generate() would have returned for the tokens taken."""
+        return stream_hf(self, input_ids, text=text, **kwargs)
+
+    def tokenize(self, text: str, add_bos: "bool | None" = None) -> "list[int]":
         """Ids of `text`; add_bos None follows the model's default."""
         data = text.encode("utf-8")
         flag = -1 if add_bos is None else int(bool(add_bos))
@@ -385,7 +647,8 @@ class Model:
         _check(_lib.rewind_tokenize(self._h, data, len(data), flag, buf, n.value, ctypes.byref(n)))
         return list(buf[: n.value])
 
-    def detokenize(self, tokens):
+    def detokenize(self, tokens) -> str:
+        """The text of `tokens` (ids as a list or numpy array)."""
         arr, count = _ids(tokens)
         n = ctypes.c_size_t(0)
         status = _lib.rewind_detokenize(self._h, arr, count, None, 0, ctypes.byref(n))
@@ -469,20 +732,23 @@ class Cache:
         return _lib.rewind_cache_n_tokens(self._h)
 
     @property
-    def capacity(self):
+    def capacity(self) -> int:
+        """Positions the cache can hold."""
         return _lib.rewind_cache_capacity(self._h)
 
-    def tokens(self):
+    def tokens(self) -> "list[int]":
+        """The sequence's ids (the newest one held back, its K/V not in the cache yet)."""
         n = ctypes.c_size_t(len(self))
         buf = (ctypes.c_int32 * max(n.value, 1))()
         _check(_lib.rewind_cache_tokens(self._h, buf, n.value, ctypes.byref(n)))
         return list(buf[: n.value])
 
-    def truncate(self, n):
+    def truncate(self, n: int) -> None:
+        """Keeps the first n tokens (O(1))."""
         _settle(self)
         _check(_lib.rewind_cache_truncate(self._h, n))
 
-    def save(self, path):
+    def save(self, path: "str | os.PathLike") -> None:
         """Writes the KV cache to `path` and its ids to `path` + ".ids" (one per line)."""
         _settle(self)
         _check(_lib.rewind_cache_save(self._h, os.fsencode(path)))
@@ -490,13 +756,72 @@ class Cache:
             f.write("\n".join(str(t) for t in self.tokens()))
 
     @classmethod
-    def load(cls, model, path, capacity=0, kv_f16=False):
+    def load(cls, model: "Model", path: "str | os.PathLike", capacity: int = 0, kv_f16: bool = False) -> "Cache":
+        """A cache read from a file Cache.save wrote (and its ids from path + ".ids")."""
         with open(str(path) + ".ids") as f:
             ids = [int(line) for line in f.read().split()]
         arr, count = _ids(ids)
         h = _P()
         _check(_lib.rewind_cache_load(model._h, os.fsencode(path), capacity, int(kv_f16), arr, count, ctypes.byref(h)))
         return cls(model, _handle=h)
+
+    @property
+    def n_positions(self) -> int:
+        """Positions whose K/V the cache holds: len(cache) - 1 (the newest token is held back)."""
+        return _lib.rewind_cache_n_positions(self._h)
+
+    @classmethod
+    def from_past_key_values(cls, model: Model, past_key_values, tokens, capacity: int = 0,
+                             kv_f16: bool = False) -> "Cache":
+        """A cache holding `tokens` whose K/V is a Hugging Face cache: `past_key_values` is a
+        sequence of per-layer (key, value) numpy arrays shaped [1, n_kv_heads, seq_len, head_dim]
+        (float32 or float16, C-contiguous, keys after rope as transformers stores them; a
+        transformers Cache object with to_legacy_cache() and torch CPU tensors are taken too).
+        `tokens` are the ids of those seq_len positions, optionally followed by the next one (the
+        token whose logits come next); with exactly seq_len ids the last position's K/V is
+        dropped and its token runs again with the next call (the same K/V comes out). llama files'
+        key rows are un-permuted as the GGUF converter permuted them (Model.kv_shape).
+
+        Refused with a rewind.Error subclass naming what, nothing made: ArgumentError (not a
+        sequence of pairs, a dtype other than float32/float16, mixed dtypes, a non-contiguous or
+        wrongly strided array, batch other than 1, a non-finite value, an id outside the
+        vocabulary), ShapeError (arrays that disagree with each other, or a layer count, KV
+        head count or head dimension other than the model's), StateError (a token count other
+        than seq_len or seq_len + 1; a closed model), CapacityError (more tokens than `capacity`
+        or the model's context)."""
+        keys, values, dtype, (n_head_kv, seq_len, head_dim) = _hf_arrays(past_key_values)
+        code = 0 if dtype == "float32" else 1
+        arr, count = _ids(tokens, "tokens")
+        n = len(keys)
+        kp = (_P * max(n, 1))(*[k.ctypes.data for k in keys])
+        vp = (_P * max(n, 1))(*[v.ctypes.data for v in values])
+        h = _P()
+        _check(_lib.rewind_cache_import_hf(model._h, capacity, int(kv_f16), code, kp, vp, n, n_head_kv, seq_len,
+                                           head_dim, arr, count, ctypes.byref(h)))
+        return cls(model, _handle=h)
+
+    def to_past_key_values(self, dtype: str = "float32") -> "Tuple[Tuple[np.ndarray, np.ndarray], ...]":
+        """The cache's K/V in Hugging Face's layout: one (key, value) pair of new numpy arrays
+        [1, n_kv_heads, n_positions, head_dim] per layer, of `dtype` ("float32" or "float16"),
+        covering every token but the newest (as transformers' cache after generate covers
+        sequences[:, :-1]). What from_past_key_values imported comes back exactly when the cache
+        stores at least its precision."""
+        np = _require_numpy("Cache.to_past_key_values")
+        dt = np.dtype(dtype)
+        if dt not in (np.dtype(np.float32), np.dtype(np.float16)):
+            raise ArgumentError(f"to_past_key_values: dtype {dt}; expected float32 or float16")
+        _settle(self)
+        shape = self.model.kv_shape if not self.model.closed else None
+        if shape is None:
+            raise StateError(f"to_past_key_values: the model {self.model.path!s} is closed")
+        n = self.n_positions
+        keys = [np.empty((1, shape.n_head_kv, n, shape.head_dim), dtype=dt) for _ in range(shape.n_layer)]
+        values = [np.empty_like(k) for k in keys]
+        kp = (_P * max(shape.n_layer, 1))(*[k.ctypes.data for k in keys])
+        vp = (_P * max(shape.n_layer, 1))(*[v.ctypes.data for v in values])
+        _check(_lib.rewind_cache_export_hf(self._h, 0 if dt == np.float32 else 1, kp, vp, shape.n_layer,
+                                           shape.n_head_kv, n, shape.head_dim))
+        return tuple(zip(keys, values))
 
 
 def _token_callback(on_token, errors):
@@ -514,10 +839,12 @@ def _token_callback(on_token, errors):
     return _TokenCallback(call)
 
 
-def _options(max_tokens, temperature, seed, stop, stop_at_eog, keep):
+def _options(max_tokens, temperature, seed, stop, stop_at_eog, keep, top_k=0, top_p=1.0):
     o = _lib.rewind_generate_default_options()
     o.max_tokens = max_tokens
     o.temperature = temperature
+    o.top_k = top_k
+    o.top_p = top_p
     o.seed = seed
     o.stop_at_eog = int(stop_at_eog)
     if stop:
@@ -554,8 +881,10 @@ def _run(ctx, cache, max_tokens, opts, spec):
     return list(out[: n.value]), stats
 
 
-def generate(ctx, cache, max_tokens=128, source=None, k=4, adaptive=False, references=(), draft=None,
-             temperature=0.0, seed=0, stop=(), stop_at_eog=True, on_token=None):
+def generate(ctx: "Context", cache: "Cache", max_tokens: int = 128, source: "str | None" = None, k: int = 4,
+             adaptive: bool = False, references: "Sequence[str]" = (), draft: "Model | None" = None,
+             temperature: float = 0.0, seed: int = 0, stop: "Sequence[str]" = (), stop_at_eog: bool = True,
+             on_token=None, top_k: int = 0, top_p: float = 1.0) -> "Tuple[list[int], Stats]":
     """Generates from the sequence in `cache`; the ids are appended to it and returned with the
     Stats. source None decodes plainly; "ngram", "ref", "draft" or "auto" speculates (same
     tokens: speculation is lossless).
@@ -566,7 +895,7 @@ def generate(ctx, cache, max_tokens=128, source=None, k=4, adaptive=False, refer
     kept in the cache."""
     _settle(ctx, cache)
     keep = []
-    opts = _options(max_tokens, temperature, seed, stop, stop_at_eog, keep)
+    opts = _options(max_tokens, temperature, seed, stop, stop_at_eog, keep, top_k, top_p)
     spec = _spec(source, k, adaptive, references, draft, keep) if source is not None else None
     errors = []
     if on_token is not None:
@@ -579,18 +908,35 @@ def generate(ctx, cache, max_tokens=128, source=None, k=4, adaptive=False, refer
     return result
 
 
-def next_logits(ctx, cache):
+def next_logits(ctx: "Context", cache: "Cache", out: "np.ndarray | None" = None) -> "np.ndarray | list[float]":
     """The logits of the next position: the scores (one per vocabulary id, before temperature,
     penalties and filters) the next generated token is chosen from, computed on `ctx`; greedy
-    decoding takes their argmax. The cache is left as it was. A numpy float32 array when numpy can
-    be imported, else a list of floats. Error("state") for an empty cache."""
+    decoding takes their argmax. The cache is left as it was. A numpy float32 array [n_vocab]
+    when numpy can be imported, else a list of floats. Error("state") for an empty cache.
+
+    The scores live in the context's buffer, which its next run overwrites, so they are copied
+    once (one memcpy) into a new array, or into `out` when given: a writable C-contiguous float32
+    numpy array of n_vocab elements, reused from call to call without allocating (it is
+    returned). A wrong `out` raises ArgumentError before anything runs."""
+    np = _numpy()
+    if out is not None:
+        if np is None or not isinstance(out, np.ndarray):
+            raise ArgumentError("next_logits: out must be a numpy float32 array")
+        n_vocab = ctx.model.n_vocab
+        if out.dtype != np.float32 or out.shape != (n_vocab,) or not out.flags.c_contiguous or not out.flags.writeable:
+            raise ArgumentError(f"next_logits: out is {out.dtype} {out.shape} (contiguous {out.flags.c_contiguous}, "
+                                f"writeable {out.flags.writeable}); expected a writable C-contiguous float32 "
+                                f"array of shape ({n_vocab},)")
     _settle(ctx, cache)
     p = ctypes.POINTER(ctypes.c_float)()
     n = ctypes.c_size_t(0)
     _check(_lib.rewind_next_logits(ctx._h, cache._h, ctypes.byref(p), ctypes.byref(n)))
-    np = _numpy()
     if np is not None:
-        return np.ctypeslib.as_array(p, shape=(n.value,)).copy()  # the C buffer is the context's
+        view = np.ctypeslib.as_array(p, shape=(n.value,))  # the context's buffer: copied out now
+        if out is None:
+            return view.copy()
+        out[...] = view
+        return out
     return p[: n.value]
 
 
@@ -619,10 +965,11 @@ class Stream:
     raised from the iteration."""
 
     def __init__(self, ctx, cache, max_tokens=128, source=None, k=4, adaptive=False, references=(), draft=None,
-                 temperature=0.0, seed=0, stop=(), stop_at_eog=True, text=False):
+                 temperature=0.0, seed=0, stop=(), stop_at_eog=True, text=False, top_k=0, top_p=1.0):
         _settle(ctx, cache)
         self.tokens = []
         self.stats = None
+        self.prompt_ids = None
         self._ctx, self._cache = ctx, cache
         self._text_mode = text
         self._model = ctx.model
@@ -635,7 +982,7 @@ class Stream:
         self._waiting = False  # the helper waits in the callback for a reply
         self._ended = False
         keep = []
-        opts = _options(max_tokens, temperature, seed, stop, stop_at_eog, keep)
+        opts = _options(max_tokens, temperature, seed, stop, stop_at_eog, keep, top_k, top_p)
         spec = _spec(source, k, adaptive, references, draft, keep) if source is not None else None
         messages, replies = self._messages, self._replies
 
@@ -720,6 +1067,13 @@ class Stream:
         return piece
 
     @property
+    def sequences(self):
+        """The input ids and the tokens generated so far as an int64 numpy array [1, n] (streams
+        from Model.stream; other streams: the generated tokens only)."""
+        np = _require_numpy("Stream.sequences")
+        return np.asarray([list(self.prompt_ids or []) + self.tokens], dtype=np.int64)
+
+    @property
     def text(self):
         """The text generated so far (complete characters)."""
         if not self._text_mode:
@@ -777,7 +1131,7 @@ def _close_live_streams():
             pass
 
 
-def stream(ctx, cache, max_tokens=128, **kw):
+def stream(ctx: "Context", cache: "Cache", max_tokens: int = 128, **kw) -> "Stream":
     """A Stream of the token ids rewind.generate(ctx, cache, max_tokens, **kw) would return, each
     as it is decided (keyword arguments as generate's, but on_token):
 
@@ -786,6 +1140,208 @@ def stream(ctx, cache, max_tokens=128, **kw):
                 break  # stops the generation; the tokens so far stay in the cache
     """
     return Stream(ctx, cache, max_tokens, **kw)
+
+
+class GenerateOutput:
+    """What Model.generate(..., return_dict_in_generate=True) returns, as transformers' output:
+    `sequences` ([1, n] int64: the input ids and the generated ones), `past_key_values` (the K/V of
+    sequences[:, :-1] in Hugging Face's layout when use_cache=True, else None) and rewind's
+    speculation statistics: `stats` (rewind.Stats: emitted, passes, proposed, accepted,
+    stop_reason, timings), with `num_passes`, `num_proposed_tokens`, `num_accepted_tokens` and
+    `acceptance_rate` for short."""
+
+    def __init__(self, sequences, past_key_values, stats):
+        self.sequences = sequences
+        self.past_key_values = past_key_values
+        self.stats = stats
+
+    @property
+    def num_passes(self) -> int:
+        return self.stats.passes
+
+    @property
+    def num_proposed_tokens(self) -> int:
+        return self.stats.proposed
+
+    @property
+    def num_accepted_tokens(self) -> int:
+        return self.stats.accepted
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.stats.acceptance_rate
+
+    def __getitem__(self, key):  # output["sequences"], as transformers' ModelOutput allows
+        return getattr(self, key)
+
+    def __repr__(self):
+        pkv = "None" if self.past_key_values is None else f"<{len(self.past_key_values)} layers>"
+        return f"GenerateOutput(sequences={self.sequences!r}, past_key_values={pkv}, stats={self.stats!r})"
+
+
+# Arguments of transformers' generate() that rewind takes at their default value only.
+_HF_DEFAULT_ONLY = {"num_beams": 1, "num_return_sequences": 1, "output_scores": False, "output_logits": False,
+                    "output_attentions": False, "output_hidden_states": False, "pad_token_id": None,
+                    "generation_config": None}
+
+
+def _hf_prepare(model, input_ids, past_key_values, max_new_tokens, max_length, do_sample, temperature, top_p, top_k,
+                seed, prompt_lookup_num_tokens, assistant_model, num_assistant_tokens, reference_texts,
+                attention_mask, stop_strings, stop_at_eog, capacity, kv_f16, n_threads, extra):
+    """What generate_hf and stream_hf share: the checked arguments, a context, and a cache that
+    holds input_ids (past_key_values imported for its first tokens, the rest run). Returns
+    (ctx, cache, ids, max_tokens, keyword arguments for generate/Stream, the K/V dtype)."""
+    np = _require_numpy("generate")
+    for key, value in extra.items():
+        if key not in _HF_DEFAULT_ONLY:
+            raise ArgumentError(f"generate: unknown argument {key!r}")
+        if value != _HF_DEFAULT_ONLY[key]:
+            raise UnsupportedError(f"generate: {key}={value!r} is not supported by rewind "
+                                   f"(only {_HF_DEFAULT_ONLY[key]!r})")
+    model._h  # noqa: B018 - StateError on a closed model before anything else
+    arr, n = _ids(input_ids, "input_ids")
+    ids = list(arr._array) if isinstance(arr, _IdArray) else list(arr)
+    ids = [int(t) for t in ids]
+    if n == 0:
+        raise ArgumentError("generate: input_ids is empty")
+    if attention_mask is not None:
+        mask = np.asarray(attention_mask).reshape(-1)
+        if mask.shape != (n,) or not bool(np.all(mask == 1)):
+            raise UnsupportedError("generate: attention_mask must be all ones over input_ids (rewind runs one "
+                                   "unpadded sequence)")
+    if max_new_tokens is None:
+        max_new_tokens = max(0, max_length - n) if max_length is not None else 20
+    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
+        raise ArgumentError(f"generate: max_new_tokens must be an int >= 0, not {max_new_tokens!r}")
+    if do_sample:
+        if temperature is None or not temperature > 0:
+            raise ArgumentError(f"generate: do_sample=True needs temperature > 0, not {temperature!r}")
+        sampling = {"temperature": float(temperature), "top_k": int(top_k or 0),
+                    "top_p": 1.0 if top_p is None else float(top_p)}
+    else:
+        sampling = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}  # greedy, as transformers ignores them
+    if seed is None:
+        seed = 0
+    # The guess sources transformers' names map to; several together: "auto" (the longest guess wins).
+    names = []
+    if prompt_lookup_num_tokens:
+        names.append("ngram")
+    if assistant_model is not None:
+        if not isinstance(assistant_model, Model):
+            raise ArgumentError(f"generate: assistant_model is a {type(assistant_model).__name__}; expected a "
+                                "rewind.Model (a GGUF draft with this model's vocabulary)")
+        names.append("draft")
+    references = ()
+    if reference_texts is not None:
+        if isinstance(reference_texts, str):
+            reference_texts = [reference_texts]
+        references = tuple(reference_texts)
+        if not all(isinstance(r, str) for r in references):
+            raise ArgumentError("generate: reference_texts must be a str or a list of str")
+        if references:
+            names.append("ref")
+    spec = {}
+    if names:
+        k = prompt_lookup_num_tokens or num_assistant_tokens or 8
+        spec = {"source": names[0] if len(names) == 1 else "auto", "k": int(min(k, 255)), "references": references,
+                "draft": assistant_model}
+    stop = ()
+    if stop_strings is not None:
+        stop = (stop_strings,) if isinstance(stop_strings, str) else tuple(stop_strings)
+    ctx = Context(model, n_threads=n_threads)
+    pkv_dtype = "float32"
+    if past_key_values is not None:
+        keys, _, pkv_dtype, (_, seq_len, _) = _hf_arrays(past_key_values)
+        if keys and seq_len > n:
+            raise ShapeError(f"generate: past_key_values covers {seq_len} tokens but input_ids has only {n}; "
+                             "input_ids must hold the whole sequence, past_key_values its first tokens")
+        seq_len = seq_len if keys else 0
+        head = ids[: seq_len + 1]
+        cache = Cache.from_past_key_values(model, past_key_values, head, capacity=capacity, kv_f16=kv_f16)
+        rest = ids[len(head):]
+    else:
+        cache = Cache(model, capacity, kv_f16=kv_f16)
+        rest = ids
+    if rest:
+        rarr, rn = _ids(rest)
+        _check(_lib.rewind_append(ctx._h, cache._h, rarr, rn))
+    kw = dict(sampling, seed=seed, stop=stop, stop_at_eog=stop_at_eog, **spec)
+    return ctx, cache, ids, max_new_tokens, kw, pkv_dtype
+
+
+def generate_hf(model: "Model", input_ids, max_new_tokens: "int | None" = None, past_key_values=None,
+                do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 50,
+                seed: int = 0, prompt_lookup_num_tokens: "int | None" = None, assistant_model: "Model | None" = None,
+                num_assistant_tokens: "int | None" = None, reference_texts: "Sequence[str] | str | None" = None,
+                return_dict_in_generate: bool = False, use_cache: bool = True, max_length: "int | None" = None,
+                attention_mask=None, streamer=None, stop_strings: "Sequence[str] | str | None" = None,
+                stop_at_eog: bool = True, capacity: int = 0, kv_f16: bool = False, n_threads: int = 1,
+                **kwargs) -> "np.ndarray | GenerateOutput":
+    """Generation as transformers' model.generate() names it (Model.generate calls this).
+
+    input_ids: the whole sequence so far ([1, n] or [n]; numpy, a list, or a torch CPU tensor).
+    past_key_values: optional, a Hugging Face cache (per-layer (key, value) arrays
+    [1, n_kv_heads, seq_len, head_dim], float32/float16; Cache.from_past_key_values) covering the
+    first seq_len <= n tokens of input_ids: only the rest is run, as in transformers.
+    max_new_tokens: tokens to generate at most (None: max_length - n if max_length is given,
+    else 20). Generation also ends at the model's end-of-generation tokens (stop_at_eog=False
+    keeps going), after the token completing one of stop_strings, or when the cache is full.
+    do_sample=False: greedy (temperature, top_p, top_k ignored, as transformers does). True:
+    sampling with temperature, top_k (0: off; transformers' default 50) and top_p, reproducible
+    by `seed` (rewind keys its randomness by seed and position).
+    Speculation, lossless (the output equals plain decoding with the same settings):
+    prompt_lookup_num_tokens=K guesses K tokens by n-gram lookup in the sequence ("ngram");
+    assistant_model=draft (a rewind.Model sharing the vocabulary) guesses with a draft model
+    (num_assistant_tokens per pass, default 8); reference_texts=[...] copies guesses from
+    documents ("ref"); given together they form rewind's "auto" source.
+    Returns the sequences, an int64 numpy array [1, n + generated]; with
+    return_dict_in_generate=True a GenerateOutput: .sequences, .past_key_values (the K/V of
+    sequences[:, :-1], in the dtype of the past_key_values given or float32; None when
+    use_cache=False) and speculation statistics (.stats).
+    streamer: an object with put() and end() (as transformers' streamers): put() gets the input
+    ids, then each generated id as a [1] array as soon as it is decided; end() follows the last.
+    rewind's own options: capacity (cache positions, 0: the model's context up to 4096), kv_f16,
+    n_threads. attention_mask is taken when all ones; num_beams, num_return_sequences and
+    output_* only at their defaults. Errors: rewind.Error subclasses (ArgumentError for an unknown
+    argument or a bad value, UnsupportedError for beams and the like, ShapeError and the others of
+    Cache.from_past_key_values for past_key_values)."""
+    np = _require_numpy("generate")
+    ctx, cache, ids, max_tokens, kw, pkv_dtype = _hf_prepare(
+        model, input_ids, past_key_values, max_new_tokens, max_length, do_sample, temperature, top_p, top_k, seed,
+        prompt_lookup_num_tokens, assistant_model, num_assistant_tokens, reference_texts, attention_mask,
+        stop_strings, stop_at_eog, capacity, kv_f16, n_threads, kwargs)
+    on_token = None
+    if streamer is not None:
+        streamer.put(np.asarray([ids], dtype=np.int64))
+
+        def on_token(token):
+            streamer.put(np.asarray([token], dtype=np.int64))
+    out, stats = generate(ctx, cache, max_tokens, on_token=on_token, **kw)
+    if streamer is not None:
+        streamer.end()
+    sequences = np.asarray([ids + out], dtype=np.int64)
+    if not return_dict_in_generate:
+        return sequences
+    return GenerateOutput(sequences, cache.to_past_key_values(pkv_dtype) if use_cache else None, stats)
+
+
+def stream_hf(model: "Model", input_ids, text: bool = False, max_new_tokens: "int | None" = None,
+              past_key_values=None, do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0,
+              top_k: int = 50, seed: int = 0, prompt_lookup_num_tokens: "int | None" = None,
+              assistant_model: "Model | None" = None, num_assistant_tokens: "int | None" = None,
+              reference_texts: "Sequence[str] | str | None" = None, max_length: "int | None" = None,
+              attention_mask=None, stop_strings: "Sequence[str] | str | None" = None, stop_at_eog: bool = True,
+              capacity: int = 0, kv_f16: bool = False, n_threads: int = 1, **kwargs) -> "Stream":
+    """Model.stream(): generate_hf's generation as a Stream of token ids (text=True: text pieces),
+    each as it is decided; arguments as generate_hf's. Breaking out of the loop stops it; then
+    `stream.sequences` is the [1, n] array of the input and the tokens taken."""
+    ctx, cache, ids, max_tokens, kw, _ = _hf_prepare(
+        model, input_ids, past_key_values, max_new_tokens, max_length, do_sample, temperature, top_p, top_k, seed,
+        prompt_lookup_num_tokens, assistant_model, num_assistant_tokens, reference_texts, attention_mask,
+        stop_strings, stop_at_eog, capacity, kv_f16, n_threads, kwargs)
+    st = Stream(ctx, cache, max_tokens, text=text, **kw)
+    st.prompt_ids = ids
+    return st
 
 
 class Session:
@@ -800,17 +1356,20 @@ class Session:
         self.context = Context(model, n_threads=n_threads, max_batch=max_batch, numerics=numerics, simd=simd,
                                device=device)
         self.cache = Cache(model, capacity, kv_f16=kv_f16)
+        self._kv_f16 = kv_f16
 
-    def append_text(self, text):
+    def append_text(self, text: str) -> None:
+        """Tokenizes `text` (BOS only when the session is empty) and runs it."""
         ids = self.model.tokenize(text, add_bos=None if len(self.cache) == 0 else False)
         self.append_tokens(ids)
 
-    def append_tokens(self, ids):
+    def append_tokens(self, ids) -> None:
+        """Appends ids (a list or numpy array) and runs them; on an error nothing changes."""
         _settle(self.context, self.cache)
         arr, n = _ids(ids)
         _check(_lib.rewind_append(self.context._h, self.cache._h, arr, n))
 
-    def generate(self, max_tokens=128, **kw):
+    def generate(self, max_tokens: int = 128, **kw) -> "Tuple[str, Stats]":
         """Returns (the generated text, Stats); keyword arguments as rewind.generate (on_token
         gets each token id as it is decided and may stop the generation by returning False)."""
         before = self.text()
@@ -818,7 +1377,7 @@ class Session:
         after = self.text()
         return (after[len(before):] if after.startswith(before) else self.model.detokenize(ids)), stats
 
-    def stream(self, max_tokens=128, text=True, **kw):
+    def stream(self, max_tokens: int = 128, text: bool = True, **kw) -> "Stream":
         """A Stream of the generated text, piece by piece as each token is decided (a piece may
         hold several tokens when a character spans them); text=False streams token ids instead.
         Keyword arguments as rewind.generate's, but on_token. Breaking out of the loop stops the
@@ -831,11 +1390,26 @@ class Session:
         """
         return Stream(self.context, self.cache, max_tokens, text=text, **kw)
 
-    def next_logits(self):
-        """The logits the next token is chosen from (rewind.next_logits); the session unchanged."""
-        return next_logits(self.context, self.cache)
+    def next_logits(self, out: "np.ndarray | None" = None) -> "np.ndarray | list[float]":
+        """The logits the next token is chosen from (rewind.next_logits, `out` as there); the
+        session unchanged."""
+        return next_logits(self.context, self.cache, out)
 
-    def text(self):
+    def past_key_values(self, dtype: str = "float32") -> "Tuple[Tuple[np.ndarray, np.ndarray], ...]":
+        """The session's K/V as Hugging Face's past_key_values (Cache.to_past_key_values): per
+        layer (key, value) arrays [1, n_kv_heads, len(tokens) - 1, head_dim]."""
+        return self.cache.to_past_key_values(dtype)
+
+    def load_past_key_values(self, past_key_values, tokens) -> None:
+        """Replaces the session's sequence by `tokens` and its K/V by a Hugging Face cache
+        (Cache.from_past_key_values, whose rules and errors apply; the capacity and KV precision
+        stay the session's). On any error the session is unchanged."""
+        _settle(self.context, self.cache)
+        self.cache = Cache.from_past_key_values(self.model, past_key_values, tokens, capacity=self.cache.capacity,
+                                                kv_f16=self._kv_f16)
+
+    def text(self) -> str:
+        """The whole sequence's text."""
         return self.model.detokenize(self.cache.tokens())
 
 

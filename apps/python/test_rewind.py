@@ -12,8 +12,19 @@ import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+# REWIND_TEST_INSTALLED=1: test the installed package (pip install apps/python), never this
+# source tree, so that what CI checks is what users get.
+INSTALLED = os.environ.get("REWIND_TEST_INSTALLED") == "1"
+if INSTALLED:  # python puts a script's folder first on the path: take this one out
+    sys.path = [p for p in sys.path if os.path.realpath(p or os.curdir) != os.path.realpath(HERE)]
+else:
+    sys.path.insert(0, HERE)
 import rewind  # noqa: E402
+
+if INSTALLED:
+    assert not os.path.realpath(rewind.__file__).startswith(os.path.realpath(HERE) + os.sep), rewind.__file__
+    assert "REWIND_LIBRARY" not in os.environ, "the installed package must load its own librewind_c.so"
 
 SHARED = os.environ.get("REWIND_SHARED_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared"))
 TARGET = os.path.join(SHARED, "models", "pycode-4m.gguf")

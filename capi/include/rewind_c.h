@@ -137,6 +137,65 @@ REWIND_C_API rewind_status rewind_cache_load(const rewind_model* model, const ch
                                              int kv_f16, const rewind_token* tokens, size_t n_tokens,
                                              rewind_cache** out);
 
+/* ---- Hugging Face past_key_values ---------------------------------------------------------
+ * transformers keeps a model's cache as one (key, value) pair of tensors per layer, each
+ * [batch, n_head_kv, positions, head_dim], keys after rope. The functions below take and give
+ * one layer's key or value as a C-contiguous [n_head_kv, n_positions, head_dim] array (batch 1
+ * left out), F32 or F16. The layouts of a key row differ for llama files: the GGUF converter
+ * permutes each head's Q and K weight rows so that rope rotates adjacent pairs (llama.cpp's and
+ * rewind's convention), where transformers rotates the two halves; so a Hugging Face key row maps
+ * to rewind's as k_rewind[2i] = k_hf[i], k_rewind[2i+1] = k_hf[i + head_dim/2] (per KV head;
+ * values are not permuted). Files whose rope rotates halves (qwen2, qwen3, phi3, gemma3) are not
+ * permuted. These functions apply the mapping, so callers hand over transformers' arrays as they
+ * are. */
+
+typedef enum rewind_dtype {
+    REWIND_DTYPE_F32 = 0,
+    REWIND_DTYPE_F16 = 1 /* IEEE half; rewind rounds to nearest even when it writes one */
+} rewind_dtype;
+
+/* The cache shape of a model, what a past_key_values must match. */
+typedef struct rewind_kv_shape {
+    int64_t n_layer;
+    int64_t n_head_kv;
+    int64_t head_dim;
+    int hf_keys_permuted;     /* 1: keys map by the permutation above (llama), 0: unchanged */
+    const char* architecture; /* general.architecture; owned by the model, valid while it lives */
+} rewind_kv_shape;
+/* Errors: argument (NULL). */
+REWIND_C_API rewind_status rewind_model_kv_shape(const rewind_model* model, rewind_kv_shape* out);
+
+/* A new cache holding `tokens` and, for their positions, the K/V of a Hugging Face cache:
+ * keys[l] and values[l] point at layer l's arrays, C-contiguous [n_head_kv][n_positions][head_dim]
+ * of `dtype` (a rewind_dtype, passed as int so that any value can be checked). tokens: the ids those positions ran, then the next one (n_tokens = n_positions + 1,
+ * whose logits the next generation starts from); or exactly the ids of the positions (n_tokens =
+ * n_positions >= 1): the last position's K/V is then dropped and its token held back, to run again
+ * with the next call, since a cache always holds its newest token back (its K/V comes out the same).
+ * n_positions = n_tokens = 0 gives an empty cache. capacity and kv_f16 as rewind_cache_new (an F16
+ * cache rounds the values to half). Shapes, counts and the capacity are checked before any K/V is
+ * read; on failure *out is NULL and nothing else changes. Errors: argument (NULL model, out, keys/values with
+ * n_layers > 0, a NULL layer pointer with n_positions > 0, tokens with n_tokens > 0; an unknown
+ * dtype; n_positions < 0; a non-finite value; an id outside the vocabulary), shape (n_layers,
+ * n_head_kv or head_dim other than the model's: the message gives both), state (n_tokens other
+ * than n_positions or n_positions + 1), capacity (n_tokens above the capacity or the model's
+ * context). */
+REWIND_C_API rewind_status rewind_cache_import_hf(const rewind_model* model, int64_t capacity, int kv_f16,
+                                                  int dtype, const void* const* keys,
+                                                  const void* const* values, size_t n_layers, int64_t n_head_kv,
+                                                  int64_t n_positions, int64_t head_dim, const rewind_token* tokens,
+                                                  size_t n_tokens, rewind_cache** out);
+/* Positions whose K/V the cache holds: max(0, tokens - 1) (0 for NULL). */
+REWIND_C_API int64_t rewind_cache_n_positions(const rewind_cache* cache);
+/* Writes the cache's K/V in Hugging Face's layout into caller arrays shaped as
+ * rewind_cache_import_hf takes them, with n_positions = rewind_cache_n_positions(cache) (all of
+ * them). A cache imported from F32 (F16) arrays and exported as F32 (F16) gives back the same
+ * bits when the cache stores that precision or more. Nothing is written on failure. Errors:
+ * argument (NULL cache, keys/values or a layer pointer; an unknown dtype), shape (n_layers,
+ * n_head_kv, n_positions or head_dim other than the cache's). */
+REWIND_C_API rewind_status rewind_cache_export_hf(const rewind_cache* cache, int dtype, void* const* keys,
+                                                  void* const* values, size_t n_layers, int64_t n_head_kv,
+                                                  int64_t n_positions, int64_t head_dim);
+
 /* Appends ids to the sequence and runs through `ctx` the tokens this makes final (the held-back
  * one and all new ones but the last). Errors: argument (NULL, an id outside the vocabulary),
  * capacity, state (ctx and cache of different models). */

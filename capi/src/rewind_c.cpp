@@ -20,6 +20,8 @@
 #include "rewind/error.h"
 #include "rewind/generate.h"
 #include "rewind/gguf.h"
+#include "rewind/kernels/dtype.h"
+#include "rewind/kernels/ops.h"
 #include "rewind/kernels/simd.h"
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
@@ -338,6 +340,66 @@ std::vector<rwd::ChatMessage> chat_messages(const rewind_chat_message* messages,
     return out;
 }
 
+// What a Hugging Face past_key_values must match for `m`, and whether its key rows are
+// permuted relative to rewind's (llama files: the GGUF converter permuted Q/K for adjacent-pair rope).
+struct HfLayout {
+    int64_t n_layer, n_head_kv, head_dim;
+    bool permuted;
+};
+
+HfLayout hf_layout(const rwd::Model& m) {
+    const rwd::LlamaHparams& hp = m.hparams();
+    return {hp.n_layer, hp.n_head_kv, hp.head_dim(), hp.arch != nullptr && hp.arch->rope == rwd::RopeMode::Norm};
+}
+
+// The dtype comes as an int: a C caller may pass any value, and only a checked one becomes a
+// rewind_dtype (loading an enum from an out-of-range value is undefined in C++).
+rewind_dtype check_dtype(int dtype) {
+    if (dtype != REWIND_DTYPE_F32 && dtype != REWIND_DTYPE_F16)
+        throw Error(ErrorCode::argument, "unknown dtype " + std::to_string(dtype) +
+                                             " (expected REWIND_DTYPE_F32 or REWIND_DTYPE_F16)");
+    return static_cast<rewind_dtype>(dtype);
+}
+
+// Layer count and head shape against the model's (shape, both named).
+void check_hf_shape(const HfLayout& L, const rwd::Model& m, size_t n_layers, int64_t n_head_kv, int64_t head_dim) {
+    auto refuse = [&](const char* what, int64_t got, int64_t want) {
+        throw Error(ErrorCode::shape, std::string("past_key_values has ") + what + " " + std::to_string(got) +
+                                          ", the model (" + m.path() + ", " + m.hparams().architecture + ") has " +
+                                          std::to_string(want));
+    };
+    if (n_layers != static_cast<size_t>(L.n_layer)) refuse("layer count", static_cast<int64_t>(n_layers), L.n_layer);
+    if (n_head_kv != L.n_head_kv) refuse("KV head count", n_head_kv, L.n_head_kv);
+    if (head_dim != L.head_dim) refuse("head dimension", head_dim, L.head_dim);
+}
+
+void need_layers(const void* const* keys, const void* const* values, size_t n_layers) {
+    need(keys, "keys");
+    need(values, "values");
+    for (size_t l = 0; l < n_layers; ++l) {
+        if (!keys[l]) throw Error(ErrorCode::argument, "the key of layer " + std::to_string(l) + " is NULL");
+        if (!values[l]) throw Error(ErrorCode::argument, "the value of layer " + std::to_string(l) + " is NULL");
+    }
+}
+
+float read_elem(const void* p, size_t i, rewind_dtype t) {
+    return t == REWIND_DTYPE_F32 ? static_cast<const float*>(p)[i] : rwd::fp16_to_fp32(static_cast<const uint16_t*>(p)[i]);
+}
+
+void write_elem(void* p, size_t i, rewind_dtype t, float x) {
+    if (t == REWIND_DTYPE_F32)
+        static_cast<float*>(p)[i] = x;
+    else
+        static_cast<uint16_t*>(p)[i] = rwd::fp32_to_fp16(x);
+}
+
+// The element of head dimension d in rewind's row that holds Hugging Face's element `hf_d`.
+int64_t rewind_dim(int64_t hf_d, int64_t head_dim, bool permuted) {
+    if (!permuted) return hf_d;
+    const int64_t half = head_dim / 2;
+    return hf_d < half ? 2 * hf_d : 2 * (hf_d - half) + 1;
+}
+
 } // namespace
 
 extern "C" {
@@ -492,6 +554,99 @@ rewind_status rewind_cache_load(const rewind_model* model, const char* path, int
         } catch (const Error& e) {
             throw Error(e.code(), std::string(path) + ": " + e.what());
         }
+    });
+}
+
+rewind_status rewind_model_kv_shape(const rewind_model* model, rewind_kv_shape* out) {
+    return guarded("rewind_model_kv_shape", [&] {
+        need(model, "the model");
+        need(out, "out");
+        const HfLayout L = hf_layout(*model->model);
+        *out = rewind_kv_shape{L.n_layer, L.n_head_kv, L.head_dim, L.permuted ? 1 : 0,
+                               model->model->hparams().architecture.c_str()};
+    });
+}
+
+rewind_status rewind_cache_import_hf(const rewind_model* model, int64_t capacity, int kv_f16, int dtype_code,
+                                     const void* const* keys, const void* const* values, size_t n_layers,
+                                     int64_t n_head_kv, int64_t n_positions, int64_t head_dim,
+                                     const rewind_token* tokens, size_t n_tokens, rewind_cache** out) {
+    return guarded("rewind_cache_import_hf", [&] {
+        need(out, "out");
+        *out = nullptr;
+        need(model, "the model");
+        const rwd::Model& m = *model->model;
+        const rewind_dtype dtype = check_dtype(dtype_code);
+        if (n_positions < 0) throw Error(ErrorCode::argument, "n_positions must be >= 0");
+        const HfLayout L = hf_layout(m);
+        check_hf_shape(L, m, n_layers, n_head_kv, head_dim);
+        const auto pos = static_cast<uint64_t>(n_positions);
+        if (n_tokens != pos && n_tokens != pos + 1)
+            throw Error(ErrorCode::state, std::to_string(n_tokens) + " token ids for a cache of " +
+                                              std::to_string(n_positions) + " positions: expected " +
+                                              std::to_string(n_positions) + " (its ids) or " +
+                                              std::to_string(n_positions + 1) + " (its ids and the next one)");
+        if (n_tokens > 0) need(tokens, "tokens");
+        // The capacity first: a huge n_positions is refused before anything of its size is allocated.
+        const int64_t n_ctx = m.hparams().n_ctx_train;
+        const int64_t cap = capacity == 0 ? std::min<int64_t>(n_ctx, rwd::kDefaultKvCapacity) : capacity;
+        if (static_cast<uint64_t>(n_tokens) > static_cast<uint64_t>(std::max<int64_t>(cap, 0)))
+            throw Error(ErrorCode::capacity, std::to_string(n_tokens) + " tokens do not fit a cache of capacity " +
+                                                 std::to_string(cap) + " (the model's context: " +
+                                                 std::to_string(n_ctx) + ")");
+        if (n_positions > 0) need_layers(keys, values, n_layers);
+        // Positions the cache keeps: all, or all but the last when its token is the newest.
+        const int64_t keep = n_tokens == pos ? std::max<int64_t>(n_positions - 1, 0) : n_positions;
+        const int64_t H = L.n_head_kv, D = L.head_dim;
+        const size_t per_layer = static_cast<size_t>(keep * H * D);
+        std::vector<float> k(per_layer * static_cast<size_t>(L.n_layer)), v(k.size());
+        for (int64_t l = 0; l < L.n_layer && keep > 0; ++l)
+            for (int64_t h = 0; h < H; ++h)
+                for (int64_t t = 0; t < keep; ++t) {
+                    const size_t src = static_cast<size_t>((h * n_positions + t) * D);
+                    const size_t dst = static_cast<size_t>(l) * per_layer + static_cast<size_t>((t * H + h) * D);
+                    for (int64_t d = 0; d < D; ++d) {
+                        k[dst + rewind_dim(d, D, L.permuted)] = read_elem(keys[l], src + d, dtype);
+                        v[dst + d] = read_elem(values[l], src + d, dtype);
+                    }
+                }
+        rwd::KvCache kv = rwd::KvCache::import(m, keep, k, v, cache_options(capacity, kv_f16));
+        *out = new rewind_cache{
+            rwd::Session(model->model, std::move(kv), std::vector<rwd::TokenId>(tokens, tokens + n_tokens))};
+    });
+}
+
+int64_t rewind_cache_n_positions(const rewind_cache* c) { return c ? c->session.cache().size() : 0; }
+
+rewind_status rewind_cache_export_hf(const rewind_cache* cache, int dtype_code, void* const* keys,
+                                     void* const* values, size_t n_layers, int64_t n_head_kv, int64_t n_positions,
+                                     int64_t head_dim) {
+    return guarded("rewind_cache_export_hf", [&] {
+        need(cache, "the cache");
+        const rewind_dtype dtype = check_dtype(dtype_code);
+        const rwd::Model& m = cache->session.model();
+        const HfLayout L = hf_layout(m);
+        check_hf_shape(L, m, n_layers, n_head_kv, head_dim);
+        const int64_t n = cache->session.cache().size();
+        if (n_positions != n)
+            throw Error(ErrorCode::shape, "arrays of " + std::to_string(n_positions) + " positions for a cache of " +
+                                              std::to_string(n));
+        if (n == 0) return;
+        need_layers(keys, values, n_layers);
+        std::vector<float> k, v;
+        cache->session.cache().export_kv(k, v);
+        const int64_t H = L.n_head_kv, D = L.head_dim;
+        const size_t per_layer = static_cast<size_t>(n * H * D);
+        for (int64_t l = 0; l < L.n_layer; ++l)
+            for (int64_t h = 0; h < H; ++h)
+                for (int64_t t = 0; t < n; ++t) {
+                    const size_t dst = static_cast<size_t>((h * n + t) * D);
+                    const size_t src = static_cast<size_t>(l) * per_layer + static_cast<size_t>((t * H + h) * D);
+                    for (int64_t d = 0; d < D; ++d) {
+                        write_elem(keys[l], dst + d, dtype, k[src + rewind_dim(d, D, L.permuted)]);
+                        write_elem(values[l], dst + d, dtype, v[src + d]);
+                    }
+                }
     });
 }
 
