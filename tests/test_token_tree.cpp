@@ -19,6 +19,7 @@
 #include "rewind/kv_cache.h"
 #include "rewind/speculate/batch_decoder.h"
 #include "rewind/speculate/decoder.h"
+#include "rewind/speculate/source_factory.h"
 
 namespace rwd {
 namespace {
@@ -434,6 +435,41 @@ TEST(TreeDecoding, CostPolicyTrimsByTheCostCurveAndChangesNoToken) {
     }
     EXPECT_LT(guesses[1], guesses[0]);
     EXPECT_GT(guesses[0], 4.0);
+}
+
+// Every source of the factory, asked to branch, proposes trees and changes no token: greedy and
+// seeded sampling, fixed and cost-sized passes.
+TEST(TreeDecoding, EveryBranchingSourceEqualsPlain) {
+    auto target = load("pycode-4m");
+    auto draft = load("pycode-600k");
+    const std::string text = "def parse(line):\n    parts = line.split(',')\n    return [p.strip() for p in parts]\n\n"
+                             "def parse_all(lines):\n    return [parse(l) for l in lines]\n\ndef parse";
+    const auto prompt = target->tokenizer().encode(text);
+    Context ctx(target);
+    for (bool sample : {false, true}) {
+        const GenerateOptions g = sampled(40, sample);
+        KvCache pc(*target, {.capacity = 512});
+        const auto plain = generate_plain(ctx, pc, prompt, g);
+        for (const char* kind : {"ngram", "ref", "suffix", "draft", "auto"}) {
+            for (KPolicy policy : {KPolicy::Fixed, KPolicy::Cost}) {
+                speculate::SourceSpec spec;
+                speculate::parse_source_kind(kind, spec);
+                spec.branches = 3;
+                if (spec.kind == speculate::SourceKind::Ref || spec.kind == speculate::SourceKind::Auto)
+                    spec.references = {text + "(lines):\n    return [parse(l) for l in lines if l]\n"};
+                if (spec.kind == speculate::SourceKind::Draft || spec.kind == speculate::SourceKind::Auto) spec.draft = draft;
+                auto src = speculate::make_guess_source(spec, *target, 512);
+                KvCache sc(*target, {.capacity = 512});
+                speculate::SpeculativeOptions so;
+                so.generate = g;
+                so.k = 12;
+                so.k_policy = policy;
+                const auto r = speculate::generate_speculative(ctx, sc, prompt, *src, so);
+                EXPECT_EQ(r.tokens, plain.tokens) << kind << " sample " << sample << " " << k_policy_name(policy);
+                EXPECT_TRUE(sc.contents_equal(pc)) << kind;
+            }
+        }
+    }
 }
 
 // Rejection mode judges a chain: a tree proposal is cut to its first children, and runs.

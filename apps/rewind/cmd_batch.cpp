@@ -16,6 +16,7 @@
 #include "rewind/error.h"
 #include "rewind/generate.h"
 #include "rewind/model.h"
+#include "rewind/speculate/source_factory.h"
 #include "rewind/tokenizer.h"
 
 namespace rwd::cli {
@@ -32,6 +33,7 @@ struct BatchFlags {
     std::string spec = "none";
     int k = 8;
     bool adaptive = false;
+    int tree = 0; // continuations per node of ngram, ref and suffix (0: each source's own)
     float temperature = 0.0f;
     int32_t top_k = 0;
     uint64_t seed = 0;
@@ -73,7 +75,8 @@ nlohmann::ordered_json line_of(const rb::WorkItem& w, const rb::BatchRunItem& it
         j["speculation"] = {{"source", f.spec},      {"k", f.k},
                             {"passes", s.passes},    {"proposed", s.proposed},
                             {"accepted", s.accepted}, {"emitted", s.emitted},
-                            {"acceptance_rate", s.acceptance_rate()}, {"tokens_per_pass", s.tokens_per_pass()}};
+                            {"acceptance_rate", s.acceptance_rate()}, {"tokens_per_pass", s.tokens_per_pass()},
+                            {"tree_passes", s.tree_passes}, {"mean_depth", s.mean_depth()}};
     }
     return j;
 }
@@ -83,7 +86,7 @@ int run_batch(const BatchFlags& f) {
     if (!f.draft.empty() && f.spec != "draft" && f.spec != "auto" && f.spec != "auto-first")
         throw Error("batch: --draft is only used with --spec draft or auto");
     if (f.spec == "draft" && f.draft.empty()) throw Error("batch: --spec draft needs --draft MODEL");
-    if (f.spec == "none" && f.adaptive) throw Error("batch: --adaptive needs --spec");
+    if (f.spec == "none" && (f.adaptive || f.tree > 0)) throw Error("batch: --adaptive and --tree need --spec");
     if (!f.pass_cost_ms.empty() &&
         (f.pass_cost_ms.size() != 2 || !(f.pass_cost_ms[0] > 0) || !(f.pass_cost_ms[1] > 0) ||
          std::isinf(f.pass_cost_ms[0]) || std::isinf(f.pass_cost_ms[1])))
@@ -98,6 +101,7 @@ int run_batch(const BatchFlags& f) {
     o.spec = f.spec;
     o.k = f.k;
     o.adaptive = f.adaptive;
+    o.branches = f.tree;
     o.sampler.temperature = f.temperature;
     o.sampler.top_k = f.top_k;
     o.sampler.seed = f.seed;
@@ -156,9 +160,18 @@ void register_batch(CLI::App& app, Runner& run) {
     cmd->add_option("--concurrency", f->concurrency, "Requests decoding at once (each pass carries all of them)")
         ->capture_default_str();
     cmd->add_option("--spec", f->spec,
-                    "Guess source of every request: none, ngram, ref (the item's references), draft, auto, auto-first")
-        ->check(CLI::IsMember({"none", "ngram", "ref", "draft", "auto", "auto-first"}))
+                    "Guess source of every request: none, ngram, ref (the item's references), draft, auto, auto-first, "
+                    "suffix (one cache of the finished requests' outputs serves them all)")
+        ->check(CLI::IsMember([] {
+            std::vector<std::string> c{"none"};
+            for (const char* n : speculate::kSourceNames) c.emplace_back(n);
+            return c;
+        }()))
         ->capture_default_str();
+    cmd->add_option("--tree", f->tree,
+                    "Token trees: up to this many continuations per node for ngram, ref and suffix (1: chains; "
+                    "default: ngram and ref chains, suffix 4)")
+        ->check(CLI::Range(1, 64));
     cmd->add_option("--draft", f->draft, "Draft GGUF model (--spec draft/auto)")->check(CLI::ExistingFile);
     cmd->add_option("-k", f->k, "Guesses per request and pass (the ceiling with --adaptive)")->capture_default_str();
     cmd->add_flag("--adaptive", f->adaptive, "Adapt each request's guesses per pass to its recent acceptance");

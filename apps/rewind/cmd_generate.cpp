@@ -58,6 +58,8 @@ struct GenerateFlags {
     std::string draft;
     int k = 8;
     bool adaptive = false;
+    std::string k_policy = "fixed";
+    int tree = 0; // continuations per node of ngram, ref and suffix (0: each source's own)
     std::string verify = "exact";
     bool no_repack = false; // keep Q8_0, Q5_0 and K-quant weights in the file's layout (ModelOptions::repack)
     bool widen_q4 = false; // ModelOptions::widen_q4
@@ -66,6 +68,18 @@ struct GenerateFlags {
     std::string system;        // an optional system message before it
     std::string chat_template; // a built-in format name or, with @FILE, a template's text
 };
+
+// "none" and every source the library's factory builds.
+std::vector<std::string> spec_choices() {
+    std::vector<std::string> c{"none"};
+    for (const char* n : speculate::kSourceNames) c.emplace_back(n);
+    return c;
+}
+
+speculate::KPolicy k_policy_of(const GenerateFlags& f) {
+    if (f.adaptive || f.k_policy == "adaptive") return speculate::KPolicy::Adaptive;
+    return f.k_policy == "cost" ? speculate::KPolicy::Cost : speculate::KPolicy::Fixed;
+}
 
 void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
     cmd.add_option("-m,--model", f.model, "GGUF model file")->capture_default_str();
@@ -106,9 +120,14 @@ void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
     cmd.add_option("--spec", f.spec,
                    "Speculative decoding guess source: none, ngram (prompt lookup), ref (--ref documents), "
                    "draft (--draft model), auto (ref, ngram and draft as available; the longest proposal "
-                   "wins), auto-first (as auto, but the first member with a guess wins)")
-        ->check(CLI::IsMember({"none", "ngram", "ref", "draft", "auto", "auto-first"}))
+                   "wins), auto-first (as auto, but the first member with a guess wins), suffix (a suffix "
+                   "index of the prompt and output that proposes token trees)")
+        ->check(CLI::IsMember(spec_choices()))
         ->capture_default_str();
+    cmd.add_option("--tree", f.tree,
+                   "Token trees: up to this many continuations per node for ngram, ref and suffix, verified "
+                   "in one pass (1: chains; default: ngram and ref chains, suffix 4)")
+        ->check(CLI::Range(1, 64));
     cmd.add_option("--ref", f.refs, "Reference document to copy guesses from (repeatable, at most 16 MiB each; --spec ref/auto)")
         ->check(CLI::ExistingFile);
     cmd.add_option("--draft", f.draft, "Draft GGUF model with the target's vocabulary (--spec draft/auto)")
@@ -121,7 +140,14 @@ void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
                    "With --chat: a built-in chat format (llama3, llama3.1, chatml, qwen2.5, qwen3, phi3, gemma, ...), "
                    "or @FILE for a template's text; default: the file's tokenizer.chat_template")
         ->needs(chat);
-    cmd.add_flag("--adaptive", f.adaptive, "Adapt the guesses per pass to recent acceptance");
+    auto* ad = cmd.add_flag("--adaptive", f.adaptive, "Adapt the guesses per pass to recent acceptance (--k-policy adaptive)");
+    cmd.add_option("--k-policy", f.k_policy,
+                   "Guesses per pass: fixed (k), adaptive (grow and shrink with acceptance, at most k), cost "
+                   "(keep the guesses, chain or tree, whose chance to stand pays for the time their rows add, "
+                   "from this run's pass times)")
+        ->check(CLI::IsMember({"fixed", "adaptive", "cost"}))
+        ->excludes(ad)
+        ->capture_default_str();
     cmd.add_option("--verify", f.verify,
                    "exact: output identical to plain decoding; rejection: speculative sampling "
                    "(the target's distribution, not its exact tokens)")
@@ -202,6 +228,7 @@ std::unique_ptr<speculate::GuessSource> make_guess_source(const GenerateFlags& f
     if (f.spec == "draft" && f.draft.empty()) throw Error("generate: --spec draft needs --draft MODEL");
     sp::SourceSpec spec;
     sp::parse_source_kind(f.spec, spec);
+    spec.branches = f.tree;
     for (const std::string& path : f.refs) spec.references.push_back(sp::read_text_file(path));
     if (!f.draft.empty()) spec.draft = Model::load(f.draft, ModelOptions{.repack = !f.no_repack, .widen_q4 = f.widen_q4});
     spec.draft_options.context = copts;
@@ -217,6 +244,9 @@ nlohmann::ordered_json stats_json(const DecodeStats& s, const speculate::Specula
         {"k_policy", speculate::k_policy_name(so.k_policy)},
         {"verify", speculate::verify_mode_name(so.verify)},
         {"passes", s.passes},
+        {"tree_passes", s.tree_passes},
+        {"guesses_per_pass", s.guesses_per_pass()},
+        {"mean_depth", s.mean_depth()},
         {"proposed", s.proposed},
         {"accepted", s.accepted},
         {"emitted", s.emitted},
@@ -267,10 +297,10 @@ int run_generate(const GenerateFlags& f) {
     speculate::SpeculativeOptions so;
     so.generate = opts;
     so.k = f.k;
-    so.k_policy = f.adaptive ? speculate::KPolicy::Adaptive : speculate::KPolicy::Fixed;
+    so.k_policy = k_policy_of(f);
     so.verify = f.verify == "rejection" ? speculate::VerifyMode::Rejection : speculate::VerifyMode::Exact;
-    if (!source && (f.adaptive || f.verify != "exact"))
-        throw Error("generate: --adaptive and --verify need --spec");
+    if (!source && (f.adaptive || f.k_policy != "fixed" || f.verify != "exact" || f.tree > 0))
+        throw Error("generate: --adaptive, --k-policy, --tree and --verify need --spec");
     // Generated text, complete UTF-8 only: a continuation, so no leading-space rule. The prompt
     // is echoed with the first token, so that options the decoder refuses fail before any output.
     Utf8StreamDecoder decoder(tok, /*at_text_start=*/false);
@@ -364,7 +394,7 @@ int run_chat(const GenerateFlags& f, bool verbose) {
     speculate::SpeculativeOptions so;
     so.generate = to_generate_options(f);
     so.k = f.k;
-    so.k_policy = f.adaptive ? speculate::KPolicy::Adaptive : speculate::KPolicy::Fixed;
+    so.k_policy = k_policy_of(f);
     so.verify = f.verify == "rejection" ? speculate::VerifyMode::Rejection : speculate::VerifyMode::Exact;
     const Tokenizer& tok = model->tokenizer();
     const bool terminal = ::isatty(0) != 0;

@@ -29,9 +29,11 @@ double ContinuationTree::build(const Continuations& c, const TreeShape& shape, P
     out.clear();
     nodes_.clear();
     if (c.size() == 0 || shape.k < 1 || shape.branches < 1 || shape.max_depth < 1) return 0;
-    const auto n_cont = static_cast<int32_t>(c.size());
+    // The context's count: every continuation's weight (1 each unless the index weighed them).
+    int32_t n_cont = 0;
+    for (size_t j = 0; j < c.size(); ++j) n_cont += c.weight(j);
     int32_t root_first = -1; // the context's first child
-    for (int32_t j = 0; j < n_cont; ++j) {
+    for (int32_t j = 0; j < static_cast<int32_t>(c.size()); ++j) {
         const auto seq = c[static_cast<size_t>(j)];
         const size_t len = std::min(seq.size(), static_cast<size_t>(shape.max_depth));
         int32_t parent = -1;
@@ -52,7 +54,7 @@ double ContinuationTree::build(const Continuations& c, const TreeShape& shape, P
                 else nodes_[static_cast<size_t>(parent)].first_child = at;
                 nodes_.push_back(node);
             }
-            ++nodes_[static_cast<size_t>(at)].count;
+            nodes_[static_cast<size_t>(at)].count += c.weight(static_cast<size_t>(j));
             parent = at;
         }
     }

@@ -24,7 +24,8 @@ struct TreeShape {
 // across passes (no allocation once its buffers are large enough).
 class ContinuationTree {
 public:
-    // Builds the trie of `c` (newest continuation first; each cut to shape.max_depth tokens) and
+    // Builds the trie of `c` (newest continuation first; each cut to shape.max_depth tokens; each
+    // counting c.weight(j)) and
     // writes into `out` (cleared first) the best-first tree: nodes in order of path probability
     // (product of weights from the context down), ties to the most recent occurrence, so every
     // parent precedes its children; weights[i] = count(i) / count(parent(i)), the context's count

@@ -72,10 +72,12 @@ DraftSource::DraftSource(std::shared_ptr<const Model> draft, const Model& target
     : ctx_(checked(std::move(draft), target, target_capacity), opts.context),
       cache_(ctx_.model(), KvCacheOptions{target_capacity, opts.cache_type}),
       sampler_(SamplerOptions{}, std::min(ctx_.model().n_vocab(), target.n_vocab())),
-      min_confidence_(opts.min_confidence), n_common_(std::min(ctx_.model().n_vocab(), target.n_vocab())),
+      min_confidence_(opts.min_confidence), branches_(opts.branches), n_common_(std::min(ctx_.model().n_vocab(), target.n_vocab())),
       n_target_(target.n_vocab()) {
     if (!(min_confidence_ >= 0.0f && min_confidence_ <= 1.0f))
         throw Error("draft source: min_confidence must be in [0, 1], got " + std::to_string(min_confidence_));
+    if (branches_ < 1 || branches_ > 64)
+        throw Error("draft source: branches must be in [1, 64], got " + std::to_string(branches_));
     fed_.reserve(static_cast<size_t>(target_capacity));
     history_.reserve(static_cast<size_t>(target_capacity));
 }
@@ -114,6 +116,10 @@ void DraftSource::propose(std::span<const TokenId> context, int k, Proposal& out
     fed_.insert(fed_.end(), pending_.begin(), pending_.end());
     // Only the ids both vocabularies have: the draft's logits over its padding are ignored.
     const auto n_common = static_cast<size_t>(n_common_);
+    if (branches_ > 1 && verify_ == VerifyMode::Exact) {
+        propose_tree(logits, n, out);
+        return;
+    }
     for (int i = 0; i < n; ++i) {
         logits = logits.first(n_common);
         if (min_confidence_ > 0.0f && top_probability(logits) < min_confidence_) break;
@@ -137,6 +143,86 @@ void DraftSource::propose(std::span<const TokenId> context, int k, Proposal& out
     }
 }
 
+// A chain of ceil(k / branches) picks, each with the draft's next most likely tokens as leaf
+// siblings; the k nodes most likely to be reached (product of draft probabilities down the path)
+// go out best first (a parent is never less likely than its child, so it comes first).
+void DraftSource::propose_tree(std::span<const float> logits, int k, Proposal& out) {
+    const auto n_common = static_cast<size_t>(n_common_);
+    const int depth = std::max(1, (k + branches_ - 1) / branches_);
+    cand_tok_.clear();
+    cand_par_.clear();
+    cand_p_.clear();
+    cand_w_.clear();
+    int32_t chain = -1;   // the last chain node (candidate index)
+    double reach = 1.0;   // the draft's probability of reaching it
+    for (int i = 0; i < depth; ++i) {
+        logits = logits.first(n_common);
+        const float mx = *std::max_element(logits.begin(), logits.end());
+        double sum = 0;
+        for (float l : logits) sum += std::exp(static_cast<double>(l - mx));
+        const auto prob = [&](TokenId t) { return std::exp(static_cast<double>(logits[static_cast<size_t>(t)] - mx)) / sum; };
+        if (min_confidence_ > 0.0f && 1.0 / sum < min_confidence_) break;
+        const auto pos = static_cast<int64_t>(history_.size());
+        const TokenId t = sampler_.sample(logits.data(), pos, history_);
+        // The pick, then its most likely alternatives as leaves under the same parent.
+        const auto pick = static_cast<int32_t>(cand_tok_.size());
+        cand_tok_.push_back(t);
+        cand_par_.push_back(chain);
+        cand_w_.push_back(static_cast<float>(prob(t)));
+        cand_p_.push_back(reach * prob(t));
+        top_.clear();
+        for (size_t v = 0; v < n_common; ++v) {
+            if (static_cast<TokenId>(v) == t) continue;
+            const std::pair<float, TokenId> e{logits[v], static_cast<TokenId>(v)};
+            if (top_.size() < static_cast<size_t>(branches_ - 1)) {
+                top_.push_back(e);
+                std::push_heap(top_.begin(), top_.end(), std::greater<>());
+            } else if (e.first > top_.front().first) {
+                std::pop_heap(top_.begin(), top_.end(), std::greater<>());
+                top_.back() = e;
+                std::push_heap(top_.begin(), top_.end(), std::greater<>());
+            }
+        }
+        for (const auto& [l, s] : top_) {
+            cand_tok_.push_back(s);
+            cand_par_.push_back(chain);
+            cand_w_.push_back(static_cast<float>(prob(s)));
+            cand_p_.push_back(reach * prob(s));
+        }
+        reach *= prob(t);
+        chain = pick;
+        history_.push_back(t);
+        if (i + 1 < depth) {
+            logits = ctx_.forward(cache_, std::span<const TokenId>(&t, 1), Logits::Last);
+            fed_.push_back(t);
+        }
+    }
+    // The k most likely, best first; ties keep the candidate order (a parent before its child).
+    const size_t n = cand_tok_.size();
+    order_.resize(n);
+    for (size_t i = 0; i < n; ++i) order_[i] = static_cast<int32_t>(i);
+    std::stable_sort(order_.begin(), order_.end(),
+                     [&](int32_t a, int32_t b) { return cand_p_[static_cast<size_t>(a)] > cand_p_[static_cast<size_t>(b)]; });
+    const size_t keep = std::min(n, static_cast<size_t>(k));
+    where_.assign(n, -1);
+    for (size_t j = 0; j < keep; ++j) {
+        const auto c = static_cast<size_t>(order_[j]);
+        const int32_t a = cand_par_[c];
+        // A dropped parent (rounding can tie a child with it) drops the child too.
+        if (a >= 0 && where_[static_cast<size_t>(a)] < 0) continue;
+        where_[c] = static_cast<int32_t>(out.tokens.size());
+        out.tokens.push_back(cand_tok_[c]);
+        out.parents.push_back(a < 0 ? -1 : where_[static_cast<size_t>(a)]);
+        out.weights.push_back(std::clamp(cand_w_[c], 0.0f, 1.0f));
+    }
+}
+
 void DraftSource::accept(std::span<const TokenId> context) { rollback_to(context); }
+
+void DraftSource::set_branches(int branches) {
+    if (branches < 1 || branches > 64)
+        throw Error("draft source: branches must be in [1, 64], got " + std::to_string(branches));
+    branches_ = branches;
+}
 
 } // namespace rwd::speculate

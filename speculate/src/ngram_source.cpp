@@ -24,12 +24,12 @@ void NgramSource::sync(std::span<const TokenId> context) { index_.follow(context
 void NgramSource::propose(std::span<const TokenId> context, int k, Proposal& out) {
     check_k(name(), k);
     sync(context);
-    const IndexMatch m = index_.find(context);
     if (!tree_) {
-        index_.copy(m, k, RunOff::Overlap, out.tokens);
+        index_.copy(index_.find(context), k, RunOff::Overlap, out.tokens);
         return;
     }
-    index_.continuations(m, opts_.max_occurrences, k, RunOff::Overlap, found_);
+    // Every suffix length's occurrences: the longest match leads, shorter ones add alternatives.
+    index_.continuations_backoff(context, opts_.max_occurrences, k, RunOff::Overlap, found_);
     tree_->build(found_, TreeShape{.k = k, .branches = opts_.branches, .max_depth = k}, out);
 }
 

@@ -88,6 +88,7 @@ std::unique_ptr<GuessSource> make_guess_source(const SourceSpec& given, const Mo
     if (given.branches > 0) {
         spec_copy = given;
         spec_copy.ngram.branches = spec_copy.ref.branches = spec_copy.suffix.branches = given.branches;
+        spec_copy.draft_options.branches = given.branches;
         sp = &spec_copy;
     }
     const SourceSpec& spec = *sp;

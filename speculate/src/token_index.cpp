@@ -173,6 +173,42 @@ void TokenIndex::continuations(const IndexMatch& match, int max_occurrences, int
     }
 }
 
+void TokenIndex::continuations_backoff(std::span<const TokenId> context, int max_occurrences, int max_len,
+                                       RunOff run_off, Continuations& out, int64_t min_pos) const {
+    out.clear();
+    const IndexMatch longest = find(context, min_pos);
+    if (!longest.found() || max_occurrences < 1 || max_len < 1) return;
+    out.match_length = longest.n;
+    const size_t end = context.size();
+    uint64_t h = 0, keys[NgramRange::kLimit + 1];
+    for (int n = 1; n <= longest.n; ++n) {
+        h = extend(h, context[end - static_cast<size_t>(n)]);
+        keys[n] = key_of(h, n);
+    }
+    for (int n = longest.n; n >= range_.n_min && static_cast<int>(out.positions.size()) < max_occurrences; --n) {
+        const int32_t latest = lookup(keys[n]);
+        if (latest < 0 || latest < min_pos) continue;
+        const size_t before = out.positions.size();
+        // Visits stop at max_occurrences new positions (those of longer matches come again).
+        occurrences(IndexMatch{latest, n}, max_occurrences + static_cast<int>(before), out.positions, min_pos);
+        const auto w = static_cast<int32_t>((n - range_.n_min + 1));
+        size_t kept = before;
+        for (size_t i = before; i < out.positions.size(); ++i) {
+            const int64_t p = out.positions[i];
+            if (std::find(out.positions.begin(), out.positions.begin() + static_cast<std::ptrdiff_t>(before), p) !=
+                out.positions.begin() + static_cast<std::ptrdiff_t>(before))
+                continue; // already in from a longer match
+            if (static_cast<int>(kept) >= max_occurrences) break;
+            out.positions[kept++] = p;
+            if (copy(IndexMatch{p, n}, max_len, run_off, out.tokens) > 0) {
+                out.offsets.push_back(static_cast<int32_t>(out.tokens.size()));
+                out.weights.push_back(w);
+            }
+        }
+        out.positions.resize(kept);
+    }
+}
+
 int32_t TokenIndex::insert(uint64_t key, int32_t value) {
     if ((n_entries_ + 1) * 2 > static_cast<int64_t>(keys_.size())) grow();
     const size_t mask = keys_.size() - 1;

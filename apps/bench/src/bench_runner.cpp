@@ -97,8 +97,10 @@ private:
         sp::parse_source_kind(source_name(c.source), spec);
         spec.branches = c.branches;
         if (spec.kind == sp::SourceKind::Ref || spec.kind == sp::SourceKind::Auto) spec.references = item.references;
-        if ((spec.kind == sp::SourceKind::Draft || spec.kind == sp::SourceKind::Auto) && draft_)
+        if ((spec.kind == sp::SourceKind::Draft || spec.kind == sp::SourceKind::Auto) && draft_) {
+            draft_->set_branches(c.branches > 0 ? c.branches : 1); // one draft serves every configuration
             spec.draft = std::shared_ptr<sp::GuessSource>(draft_);
+        }
         if (spec.kind == sp::SourceKind::Suffix) {
             spec.suffix_cache = suffix_cache_;
             spec.suffix.record = false; // the loop adds each item's output once (remember())

@@ -19,6 +19,13 @@ struct DraftSourceOptions {
     // wrong guess costs a draft pass and a verified position. 0 drafts all k (README,
     // Performance: how the default was chosen).
     float min_confidence = 0.3f;
+    // Token trees (exact verification only): > 1 adds, at each drafted position, the draft's
+    // next most likely tokens (up to branches - 1 of them) as leaf siblings of its pick, so a
+    // pass whose chain misses can still accept the draft's second choice. The chain is then
+    // ceil(k / branches) deep and the k nodes are the most likely of chain and siblings (their
+    // draft probabilities are the weights). The siblings cost no draft pass: their logits are
+    // the chain's. 1: a chain of k (rejection mode always drafts a chain).
+    int branches = 1;
 };
 
 class DraftSource final : public GuessSource {
@@ -45,6 +52,9 @@ public:
     // Cuts the draft's cache back to its longest prefix that agrees with `context`; the rest is
     // fed at the next proposal.
     void accept(std::span<const TokenId> context) override;
+    // DraftSourceOptions::branches for the proposals from now on (a draft shared by requests
+    // that want chains and trees). Throws rwd::Error (argument) outside [1, 64].
+    void set_branches(int branches);
 
     const KvCache& cache() const { return cache_; }
     const Model& model() const { return ctx_.model(); }
@@ -55,6 +65,7 @@ public:
 
 private:
     void rollback_to(std::span<const TokenId> context);
+    void propose_tree(std::span<const float> logits, int k, Proposal& out);
 
     Context ctx_;
     KvCache cache_;
@@ -65,6 +76,14 @@ private:
     std::vector<TokenId> pending_; // tokens to run in the next pass
     std::vector<float> q_;
     float min_confidence_;
+    int branches_;
+    // A tree's candidates before the k most likely are kept: token, parent (in this list),
+    // draft probability of reaching it; and the chosen order.
+    std::vector<TokenId> cand_tok_;
+    std::vector<int32_t> cand_par_, order_, where_;
+    std::vector<double> cand_p_;
+    std::vector<float> cand_w_;
+    std::vector<std::pair<float, TokenId>> top_;
     int64_t n_common_;  // ids both vocabularies have (the draft samples among these)
     int64_t n_target_;  // the target's vocabulary size (rows of reported probabilities)
 };

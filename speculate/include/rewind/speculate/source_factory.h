@@ -53,7 +53,7 @@ struct SourceSpec {
     std::shared_ptr<SuffixCache> suffix_cache;
     SuffixSourceOptions suffix;
     DraftSourceOptions draft_options; // its cache_type should match the target cache's
-    // Continuations per node of the text-matching sources (ngram, ref, suffix, and auto's): > 0
+    // Continuations per node of every source (ngram, ref, suffix, draft, and auto's): > 0
     // sets their options' `branches` (1: chains, more: token trees); 0 keeps each one's own
     // (ngram and ref: chains; suffix: a tree). Negative: refused.
     int branches = 0;

@@ -34,9 +34,13 @@ struct Continuations {
     std::vector<TokenId> tokens;
     std::vector<int32_t> offsets{0};
     std::vector<int64_t> positions; // where each continuation starts (scratch for the index)
+    // Empty, or one per continuation: how much it counts (a longer match counts more).
+    std::vector<int32_t> weights;
+    int32_t weight(size_t j) const { return weights.empty() ? 1 : weights[j]; }
     void clear() {
         match_length = 0;
         tokens.clear();
+        weights.clear();
         offsets.assign(1, 0);
         positions.clear();
     }
@@ -107,6 +111,13 @@ public:
     // continuations are left out.
     void continuations(const IndexMatch& match, int max_occurrences, int max_len, RunOff run_off, Continuations& out,
                        int64_t min_pos = 0) const;
+    // As continuations() of `context`'s longest match (out.match_length), then backing off: the
+    // occurrences of each shorter suffix of `context` down to n_min that are not already in,
+    // newest first, up to `max_occurrences` in all. A continuation of an n-token match weighs
+    // 2^(n - n_min), so the longer matches lead and the shorter ones add the alternatives the
+    // longest never saw. Nothing when no suffix matches.
+    void continuations_backoff(std::span<const TokenId> context, int max_occurrences, int max_len, RunOff run_off,
+                               Continuations& out, int64_t min_pos = 0) const;
 
     // Appends to `out` up to k tokens that follow `match` in its document (see RunOff); returns
     // how many were appended.
