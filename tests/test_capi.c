@@ -209,25 +209,32 @@ int main(void) {
     CHECK(n_plain == kMax && st.emitted == kMax && st.stop == REWIND_STOP_MAX_TOKENS);
     CHECK(rewind_cache_n_tokens(c) == (int64_t)(n + n_plain));
 
-    /* Speculative decoding with every source gives the same tokens. */
+    /* Speculative decoding with every source gives the same tokens: chains with fixed k, then
+     * token trees (3 continuations per node) sized by the cost policy. */
     const char* doc = "def parse_args(argv):\n    parser = argparse.ArgumentParser()\n    parser.add_argument('--x')\n";
-    const char* sources[] = {"ngram", "ref", "draft", "auto"};
-    for (int s = 0; s < 4; ++s) {
+    const char* sources[] = {"ngram", "ref", "draft", "auto", "suffix"};
+    for (int s = 0; s < 10; ++s) {
         rewind_spec_options so = rewind_spec_default_options();
-        so.source = sources[s];
+        so.source = sources[s % 5];
         so.k = 4;
-        if (!strcmp(sources[s], "ref") || !strcmp(sources[s], "auto")) {
+        if (s >= 5) {
+            so.k = 10;
+            so.branches = 3;
+            so.k_policy = REWIND_K_COST;
+        }
+        if (!strcmp(so.source, "ref") || !strcmp(so.source, "auto")) {
             so.references = &doc;
             so.n_references = 1;
         }
-        if (!strcmp(sources[s], "draft") || !strcmp(sources[s], "auto")) so.draft = draft;
+        if (!strcmp(so.source, "draft") || !strcmp(so.source, "auto")) so.draft = draft;
         rewind_cache* cs = prompt_cache(m, ctx, ids, n);
         OK(rewind_generate_speculative(ctx, cs, &go, &so, out, kMax, &n_out, &st));
         CHECK(n_out == n_plain);
         CHECK(memcmp(out, plain, n_out * sizeof *out) == 0);
         CHECK(st.emitted == (int64_t)n_out && st.passes >= 1 && st.passes <= st.emitted);
         CHECK(st.accepted <= st.proposed);
-        printf("%-6s %lld passes for %lld tokens, %lld/%lld guesses accepted\n", sources[s], (long long)st.passes,
+        printf("%-6s %s %lld passes for %lld tokens, %lld/%lld guesses accepted\n", so.source, s >= 5 ? "trees " : "chains",
+               (long long)st.passes,
                (long long)st.emitted, (long long)st.accepted, (long long)st.proposed);
         rewind_cache_free(cs);
     }

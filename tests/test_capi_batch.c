@@ -67,7 +67,7 @@ static void add(rewind_batch* b, Request* r) {
     rewind_spec_options so = rewind_spec_default_options();
     so.source = r->source;
     so.k = r->k;
-    so.adaptive = r->adaptive;
+    so.k_policy = r->adaptive ? REWIND_K_ADAPTIVE : REWIND_K_FIXED;
     OK(rewind_batch_add(b, r->ids, r->n_ids, &go, r->source ? &so : NULL, &r->id));
 }
 

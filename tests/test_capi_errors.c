@@ -164,6 +164,16 @@ int main(void) {
     so.k = 0;
     EXPECT_STATUS(rewind_generate_speculative(ctx, c, &go, &so, out, 64, &n, NULL), REWIND_ERR_ARGUMENT);
     so.k = 4;
+    so.k_policy = 7; /* no rewind_k_policy */
+    EXPECT_STATUS(rewind_generate_speculative(ctx, c, &go, &so, out, 64, &n, NULL), REWIND_ERR_ARGUMENT);
+    EXPECT(strstr(rewind_last_error(), "k_policy") != NULL);
+    so.k_policy = REWIND_K_FIXED;
+    so.branches = -1;
+    EXPECT_STATUS(rewind_generate_speculative(ctx, c, &go, &so, out, 64, &n, NULL), REWIND_ERR_ARGUMENT);
+    so.branches = 65;
+    EXPECT_STATUS(rewind_generate_speculative(ctx, c, &go, &so, out, 64, &n, NULL), REWIND_ERR_ARGUMENT);
+    EXPECT(strstr(rewind_last_error(), "branches") != NULL);
+    so.branches = 0;
     so.source = NULL;
     EXPECT_STATUS(rewind_generate_speculative(ctx, c, &go, &so, out, 64, &n, NULL), REWIND_ERR_ARGUMENT);
     EXPECT_STATUS(rewind_generate_speculative(ctx, c, &go, NULL, out, 64, &n, NULL), REWIND_ERR_ARGUMENT);

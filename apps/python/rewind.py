@@ -151,11 +151,15 @@ class _SpecOptions(ctypes.Structure):
     _fields_ = [
         ("source", ctypes.c_char_p),
         ("k", ctypes.c_int32),
-        ("adaptive", ctypes.c_int),
+        ("k_policy", ctypes.c_int),
         ("references", ctypes.POINTER(ctypes.c_char_p)),
         ("n_references", ctypes.c_size_t),
         ("draft", ctypes.c_void_p),
+        ("branches", ctypes.c_int32),
     ]
+
+
+_K_POLICIES = {"fixed": 0, "adaptive": 1, "cost": 2}
 
 
 class Stats(ctypes.Structure):
@@ -855,11 +859,20 @@ def _options(max_tokens, temperature, seed, stop, stop_at_eog, keep, top_k=0, to
     return o
 
 
-def _spec(source, k, adaptive, references, draft, keep):
+def _spec(source, k, adaptive, references, draft, keep, tree=0, k_policy=None):
+    """The C speculation options. k_policy: "fixed", "adaptive" or "cost" (None: adaptive when
+    `adaptive`, else fixed); tree: continuations per node (1: chains, 0: the source's own)."""
     spec = _lib.rewind_spec_default_options()
     spec.source = source.encode()
     spec.k = k
-    spec.adaptive = int(adaptive)
+    if k_policy is None:
+        k_policy = "adaptive" if adaptive else "fixed"
+    if k_policy not in _K_POLICIES:
+        raise ArgumentError(f"k_policy must be one of {', '.join(_K_POLICIES)}, not {k_policy!r}")
+    spec.k_policy = _K_POLICIES[k_policy]
+    if not isinstance(tree, int) or isinstance(tree, bool):
+        raise ArgumentError(f"tree must be an int (continuations per node), not {tree!r}")
+    spec.branches = tree
     if references:
         arr, count = _c_strings(references)
         keep.append(arr)
@@ -884,10 +897,14 @@ def _run(ctx, cache, max_tokens, opts, spec):
 def generate(ctx: "Context", cache: "Cache", max_tokens: int = 128, source: "str | None" = None, k: int = 4,
              adaptive: bool = False, references: "Sequence[str]" = (), draft: "Model | None" = None,
              temperature: float = 0.0, seed: int = 0, stop: "Sequence[str]" = (), stop_at_eog: bool = True,
-             on_token=None, top_k: int = 0, top_p: float = 1.0) -> "Tuple[list[int], Stats]":
+             on_token=None, top_k: int = 0, top_p: float = 1.0, tree: int = 0,
+             k_policy: "str | None" = None) -> "Tuple[list[int], Stats]":
     """Generates from the sequence in `cache`; the ids are appended to it and returned with the
-    Stats. source None decodes plainly; "ngram", "ref", "draft" or "auto" speculates (same
-    tokens: speculation is lossless).
+    Stats. source None decodes plainly; "ngram", "ref", "draft", "auto" or "suffix" speculates
+    (same tokens: speculation is lossless). tree > 1 lets the source propose token trees of up
+    to that many continuations per node, verified in one pass (1: chains; 0: the source's own,
+    which is a tree for "suffix"). k_policy "cost" keeps, of at most k guesses, those whose
+    chance to stand pays for the time their rows add ("fixed", "adaptive": see the C API).
 
     on_token: called with each token id as it is decided (before this returns); returning False
     stops the generation after that token (Stats.stop_reason "cancelled"), None or True goes on.
@@ -896,7 +913,7 @@ def generate(ctx: "Context", cache: "Cache", max_tokens: int = 128, source: "str
     _settle(ctx, cache)
     keep = []
     opts = _options(max_tokens, temperature, seed, stop, stop_at_eog, keep, top_k, top_p)
-    spec = _spec(source, k, adaptive, references, draft, keep) if source is not None else None
+    spec = _spec(source, k, adaptive, references, draft, keep, tree, k_policy) if source is not None else None
     errors = []
     if on_token is not None:
         cb = _token_callback(on_token, errors)
@@ -965,7 +982,8 @@ class Stream:
     raised from the iteration."""
 
     def __init__(self, ctx, cache, max_tokens=128, source=None, k=4, adaptive=False, references=(), draft=None,
-                 temperature=0.0, seed=0, stop=(), stop_at_eog=True, text=False, top_k=0, top_p=1.0):
+                 temperature=0.0, seed=0, stop=(), stop_at_eog=True, text=False, top_k=0, top_p=1.0, tree=0,
+                 k_policy=None):
         _settle(ctx, cache)
         self.tokens = []
         self.stats = None
@@ -983,7 +1001,7 @@ class Stream:
         self._ended = False
         keep = []
         opts = _options(max_tokens, temperature, seed, stop, stop_at_eog, keep, top_k, top_p)
-        spec = _spec(source, k, adaptive, references, draft, keep) if source is not None else None
+        spec = _spec(source, k, adaptive, references, draft, keep, tree, k_policy) if source is not None else None
         messages, replies = self._messages, self._replies
 
         def call(token, _user_data):  # on the helper thread; never references the Stream
@@ -1192,6 +1210,8 @@ def _hf_prepare(model, input_ids, past_key_values, max_new_tokens, max_length, d
     holds input_ids (past_key_values imported for its first tokens, the rest run). Returns
     (ctx, cache, ids, max_tokens, keyword arguments for generate/Stream, the K/V dtype)."""
     np = _require_numpy("generate")
+    extra = dict(extra)
+    tree = extra.pop("tree", 0)  # rewind's extension: token trees of the guess sources
     for key, value in extra.items():
         if key not in _HF_DEFAULT_ONLY:
             raise ArgumentError(f"generate: unknown argument {key!r}")
@@ -1244,7 +1264,10 @@ def _hf_prepare(model, input_ids, past_key_values, max_new_tokens, max_length, d
     if names:
         k = prompt_lookup_num_tokens or num_assistant_tokens or 8
         spec = {"source": names[0] if len(names) == 1 else "auto", "k": int(min(k, 255)), "references": references,
-                "draft": assistant_model}
+                "draft": assistant_model, "tree": tree}
+    elif tree:
+        raise ArgumentError("generate: tree needs a guess source (prompt_lookup_num_tokens, assistant_model or "
+                            "reference_texts)")
     stop = ()
     if stop_strings is not None:
         stop = (stop_strings,) if isinstance(stop_strings, str) else tuple(stop_strings)
@@ -1293,7 +1316,9 @@ def generate_hf(model: "Model", input_ids, max_new_tokens: "int | None" = None, 
     prompt_lookup_num_tokens=K guesses K tokens by n-gram lookup in the sequence ("ngram");
     assistant_model=draft (a rewind.Model sharing the vocabulary) guesses with a draft model
     (num_assistant_tokens per pass, default 8); reference_texts=[...] copies guesses from
-    documents ("ref"); given together they form rewind's "auto" source.
+    documents ("ref"); given together they form rewind's "auto" source. tree=B (rewind's
+    extension) lets them propose token trees of up to B continuations per node, verified in one
+    pass (still lossless).
     Returns the sequences, an int64 numpy array [1, n + generated]; with
     return_dict_in_generate=True a GenerateOutput: .sequences, .past_key_values (the K/V of
     sequences[:, :-1], in the dtype of the past_key_values given or float32; None when

@@ -60,6 +60,18 @@ class RewindTest(unittest.TestCase):
                 self.assertLessEqual(stats.passes, 40)
                 self.assertLessEqual(stats.accepted, stats.proposed)
 
+    def test_token_trees_and_the_cost_policy_are_lossless(self):
+        plain, _ = self.session().generate(40, stop_at_eog=False)
+        for source, kw in [("ngram", {"tree": 3}), ("suffix", {}), ("draft", {"draft": self.draft, "tree": 2}),
+                           ("suffix", {"tree": 4, "k_policy": "cost"})]:
+            with self.subTest(source=source, **{k: v for k, v in kw.items() if k != "draft"}):
+                text, stats = self.session().generate(40, source=source, k=8, stop_at_eog=False, **kw)
+                self.assertEqual(text, plain)
+        with self.assertRaises(rewind.ArgumentError):
+            self.session().generate(8, source="ngram", k_policy="sometimes")
+        with self.assertRaises(rewind.ArgumentError):
+            self.session().generate(8, source="ngram", tree=-1)
+
     def test_errors_carry_status(self):
         with self.assertRaises(rewind.Error) as e:
             rewind.Model("/nonexistent/model.gguf")

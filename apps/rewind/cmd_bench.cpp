@@ -47,7 +47,7 @@ struct BenchCliOptions {
     std::vector<std::string> spec{"ngram"};
     std::vector<int> ks{2, 4, 8};
     std::vector<int> trees;     // --tree: continuations per node to measure (empty: each source's own)
-    bool adaptive = false, adaptive_only = false;
+    bool adaptive = false, adaptive_only = false, k_cost = false;
     int repeat = 3, warmup = 1, threads = 1;
     std::string device = "cpu";
     std::string simd;       // --simd: cap on the CPU kernels' level (empty: the CPU's best)
@@ -114,6 +114,7 @@ std::string canonical_command(const BenchCliOptions& o, const std::string& model
     }
     if (o.adaptive) c << " --adaptive";
     if (o.adaptive_only) c << " --adaptive-only";
+    if (o.k_cost) c << " --k-cost";
     c << " --repeat " << o.repeat << " --warmup " << o.warmup << " -t " << o.threads;
     if (o.device != "cpu") c << " --device " << o.device;
     if (!o.simd.empty()) c << " --simd " << o.simd;
@@ -477,7 +478,7 @@ int run_bench(const BenchCliOptions& o) {
     const rb::KModes modes = o.adaptive_only ? rb::KModes::Adaptive : o.adaptive ? rb::KModes::Both : rb::KModes::Fixed;
 
     rb::RunnerOptions ro;
-    ro.configs = rb::make_configs(sources, o.ks, modes, o.trees);
+    ro.configs = rb::make_configs(sources, o.ks, modes, o.trees, o.k_cost);
     ro.repeat = o.repeat;
     ro.warmup = o.warmup;
     ro.n_threads = o.threads;
@@ -545,6 +546,8 @@ void register_bench(CLI::App& app, Runner& run) {
         ->delimiter(',');
     auto* ad = cmd->add_flag("--adaptive", o->adaptive, "Also measure adaptive k (k the ceiling) next to fixed k");
     cmd->add_flag("--adaptive-only", o->adaptive_only, "Measure adaptive k only")->excludes(ad);
+    cmd->add_flag("--k-cost", o->k_cost,
+                  "Also measure the cost policy: the guesses (chain or tree) that pay for their rows, at most k");
     auto* rep = cmd->add_option("--repeat", o->repeat,
                                 "Timed runs per item and configuration, the median kept (with --cost-curve: timed "
                                 "passes per n)")->capture_default_str();

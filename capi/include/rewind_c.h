@@ -280,16 +280,28 @@ REWIND_C_API rewind_status rewind_generate(rewind_context* ctx, rewind_cache* ca
  * The output is exactly rewind_generate's with the same options, and on_token sees the same
  * tokens in the same order (several in a row after a pass that accepts guesses), so stopping
  * after the same token leaves the same output and cache. */
+/* How many guesses each pass verifies (only the pass structure depends on it, never a token). */
+typedef enum rewind_k_policy {
+    REWIND_K_FIXED = 0,    /* k every pass */
+    REWIND_K_ADAPTIVE = 1, /* grow and shrink with acceptance, at most k */
+    REWIND_K_COST = 2      /* the guesses (chain or tree) whose chance to stand pays for the pass
+                            * time their rows add, from the pass times measured as it runs; at
+                            * most k (in a batch: as REWIND_K_FIXED) */
+} rewind_k_policy;
+
 typedef struct rewind_spec_options {
-    const char* source;            /* "ngram", "ref", "draft", "auto" (or "auto-first") */
-    int32_t k;                     /* guesses per pass, 1..255 (the ceiling when adaptive) */
-    int adaptive;                  /* grow and shrink k with acceptance */
+    const char* source;            /* "ngram", "ref", "draft", "auto", "auto-first", "suffix" */
+    int32_t k;                     /* guesses (tree nodes) per pass, 1..255 (the ceiling unless fixed) */
+    int k_policy;                  /* a rewind_k_policy value */
     const char* const* references; /* documents to copy from: ref (required), auto (optional) */
     size_t n_references;
     const rewind_model* draft;     /* a draft model with the target's vocabulary: draft
                                     * (required), auto (optional); NULL otherwise */
+    int32_t branches;              /* token trees: continuations per node of the source, 1..64
+                                    * (1: chains); 0: each source's own (suffix branches, the
+                                    * others make chains) */
 } rewind_spec_options;
-/* source "ngram", k 8, fixed, no references, no draft. */
+/* source "ngram", k 8, REWIND_K_FIXED, no references, no draft, branches 0. */
 REWIND_C_API rewind_spec_options rewind_spec_default_options(void);
 
 /* As rewind_generate, guessing with the source `spec` names. stats counts passes and guesses.

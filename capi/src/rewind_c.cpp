@@ -227,11 +227,24 @@ void fill_stats(rewind_stats* s, const rwd::GenerateResult& r) {
     s->stop = stop_of(r.stop);
 }
 
+rwd::KPolicy k_policy_of(int p) {
+    switch (p) {
+    case REWIND_K_FIXED: return rwd::KPolicy::Fixed;
+    case REWIND_K_ADAPTIVE: return rwd::KPolicy::Adaptive;
+    case REWIND_K_COST: return rwd::KPolicy::Cost;
+    }
+    throw Error(ErrorCode::argument, "unknown k_policy " + std::to_string(p) +
+                                         " (REWIND_K_FIXED, REWIND_K_ADAPTIVE or REWIND_K_COST)");
+}
+
 // What rewind_spec_options describe, for the source factory (which checks the rest).
 rwd::speculate::SourceSpec source_spec(const rewind_spec_options* spec, rwd::KvType cache_type) {
     need(spec->source, "the source name");
     rwd::speculate::SourceSpec ss;
     rwd::speculate::parse_source_kind(spec->source, ss);
+    if (spec->branches < 0 || spec->branches > 64)
+        throw Error(ErrorCode::argument, "branches must be in [0, 64], got " + std::to_string(spec->branches));
+    ss.branches = spec->branches;
     if (spec->n_references > 0) need(spec->references, "references");
     for (size_t i = 0; i < spec->n_references; ++i) {
         need(spec->references[i], "a reference");
@@ -714,7 +727,8 @@ rewind_spec_options rewind_spec_default_options(void) {
     rewind_spec_options o{};
     o.source = "ngram";
     o.k = 8;
-    o.adaptive = 0;
+    o.k_policy = REWIND_K_FIXED;
+    o.branches = 0;
     o.references = nullptr;
     o.n_references = 0;
     o.draft = nullptr;
@@ -735,7 +749,7 @@ rewind_status rewind_generate_speculative(rewind_context* ctx, rewind_cache* cac
         so.generate = generate_options(opts, out_capacity);
         if (so.generate.max_tokens > 0) need(out_tokens, "out_tokens");
         so.k = spec->k;
-        so.k_policy = spec->adaptive ? sp::KPolicy::Adaptive : sp::KPolicy::Fixed;
+        so.k_policy = k_policy_of(spec->k_policy);
         const rwd::KvCache& kv = cache->session.cache();
         const sp::SourceSpec ss = source_spec(spec, kv.type());
         if (cache->session.tokens().empty())
@@ -827,7 +841,7 @@ rewind_status rewind_batch_add(rewind_batch* batch, const rewind_token* prompt, 
             const int64_t cap = P >= n_ctx || req.generate.max_tokens >= n_ctx - P ? n_ctx : P + req.generate.max_tokens;
             req.source = sp::make_guess_source(ss, model, std::max<int64_t>(cap, 1));
             req.k = spec->k;
-            req.k_policy = spec->adaptive ? sp::KPolicy::Adaptive : sp::KPolicy::Fixed;
+            req.k_policy = k_policy_of(spec->k_policy);
         }
         // Room first, so that recording the request after submit() cannot fail.
         auto& es = batch->entries;
@@ -1043,7 +1057,7 @@ rewind_status rewind_chat_say(rewind_context* ctx, rewind_chat* chat, const char
             sp::SpeculativeOptions so;
             so.generate = g;
             so.k = spec->k;
-            so.k_policy = spec->adaptive ? sp::KPolicy::Adaptive : sp::KPolicy::Fixed;
+            so.k_policy = k_policy_of(spec->k_policy);
             const rwd::KvCache& kv = session.cache();
             const sp::SourceSpec ss = source_spec(spec, kv.type());
             auto source = sp::make_guess_source(ss, ctx->ctx.model(), kv.capacity());

@@ -11,6 +11,10 @@ namespace {
 constexpr double kPriorSlope = 0.05; // relative cost of a row until passes are measured
 constexpr double kSmoothing = 0.2;   // weight of a new observation of a row count's time
 constexpr double kSiblingDecay = 0.5; // unweighted later siblings: each half as likely as the one before
+// The weights' calibration: accepted / expected guesses over recent passes (each pass's share
+// decays by kForget), from a prior of kPrior expected and accepted, so it recovers after a bad run.
+constexpr double kForget = 0.95;
+constexpr double kPrior = 2.0;
 } // namespace
 
 TreeBudget::TreeBudget(std::span<const double> pass_seconds)
@@ -46,7 +50,7 @@ int TreeBudget::choose(Proposal& p, const DecodeStats& st, int room) {
     last_weighted_ = !p.weights.empty();
     if (n == 0 || room <= 0) return 0;
     // Each guess's chance to stand: its parent's times its own conditional chance.
-    const double calib = (accepted_ + 1.0) / (predicted_ + 1.0);
+    const double calib = (accepted_ + kPrior) / (predicted_ + kPrior);
     chance_.assign(n, 0.0);
     where_.assign(n + 1, 0); // where_[a + 1]: children of a seen so far (sibling rank)
     for (size_t i = 0; i < n; ++i) {
@@ -81,9 +85,11 @@ int TreeBudget::choose(Proposal& p, const DecodeStats& st, int room) {
     });
     // The prefix with the most expected tokens per second.
     const int most = std::min<int>(room, static_cast<int>(n));
-    double best = 1.0 / cost(1), expected = 1.0;
-    int keep = 0;
-    for (int m = 1; m <= most; ++m) {
+    // At least the best guess: a pass without one would teach the calibration nothing.
+    double expected = 1.0 + chance_[static_cast<size_t>(order_[0])];
+    double best = expected / cost(2);
+    int keep = 1;
+    for (int m = 2; m <= most; ++m) {
         expected += chance_[static_cast<size_t>(order_[static_cast<size_t>(m - 1)])];
         const double rate = expected / cost(m + 1);
         if (rate > best) {
@@ -117,8 +123,8 @@ void TreeBudget::observe(int rows, double seconds, int accepted) {
         s = s > 0 ? (1 - kSmoothing) * s + kSmoothing * seconds : seconds;
     }
     if (last_weighted_ && last_kept_ > 0) {
-        predicted_ += last_predicted_;
-        accepted_ += accepted;
+        predicted_ = kForget * predicted_ + last_predicted_;
+        accepted_ = kForget * accepted_ + accepted;
     }
 }
 

@@ -18,9 +18,10 @@ public:
     explicit TreeBudget(std::span<const double> pass_seconds = {});
 
     // Reorders `p` best first (each guess's chance to stand: its weight, calibrated by how the
-    // source's weights fared so far, or without weights the run's acceptance at its depth, times
-    // its parent's) and returns how many of its first guesses, at most `room`, maximise the
-    // expected tokens per second of the pass. Parents stay before their children.
+    // source's weights fared over recent passes, or without weights the run's acceptance at its
+    // depth, times its parent's) and returns how many of its first guesses, at most `room` and
+    // at least one, maximise the expected tokens per second of the pass. Parents stay before
+    // their children.
     int choose(Proposal& p, const DecodeStats& stats, int room);
     // The pass chose() sized ran `rows` rows in `seconds` and accepted `accepted` guesses.
     void observe(int rows, double seconds, int accepted);

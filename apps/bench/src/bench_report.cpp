@@ -144,6 +144,7 @@ struct Series {
     Source source;
     bool adaptive;
     int branches;
+    bool cost;
     std::map<int, ConfigSummary> by_k;
 };
 
@@ -165,9 +166,11 @@ std::vector<Series> make_series(const std::vector<ConfigSummary>& rows) {
     for (const auto& s : rows) {
         if (s.config.source == Source::Baseline || s.items == 0) continue;
         auto it = std::find_if(out.begin(), out.end(), [&](const Series& x) {
-            return x.source == s.config.source && x.adaptive == s.config.adaptive && x.branches == s.config.branches;
+            return x.source == s.config.source && x.adaptive == s.config.adaptive && x.branches == s.config.branches &&
+                   x.cost == s.config.cost;
         });
-        if (it == out.end()) it = out.insert(out.end(), Series{s.config.source, s.config.adaptive, s.config.branches, {}});
+        if (it == out.end())
+            it = out.insert(out.end(), Series{s.config.source, s.config.adaptive, s.config.branches, s.config.cost, {}});
         it->by_k[s.config.k] = s;
     }
     return out;
@@ -419,7 +422,7 @@ std::string to_json(const BenchResult& r, int indent) {
     json configs = json::array();
     for (const auto& c : r.configs)
         configs.push_back({{"label", c.label()}, {"source", source_name(c.source)}, {"k", c.k}, {"adaptive", c.adaptive},
-                           {"branches", c.branches}});
+                           {"branches", c.branches}, {"cost", c.cost}});
     j["configs"] = configs;
 
     json items = json::array();
@@ -533,7 +536,7 @@ BenchResult from_json(const std::string& text, const std::string& source) {
                      m.value("load_average", json(nullptr)).is_null() ? -1.0 : m.at("load_average").get<double>()};
         for (const auto& c : j.at("configs"))
             r.configs.push_back({parse_source(c.at("source").get<std::string>()), c.at("k").get<int>(),
-                                 c.at("adaptive").get<bool>(), c.value("branches", 0)});
+                                 c.at("adaptive").get<bool>(), c.value("branches", 0), c.value("cost", false)});
         for (const auto& it : j.at("items")) {
             ItemResult ir;
             ir.id = it.at("id").get<std::string>();
@@ -638,7 +641,8 @@ void write_svg(std::ostream& o, const BenchResult& r, const SvgOptions& opts) {
     std::vector<Entry> legend;
     for (const auto& se : rows[0].series)
         legend.push_back({std::string(source_name(se.source)) + (se.adaptive ? " (adaptive k)" : "") +
-                              (se.branches > 0 ? " tree=" + std::to_string(se.branches) : std::string()),
+                              (se.branches > 0 ? " tree=" + std::to_string(se.branches) : std::string()) +
+                              (se.cost ? " (cost k)" : ""),
                           source_color(se.source), se.adaptive, 0, 0});
     legend.push_back({"plain decoding (baseline)", nullptr, true, 0, 0});
     const double legend_line = 22;

@@ -31,9 +31,10 @@ Source parse_source(std::string_view name) {
 
 std::string Config::label() const {
     if (source == Source::Baseline) return "baseline";
-    std::string s = std::string(source_name(source)) + (adaptive ? " k<=" : " k=") + std::to_string(k);
+    std::string s = std::string(source_name(source)) + (adaptive || cost ? " k<=" : " k=") + std::to_string(k);
     if (adaptive) s += " adaptive";
     if (branches > 0) s += " tree=" + std::to_string(branches);
+    if (cost) s += " cost";
     return s;
 }
 

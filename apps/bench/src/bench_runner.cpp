@@ -69,7 +69,7 @@ public:
         sp::SpeculativeOptions so;
         so.generate = g;
         so.k = c.k;
-        so.k_policy = c.adaptive ? sp::KPolicy::Adaptive : sp::KPolicy::Fixed;
+        so.k_policy = c.cost ? sp::KPolicy::Cost : c.adaptive ? sp::KPolicy::Adaptive : sp::KPolicy::Fixed;
         so.verify = sp::VerifyMode::Exact;
         // The clock starts before the source is built: indexing a request's reference documents
         // is part of serving that request.
@@ -137,7 +137,7 @@ void validate(const BenchModels& models, const std::vector<WorkItem>& items, con
 } // namespace
 
 std::vector<Config> make_configs(std::span<const Source> sources, std::span<const int> ks, KModes modes,
-                                 std::span<const int> branches) {
+                                 std::span<const int> branches, bool cost) {
     if (sources.empty()) throw Error("bench: no guess source given");
     if (ks.empty()) throw Error("bench: no k given");
     const int own[] = {0};
@@ -153,6 +153,7 @@ std::vector<Config> make_configs(std::span<const Source> sources, std::span<cons
                                 std::to_string(sp::SpeculativeOptions::kMaxK) + "]");
                 if (modes != KModes::Adaptive) out.push_back({s, k, false, b});
                 if (modes == KModes::Adaptive || (modes == KModes::Both && k > 1)) out.push_back({s, k, true, b});
+                if (cost) out.push_back({s, k, false, b, true});
             }
         }
     }

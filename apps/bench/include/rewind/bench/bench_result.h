@@ -26,7 +26,8 @@ struct Config {
     int k = 0;             // tokens guessed per pass (the cap when adaptive)
     bool adaptive = false; // the decoder may shrink/grow k with the acceptance it sees
     int branches = 0;      // the source's continuations per node (SourceSpec::branches; 0: its own)
-    std::string label() const; // "baseline", "ngram k=4", "draft k<=8 adaptive", "ngram k=8 tree=4"
+    bool cost = false;     // KPolicy::Cost: the guesses that pay for their rows, at most k
+    std::string label() const; // "baseline", "ngram k=4", "draft k<=8 adaptive", "ngram k<=8 tree=4 cost"
     bool operator==(const Config&) const = default;
 };
 

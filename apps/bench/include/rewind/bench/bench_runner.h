@@ -25,8 +25,9 @@ enum class KModes { Fixed, Adaptive, Both };
 // Fixed k = 1 is also measured (it cannot move, so it is the same configuration). `branches`:
 // the sources' continuations per node (0: each source's own; default {0}). Throws rwd::Error on
 // an empty list, a baseline source, k outside [1, 255] or negative branches.
+// With `cost`, each (source, branches, k) is also measured with KPolicy::Cost.
 std::vector<Config> make_configs(std::span<const Source> sources, std::span<const int> ks, KModes modes,
-                                 std::span<const int> branches = {});
+                                 std::span<const int> branches = {}, bool cost = false);
 
 // The SIMD level a run used, as the reports print it: "avx512", or "avx2 (capped; CPU avx512)"
 // when a lower level than the CPU's best was asked for.
