@@ -6,12 +6,16 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <memory>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "rewind/context.h"
 #include "rewind/error.h"
+#include "rewind/generate.h"
+#include "rewind/speculate/batch_decoder.h"
 #include "rewind/speculate/suffix_source.h"
 
 using rwd::TokenId;
@@ -321,4 +325,48 @@ TEST(SuffixSource, RefusesBadOptions) {
     SuffixSource src;
     Proposal p;
     EXPECT_THROW(src.propose(std::vector<TokenId>{1, 2}, 0, p), rwd::Error);
+}
+
+// In a batch, every request's suffix source shares one cache: a finished request's output helps
+// the requests after it (more guesses accepted), and every output equals plain decoding.
+TEST(SuffixSource, BatchedRequestsShareOneCacheAndEqualPlainDecoding) {
+    auto model = rwd::Model::load(std::string(REWIND_SHARED_DIR) + "/models/pycode-4m.gguf");
+    rwd::Context ctx(model, {.n_threads = 2, .max_batch = 64});
+    const char* texts[] = {"def read_config(path):\n", "import json\n\ndef load(path):\n"};
+    std::vector<std::vector<TokenId>> prompts, want;
+    for (const char* t : texts) {
+        prompts.push_back(model->tokenizer().encode(t));
+        rwd::KvCache c(*model, {.capacity = 256});
+        rwd::GenerateOptions g;
+        g.max_tokens = 48;
+        g.stop_at_eog = false;
+        want.push_back(rwd::generate_plain(ctx, c, prompts.back(), g).tokens);
+    }
+    auto shared = std::make_shared<SuffixCache>();
+    BatchDecoder dec(ctx);
+    auto run = [&](std::vector<int> which) {
+        std::map<uint64_t, int> of;
+        for (int i : which) {
+            BatchRequest r;
+            r.prompt = prompts[static_cast<size_t>(i)];
+            r.generate.max_tokens = 48;
+            r.generate.stop_at_eog = false;
+            r.source = std::make_unique<SuffixSource>(shared);
+            r.k = 8;
+            of[dec.submit(std::move(r))] = i;
+        }
+        std::map<int, BatchResult> out;
+        while (dec.active() > 0)
+            for (BatchResult& r : dec.step()) out[of[r.id]] = std::move(r);
+        return out;
+    };
+    auto first = run({0});
+    EXPECT_EQ(first[0].tokens, want[0]);
+    EXPECT_EQ(shared->n_documents(), 1);
+    EXPECT_EQ(shared->n_tokens(), 48); // the whole output, the last pass's tokens included
+    auto again = run({0, 1});
+    EXPECT_EQ(again[0].tokens, want[0]);
+    EXPECT_EQ(again[1].tokens, want[1]);
+    EXPECT_GT(again[0].stats.accepted, first[0].stats.accepted); // it copied its earlier output
+    EXPECT_EQ(shared->n_documents(), 3);
 }

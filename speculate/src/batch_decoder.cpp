@@ -188,7 +188,7 @@ void BatchDecoder::judge(Request& r, std::span<const float> logits) {
     r.seq.commit(r.cache);
     emitted_this_pass_ += r.seq.emitted_last();
     if (accepted < static_cast<int>(r.seq.guesses())) ++r.rejections;
-    if (!r.seq.done() && r.req.source) {
+    if (r.req.source) { // after its last pass too: a source that remembers outputs sees all of it
         try {
             r.req.source->accept(r.seq.tokens());
         } catch (const Error& e) {

@@ -135,7 +135,8 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& promp
         seq_.commit(cache_);
         st.verify_seconds += seconds_since(t_verify);
         budget_.observe(static_cast<int>(rows.size()), t_pass, accepted);
-        if (!seq_.done()) {
+        {
+            // After the last pass too: a source that remembers outputs (suffix) sees all of it.
             const auto t = Clock::now();
             source_.accept(seq_.tokens());
             st.propose_seconds += seconds_since(t);

@@ -72,7 +72,8 @@ public:
     virtual void propose(std::span<const TokenId> context, int k, Proposal& out) = 0;
 
     // The context now is `context` (what it was at the last proposal plus the accepted guesses
-    // and the target's token). A source whose state ran ahead (a draft model's cache) rolls back.
+    // and the target's token), after every pass, the generation's last included. A source whose
+    // state ran ahead (a draft model's cache) rolls back.
     virtual void accept(std::span<const TokenId> context) = 0;
 };
 
