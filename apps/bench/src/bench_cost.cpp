@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <random>
 #include <string>
 
@@ -148,11 +149,14 @@ std::vector<Projection> project_speedups(const std::vector<ConfigSummary>& measu
         Projection p;
         p.config = s.config;
         p.tokens_per_pass = s.tokens_per_pass;
-        p.cost_ratio = cost_ratio(curve, int64_t{s.config.k} + 1);
-        p.speedup = projected_speedup(s.tokens_per_pass, s.config.k, curve);
+        // A pass's rows: k + 1 at a fixed k (chain or tree: every pass may be that wide); under
+        // the cost policy, which sizes each pass, its mean rounded up.
+        const int k = s.config.cost ? static_cast<int>(std::ceil(s.guesses_per_pass)) : s.config.k;
+        p.cost_ratio = cost_ratio(curve, int64_t{k} + 1);
+        p.speedup = projected_speedup(s.tokens_per_pass, k, curve);
         if (!long_curve.empty()) {
-            p.cost_ratio_long = cost_ratio(long_curve, int64_t{s.config.k} + 1);
-            p.speedup_long = projected_speedup(s.tokens_per_pass, s.config.k, long_curve);
+            p.cost_ratio_long = cost_ratio(long_curve, int64_t{k} + 1);
+            p.speedup_long = projected_speedup(s.tokens_per_pass, k, long_curve);
         }
         out.push_back(p);
     }

@@ -391,8 +391,8 @@ void write_cost_markdown(std::ostream& out, const BenchResult& r, std::span<cons
                     << (p.speedup_long > 0 ? fmt("%.2fx", p.speedup_long) : std::string("-")) << " |";
             out << "\n";
         }
-        out << "\nProjection = tokens per pass ÷ pass-cost ratio, counting every pass as k+1 tokens and "
-               "guessing as free.\n";
+        out << "\nProjection = tokens per pass ÷ pass-cost ratio, counting every pass as k+1 tokens (under "
+               "the cost policy: its mean rows, rounded up) and guessing as free.\n";
     }
 }
 

@@ -119,6 +119,7 @@ struct Projection {
     Config config;
     double tokens_per_pass = 0; // measured (generated tokens / target passes)
     double cost_ratio = 0;      // cost of a (k+1)-token pass / cost of a 1-token pass, on this model
+                                // (cost policy: of a pass of its mean rows, rounded up)
     double speedup = 0;         // tokens_per_pass / cost_ratio (guessing and sampling taken as free)
     double cost_ratio_long = 0; // the same with the long cached prefix (0: not measured)
     double speedup_long = 0;
