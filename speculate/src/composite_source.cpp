@@ -49,15 +49,31 @@ void CompositeSource::propose(std::span<const TokenId> context, int k, Proposal&
     // Longest: `out` holds the best so far; a trial that beats it is swapped in (buffers are
     // exchanged, not copied or freed).
     size_t best = members_.size();
-    for (size_t i = 0; i < members_.size() && out.tokens.size() < static_cast<size_t>(k); ++i) {
+    double best_value = 0;
+    for (size_t i = 0; i < members_.size() && best_value < static_cast<double>(k); ++i) {
         trial_.clear();
         members_[i]->propose(context, k, trial_);
-        if (trial_.tokens.size() > out.tokens.size()) {
+        const double v = value(trial_);
+        if (v > best_value) {
             std::swap(out, trial_);
+            best_value = v;
             best = i;
         }
     }
     if (best < members_.size()) ++answered_[best];
+}
+
+// The sum of the guesses' path probabilities (a weightless guess counts 1: a chain's length).
+double CompositeSource::value(const Proposal& p) {
+    if (p.weights.empty()) return static_cast<double>(p.tokens.size());
+    reach_.resize(p.tokens.size());
+    double sum = 0;
+    for (size_t i = 0; i < p.tokens.size(); ++i) {
+        const int32_t a = p.parent(i);
+        reach_[i] = (a < 0 ? 1.0 : reach_[static_cast<size_t>(a)]) * p.weights[i];
+        sum += reach_[i];
+    }
+    return sum;
 }
 
 void CompositeSource::accept(std::span<const TokenId> context) {

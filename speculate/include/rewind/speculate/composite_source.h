@@ -11,10 +11,13 @@
 namespace rwd::speculate {
 
 enum class ComposePolicy {
-    // The longest proposal wins, ties to the earlier member. Members are asked in order until one
-    // proposes all k tokens (none can do better), so a short copy near the end of a reference no
-    // longer hides a longer n-gram or draft proposal, and the draft (the only member that costs
-    // forward passes) is asked only when the cheaper members fall short of k.
+    // The longest proposal wins, ties to the earlier member: for chains their length, for trees
+    // the guesses they expect to stand (each guess's path probability from its weights, summed;
+    // a guess without a weight counts 1, so a chain's value is its length). Members are asked
+    // in order until one proposes a chain of all k tokens (none can do better), so a short copy
+    // near the end of a reference no longer hides a longer n-gram or draft proposal, and the
+    // draft (the only member that costs forward passes) is asked only when the cheaper members
+    // fall short.
     Longest,
     // The first member with any guess answers; the rest are not asked.
     First,
@@ -39,6 +42,8 @@ public:
     const std::vector<int64_t>& answered() const { return answered_; }
 
 private:
+    double value(const Proposal& p);
+    std::vector<double> reach_; // value() scratch
     std::vector<std::unique_ptr<GuessSource>> members_;
     ComposePolicy policy_;
     std::vector<int64_t> answered_;
