@@ -109,6 +109,8 @@ void register_serve(CLI::App& app, Runner& run) {
                     "Seconds running requests get to finish after SIGINT/SIGTERM")
         ->capture_default_str();
     cmd->add_option("--http-threads", o.http_threads, "Connections served at once")->capture_default_str();
+    cmd->add_option("--throttle-ms", o.throttle_ms, "Sleep this long after each pass (tests of disconnects and shutdown only)")
+        ->capture_default_str();
     cmd->callback([f, &run] {
         f->o.write_timeout_s = f->o.read_timeout_s;
         run = [f] { return run_serve(*f); };

@@ -20,6 +20,10 @@ public:
         std::lock_guard lk(m_);
         ++passes_;
     }
+    void add_cancelled() {
+        std::lock_guard lk(m_);
+        ++cancelled_;
+    }
     // One finished completion. ttft / tpot < 0: not measured (no token, or one).
     void add_request(int64_t prompt, int64_t cached, int64_t generated, int64_t pred_accepted, int64_t pred_rejected,
                      const std::string& source, int64_t proposed, int64_t accepted, double ttft, double tpot) {
@@ -56,6 +60,7 @@ public:
         counter(o, "rewind_cached_prompt_tokens_total", "Prompt tokens reused from a cache instead of computed.", cached_);
         counter(o, "rewind_generated_tokens_total", "Tokens generated.", generated_);
         counter(o, "rewind_passes_total", "Batched forward passes.", passes_);
+        counter(o, "rewind_requests_cancelled_total", "Requests cancelled while decoding (client gone, shutdown).", cancelled_);
         counter(o, "rewind_prediction_tokens_accepted_total", "Predicted Outputs: prediction tokens that appeared in the completion.", pred_accepted_);
         counter(o, "rewind_prediction_tokens_rejected_total", "Predicted Outputs: prediction tokens that did not.", pred_rejected_);
         line("# HELP rewind_guesses_proposed_total Guesses verified, by the request's source.");
@@ -124,7 +129,7 @@ private:
 
     mutable std::mutex m_;
     std::map<std::pair<std::string, int>, uint64_t> http_;
-    int64_t prompt_ = 0, cached_ = 0, generated_ = 0, passes_ = 0, pred_accepted_ = 0, pred_rejected_ = 0;
+    int64_t cancelled_ = 0, prompt_ = 0, cached_ = 0, generated_ = 0, passes_ = 0, pred_accepted_ = 0, pred_rejected_ = 0;
     std::map<std::string, std::pair<int64_t, int64_t>> sources_;
     size_t queued_ = 0, running_ = 0;
     uint64_t kv_used_ = 0, prefix_bytes_ = 0;

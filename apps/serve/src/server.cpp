@@ -193,6 +193,7 @@ struct Server::Impl {
     std::atomic<bool> cancel_all{false};
     std::atomic<size_t> running_count{0};
     std::atomic<int64_t> unfinished{0}; // enqueued and not yet finished: shutdown() waits for 0
+    std::atomic<int64_t> streams{0};    // SSE responses not yet written to their end
     std::thread scheduler;
     std::once_flag shutdown_once;
 
@@ -378,6 +379,7 @@ struct Server::Impl {
             }
             metrics.add_pass();
             publish_progress();
+            if (opts.throttle_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(opts.throttle_ms));
             for (sp::BatchResult& r : done) {
                 auto it = running.find(r.id);
                 if (it == running.end()) continue;
@@ -388,6 +390,7 @@ struct Server::Impl {
                     if (job->ttft_seconds < 0 && !r.tokens.empty()) job->ttft_seconds = seconds_since(job->enqueued);
                 }
                 if (!r.failed && r.stop != StopReason::Cancelled) keep_prefix(r);
+                if (r.stop == StopReason::Cancelled) metrics.add_cancelled();
                 if (r.failed) {
                     finish(*job, ApiError(r.error_code == ErrorCode::capacity ? 503 : 500, r.error), &r);
                 } else {
@@ -395,6 +398,7 @@ struct Server::Impl {
                 }
             }
             running_count = running.size();
+            metrics.set_queue(queue_size(), running.size(), decoder->kv_bytes_in_use(), prefix_bytes);
         }
     }
 
@@ -567,6 +571,7 @@ struct Server::Impl {
         auto first = std::make_shared<bool>(true);
         const bool include_usage = r.include_usage;
         res.set_header("Cache-Control", "no-cache");
+        ++streams;
         res.set_chunked_content_provider(
             "text/event-stream", [this, job, ts, sent_tokens, first, id, created, include_usage](size_t, httplib::DataSink& sink) {
                 auto write = [&](const json& j) {
@@ -627,8 +632,12 @@ struct Server::Impl {
                 sink.done();
                 return true;
             },
-            [job](bool success) {
-                if (!success) job->cancel = true;
+            [this, job](bool success) {
+                if (!success) {
+                    job->cancel = true;
+                    qcv.notify_all();
+                }
+                --streams;
             });
     }
 
@@ -642,11 +651,15 @@ struct Server::Impl {
         svr.set_payload_max_length(opts.max_body_bytes);
         svr.set_read_timeout(opts.read_timeout_s, 0);
         svr.set_write_timeout(opts.write_timeout_s, 0);
-        svr.set_keep_alive_timeout(5);
+        svr.set_keep_alive_timeout(2); // an idle connection also delays the end of a shutdown this long
         const int n = opts.http_threads;
         svr.new_task_queue = [n] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
 
         svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+            if (draining && req.path != "/health" && req.path != "/metrics") {
+                send_error(res, ApiError(503, "the server is shutting down", "", "server_error", "shutting_down"));
+                return httplib::Server::HandlerResponse::Handled;
+            }
             if (req.path == "/health" || authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
             send_error(res, ApiError(401, "a valid API key is required (Authorization: Bearer KEY)", "", "authentication_error",
                                      "invalid_api_key"));
@@ -769,6 +782,7 @@ Server::Server(ServerOptions opts) : impl_(std::make_unique<Impl>(std::move(opts
         throw Error("serve: --spec must be none, ngram, auto, draft or suffix");
     if (o.spec == "draft" && o.draft_path.empty()) throw Error("serve: --spec draft needs --draft MODEL");
     if (o.http_threads < 2) throw Error("serve: --http-threads must be >= 2");
+    if (o.throttle_ms < 0 || o.throttle_ms > 10000) throw Error("serve: --throttle-ms must be in [0, 10000]");
     impl_->model_id = o.model_id.empty() ? std::filesystem::path(o.model_path).filename().string() : o.model_id;
     impl_->routes();
 }
@@ -833,18 +847,19 @@ void Server::run() {
 void Server::shutdown() {
     Impl& m = *impl_;
     std::call_once(m.shutdown_once, [&m] {
+        // New requests get 503 from here on. The listening socket stays open until the end:
+        // cpp-httplib stops writing every streamed response once it is closed.
         m.draining = true;
-        m.svr.stop(); // no new connections; run() returns once the open ones are done
-        const auto deadline = Clock::now() + std::chrono::duration<double>(m.opts.shutdown_timeout_s);
-        while (Clock::now() < deadline) {
-            {
-                std::lock_guard lk(m.qm);
-                if (m.unfinished == 0) break;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-        m.cancel_all = true;
+        auto wait_until = [](double seconds, auto done) {
+            const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+            while (!done() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        };
+        wait_until(m.opts.shutdown_timeout_s, [&m] { return m.unfinished == 0; });
+        m.cancel_all = true; // what is left ends at the next pass, its stream with finish_reason and [DONE]
         m.qcv.notify_all();
+        wait_until(5.0, [&m] { return m.unfinished == 0; });
+        wait_until(2.0, [&m] { return m.streams == 0; });
+        m.svr.stop(); // run() returns once the open connections are done
     });
 }
 

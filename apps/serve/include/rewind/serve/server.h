@@ -30,6 +30,9 @@ struct ServerOptions {
     int write_timeout_s = 30;
     double shutdown_timeout_s = 10; // running requests get this long to finish after shutdown()
     int http_threads = 32;          // streaming connections held at once
+    // Sleep this long after each pass (0: never). For tests of disconnects and shutdown, which
+    // need requests that last longer than a small model takes to answer; never for serving.
+    int throttle_ms = 0;
 };
 
 class Server {
