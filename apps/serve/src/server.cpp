@@ -651,6 +651,7 @@ struct Server::Impl {
         svr.set_payload_max_length(opts.max_body_bytes);
         svr.set_read_timeout(opts.read_timeout_s, 0);
         svr.set_write_timeout(opts.write_timeout_s, 0);
+        svr.set_tcp_nodelay(true); // SSE chunks are small: Nagle would hold each for the peer's delayed ACK
         svr.set_keep_alive_timeout(2); // an idle connection also delays the end of a shutdown this long
         const int n = opts.http_threads;
         svr.new_task_queue = [n] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
