@@ -182,7 +182,10 @@ TEST(ServePrefixCache, BatchDecoderReusesAFinishedRequestsCache) {
 // The server in this process on an ephemeral port, driven over loopback with httplib's client.
 class ServeLoopback : public ::testing::Test {
 protected:
-    void SetUp() override {
+    void SetUp() override { start([](ServerOptions&) {}); }
+    template <class Tweak>
+    void start(Tweak tweak) {
+        if (server) TearDown();
         ServerOptions o;
         o.model_path = kModel;
         o.port = 0;
@@ -190,6 +193,7 @@ protected:
         o.chat_template = "chatml";
         o.max_body_bytes = 4096;
         o.parallel = 2;
+        tweak(o);
         server = std::make_unique<Server>(o);
         server->bind();
         runner = std::thread([this] { server->run(); });
@@ -198,6 +202,7 @@ protected:
         client->set_read_timeout(60, 0);
     }
     void TearDown() override {
+        if (!server) return;
         server->shutdown();
         runner.join();
         server.reset();
@@ -269,4 +274,46 @@ TEST_F(ServeLoopback, LimitsAndErrors) {
         << metrics->body;
 }
 
+TEST_F(ServeLoopback, QueueFullAndKvBudgetAre503) {
+    start([](ServerOptions& o) { o.max_queue = 0; });
+    auto full = post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})");
+    EXPECT_EQ(full->status, 503);
+    EXPECT_EQ(full->get_header_value("Retry-After"), "1");
+    EXPECT_EQ(json::parse(full->body)["error"]["code"], "queue_full");
+    start([](ServerOptions& o) { o.kv_budget_bytes = 1024; });
+    auto kv = post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})");
+    EXPECT_EQ(kv->status, 503);
+    EXPECT_EQ(json::parse(kv->body)["error"]["code"], "kv_budget_exhausted");
+}
+
+// A prefix cache with room for one finished request keeps the most recent one: the least
+// recently used is evicted first.
+TEST_F(ServeLoopback, PrefixCacheEvictsTheLeastRecentlyUsed) {
+    auto model = Model::load(kModel);
+    Context ctx(model, ContextOptions{});
+    // An entry holds prompt + max_tokens positions: room for the larger one, not for both.
+    const auto pa = static_cast<int64_t>(model->tokenizer().encode("import os\nimport sys\n").size());
+    const auto pb = static_cast<int64_t>(model->tokenizer().encode("class Point:\n    pass\n").size());
+    speculate::BatchDecoder sizer(ctx);
+    const uint64_t budget = sizer.kv_bytes_for(std::max(pa, pb) + 4);
+    ASSERT_LT(budget, sizer.kv_bytes_for(pa + 4) + sizer.kv_bytes_for(pb + 4));
+    start([budget](ServerOptions& o) { o.cache_budget_bytes = budget; });
+    const std::string a = R"({"prompt": "import os\nimport sys\n", "max_tokens": 4, "temperature": 0})";
+    const std::string b = R"({"prompt": "class Point:\n    pass\n", "max_tokens": 4, "temperature": 0})";
+    auto cached = [&](const std::string& body) {
+        auto r = post("/v1/completions", body);
+        EXPECT_EQ(r->status, 200) << r->body;
+        const json j = json::parse(r->body);
+        return std::pair<int, int>{j["usage"]["prompt_tokens_details"]["cached_tokens"], j["usage"]["prompt_tokens"]};
+    };
+    EXPECT_EQ(cached(a).first, 0);
+    const auto [b_cached, b_prompt] = cached(b);
+    EXPECT_LE(b_cached, 1); // at most the BOS they share
+    EXPECT_LE(cached(a).first, 1) << "a was evicted when b was kept";
+    const auto again = cached(a);
+    EXPECT_EQ(again.first, again.second - 1) << "a is cached now";
+    (void)b_prompt;
+}
+
 } // namespace
+
