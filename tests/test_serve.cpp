@@ -257,6 +257,14 @@ TEST_F(ServeLoopback, LimitsAndErrors) {
     auto bad = post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "top_k": "many"})");
     EXPECT_EQ(bad->status, 400);
     EXPECT_EQ(json::parse(bad->body)["error"]["param"], "top_k");
+    std::string longer;
+    for (int i = 0; i < 300; ++i) longer += "x = 1\n";
+    auto too_long = post("/v1/completions", json{{"prompt", longer}}.dump());
+    EXPECT_EQ(too_long->status, 400);
+    const std::string msg = json::parse(too_long->body)["error"]["message"];
+    EXPECT_NE(msg.find("512"), std::string::npos) << msg; // both lengths named
+    EXPECT_EQ(json::parse(too_long->body)["error"]["code"], "context_length_exceeded");
+    EXPECT_EQ(json::parse(too_long->body)["error"]["param"], "prompt");
     auto ids = post("/v1/completions", R"({"prompt": [1, 999999]})");
     EXPECT_EQ(ids->status, 400);
     auto health = client->Get("/health");

@@ -281,12 +281,13 @@ ServeRequest parse_request(Endpoint endpoint, std::string_view body, const Parse
     return r;
 }
 
-int64_t check_lengths(int64_t prompt_tokens, std::optional<int64_t> max_tokens, int64_t context) {
+int64_t check_lengths(int64_t prompt_tokens, std::optional<int64_t> max_tokens, int64_t context,
+                      const char* prompt_param) {
     if (prompt_tokens >= context)
         throw ApiError(400,
                        "the prompt is " + std::to_string(prompt_tokens) + " tokens, but the context holds " +
                            std::to_string(context) + " (at least one must be left to generate)",
-                       "messages", "invalid_request_error", "context_length_exceeded");
+                       prompt_param, "invalid_request_error", "context_length_exceeded");
     if (max_tokens && prompt_tokens + *max_tokens > context)
         throw ApiError(400,
                        "max_tokens is " + std::to_string(*max_tokens) + " and the prompt " + std::to_string(prompt_tokens) +

@@ -462,7 +462,8 @@ struct Server::Impl {
         auto job = std::make_shared<Job>();
         job->endpoint = r.endpoint;
         job->prompt = prompt_of(r);
-        const int64_t max_tokens = check_lengths(static_cast<int64_t>(job->prompt.size()), r.max_tokens, context);
+        const int64_t max_tokens = check_lengths(static_cast<int64_t>(job->prompt.size()), r.max_tokens, context,
+                                               r.endpoint == Endpoint::Chat ? "messages" : "prompt");
         GenerateOptions& g = job->generate;
         g.max_tokens = max_tokens;
         g.sampler.temperature = r.temperature;

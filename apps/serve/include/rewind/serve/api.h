@@ -75,8 +75,10 @@ ServeRequest parse_request(Endpoint endpoint, std::string_view body, const Parse
 
 // Throws ApiError (400) naming both lengths unless a prompt of `prompt_tokens` and `max_tokens`
 // (absent: none asked for) fit a context of `context` positions. Returns the tokens to generate at
-// most: max_tokens, or what is left of the context.
-int64_t check_lengths(int64_t prompt_tokens, std::optional<int64_t> max_tokens, int64_t context);
+// most: max_tokens, or what is left of the context. `prompt_param` names the prompt's field in the
+// error ("messages" or "prompt").
+int64_t check_lengths(int64_t prompt_tokens, std::optional<int64_t> max_tokens, int64_t context,
+                      const char* prompt_param = "messages");
 
 // True when `given` equals `expected`, in time that depends only on their lengths (API keys).
 bool constant_time_equal(std::string_view given, std::string_view expected);
