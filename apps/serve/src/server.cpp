@@ -473,6 +473,9 @@ struct Server::Impl {
         g.sampler.seed = r.seed;
         g.stop_strings = r.stop;
         job->source = r.speculation.source.empty() ? opts.spec : r.speculation.source;
+        // Refused here, before a stream has begun, rather than as an error event inside it.
+        if (job->source == "draft" && !draft)
+            throw ApiError(400, "speculation.source 'draft' needs a server started with --draft", "speculation.source");
         job->references = r.speculation.references;
         job->prediction = r.prediction;
         job->k = r.speculation.k > 0 ? r.speculation.k : opts.k;
