@@ -1,9 +1,10 @@
 // rewind serve's lifecycle under the openai client: a client that disconnects mid-stream has its
-// request cancelled and its KV freed (--case disconnect); SIGTERM stops accepting, lets running
+// request cancelled and its KV freed, one that stalls mid-body is cut off (--case disconnect); SIGTERM stops accepting, lets running
 // streams finish, then exits 0, and cancels what outlives --shutdown-timeout (--case drain).
 // The server sleeps 5 ms after each pass (--throttle-ms) so requests outlast the checks.
 // Usage: node lifecycle_test.mjs --case disconnect|drain --rewind BUILD/bin/rewind --model MODEL.gguf
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { loadOpenAI, parseArgs, startServer, generate, rewindPath } from './lib.mjs';
 
 const OpenAI = await loadOpenAI();
@@ -13,7 +14,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const metric = (text, name) => Number(text.match(new RegExp(`^${name} (\\S+)`, 'm'))[1]);
 
 async function disconnect() {
-  const server = await startServer(args.rewind, ['-m', args.model, '--throttle-ms', '5', '--spec', 'none']);
+  const server = await startServer(args.rewind, ['-m', args.model, '--throttle-ms', '5', '--spec', 'none', '--timeout', '1']);
   try {
     const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'none', maxRetries: 0 });
     const ac = new AbortController();
@@ -38,6 +39,18 @@ async function disconnect() {
     const r = await client.completions.create({ model: 'm', prompt: PROMPT, max_tokens: 8, temperature: 0 });
     assert.equal(r.choices[0].text, generate(args.rewind, args.model, ['-p', PROMPT, '-n', '8', '--temp', '0']).text);
     console.log(`disconnect: cancelled and freed ${ms} ms after the client left, after ${metric(m, 'rewind_passes_total')} passes`);
+    // A client that stalls in the middle of its body loses the connection after --timeout (1 s).
+    const t1 = Date.now();
+    const closed = await new Promise((resolve) => {
+      const sock = net.connect(server.port, '127.0.0.1', () =>
+        sock.write('POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"prompt"'));
+      sock.on('data', () => {});
+      sock.on('error', () => {});
+      sock.on('close', () => resolve(Date.now() - t1));
+      setTimeout(() => { sock.destroy(); resolve(-1); }, 8000);
+    });
+    assert.ok(closed >= 0, 'a stalled client is cut off');
+    console.log(`disconnect: a client stalled mid-body was cut off after ${closed} ms (--timeout 1)`);
   } finally {
     server.proc.kill('SIGTERM');
     assert.equal(await server.exited, 0);
