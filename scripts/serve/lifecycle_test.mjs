@@ -104,7 +104,8 @@ async function drain() {
   assert.ok(text.length < full.length, 'cancelled before its end');
   assert.equal(await server.exited, 0, 'exit status 0');
   const ms = Date.now() - t1;
-  assert.ok(ms < 3000, `exited ${ms} ms after SIGTERM`);
+  // 0.3 s, then the cancelled stream's end, then up to 2 s for idle keep-alive connections to close.
+  assert.ok(ms < 8000, `exited ${ms} ms after SIGTERM`);
   console.log(`drain: a stream past --shutdown-timeout 0.3 s cancelled, exit 0 ${ms} ms after SIGTERM`);
 }
 
