@@ -179,6 +179,27 @@ TEST(ServePrefixCache, BatchDecoderReusesAFinishedRequestsCache) {
     EXPECT_EQ(again[0].tokens, generate_plain(ctx2, solo, second, g).tokens);
 }
 
+// /health is 503 until the model is loaded, then 200; the other endpoints say why they wait.
+TEST(ServeHealth, LoadingThenReady) {
+    ServerOptions o;
+    o.model_path = kModel;
+    o.port = 0;
+    Server server(o);
+    server.bind();
+    std::thread runner([&] { server.run(); });
+    httplib::Client c("127.0.0.1", server.bound_port());
+    auto loading = c.Get("/health");
+    ASSERT_TRUE(loading);
+    EXPECT_EQ(loading->status, 503);
+    auto early = c.Post("/v1/completions", R"({"prompt": "x"})", "application/json");
+    EXPECT_EQ(early->status, 503);
+    EXPECT_EQ(json::parse(early->body)["error"]["code"], "model_not_ready");
+    server.load();
+    EXPECT_EQ(c.Get("/health")->status, 200);
+    server.shutdown();
+    runner.join();
+}
+
 // The server in this process on an ephemeral port, driven over loopback with httplib's client.
 class ServeLoopback : public ::testing::Test {
 protected:
