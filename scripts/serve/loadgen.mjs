@@ -5,13 +5,16 @@
 // code the prompt asks to revise (the text before "# A revised copy of the code above:").
 // Usage: node loadgen.mjs --url http://127.0.0.1:8080 --workload ../shared/workloads/edit.jsonl
 //          [--concurrency 1,4] [--prediction both|on|off] [--items N] [--max-tokens N]
-//          [--api-key KEY] [--label TEXT] [--json FILE]
+//          [--api-key KEY] [--label TEXT] [--json FILE] [--predict-with workload|answers]
+// --predict-with answers: each request's prediction is its own answer from the run without one
+// (needs --prediction both): the best case, a client that already holds the text it asks for.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { loadOpenAI, parseArgs, percentile } from './lib.mjs';
 
 const OpenAI = await loadOpenAI();
 const a = parseArgs(process.argv.slice(2), { url: 'http://127.0.0.1:8080', concurrency: '1', prediction: 'both',
-  items: '0', 'max-tokens': '0', 'api-key': 'none', label: '' });
+  items: '0', 'max-tokens': '0', 'api-key': 'none', label: '', 'predict-with': 'workload' });
+const answers = new Map(); // id -> the answer without a prediction (--predict-with answers)
 if (!a.workload) { console.error('loadgen: --workload FILE is required'); process.exit(2); }
 let items = readFileSync(a.workload, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
 if (Number(a.items) > 0) items = items.slice(0, Number(a.items));
@@ -32,7 +35,7 @@ function predictionOf(item) {
 async function one(item, predicted) {
   const body = { model: 'rewind', prompt: item.prompt, temperature: 0, stream: true, stream_options: { include_usage: true },
     max_tokens: Number(a['max-tokens']) || item.max_tokens || 128 };
-  const pred = predicted ? predictionOf(item) : null;
+  const pred = !predicted ? null : a['predict-with'] === 'answers' ? answers.get(item.id) : predictionOf(item);
   if (pred) body.prediction = { type: 'content', content: pred };
   const t0 = performance.now();
   let first = null, usage = null, text = '';
@@ -70,6 +73,7 @@ console.log('label        conc  pred  reqs  tokens   tok/s   ttft p50/p99 ms   t
 for (const c of String(a.concurrency).split(',').map(Number)) {
   for (const p of modes) {
     const r = await run(c, p);
+    if (!p) for (const [id, t] of Object.entries(r.texts)) answers.set(id, t);
     rows.push(r);
     console.log(`${(a.label || '-').padEnd(12)} ${String(c).padStart(4)}  ${p ? 'yes' : 'no '}  ${String(r.requests).padStart(4)}  ` +
       `${String(r.tokens).padStart(6)}  ${r.tokens_per_second.toFixed(1).padStart(6)}   ${r.ttft_p50_ms.toFixed(1)}/${r.ttft_p99_ms.toFixed(1)}` +
