@@ -5,6 +5,7 @@
 #include "rewind/serve/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -183,6 +184,7 @@ struct Server::Impl {
     int64_t context = 0;
     std::string model_id;
     int port = -1;
+    int listen_fd = -1; // the listening socket (bind())
 
     // The queue, shared by workers and the scheduler.
     std::mutex qm;
@@ -805,12 +807,24 @@ Server::~Server() {
 
 void Server::bind() {
     Impl& m = *impl_;
+    // SO_REUSEADDR (a restart finds the port free of TIME_WAIT), not cpp-httplib's default
+    // SO_REUSEPORT, which would let a second process bind the same port and take connections.
+    // The listening socket is kept, to deepen its accept queue below.
+    m.svr.set_socket_options([&m](socket_t sock) {
+        int yes = 1;
+        setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+        m.listen_fd = static_cast<int>(sock);
+    });
     if (m.opts.port == 0) {
         m.port = m.svr.bind_to_any_port(m.opts.host);
     } else {
         m.port = m.svr.bind_to_port(m.opts.host, m.opts.port) ? m.opts.port : -1;
     }
     if (m.port < 0) throw Error(ErrorCode::io, "serve: cannot listen on " + m.opts.host + ":" + std::to_string(m.opts.port));
+    // cpp-httplib 0.11 listens with a backlog of 5: a burst of new clients (16 at once in the load
+    // test) overflows it and the dropped SYNs are retried after 1 s. Listening again on the same
+    // socket only resizes its queue (Linux).
+    if (m.listen_fd >= 0) ::listen(m.listen_fd, 512);
 }
 
 int Server::bound_port() const { return impl_->port; }
