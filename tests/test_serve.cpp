@@ -344,5 +344,55 @@ TEST_F(ServeLoopback, PrefixCacheEvictsTheLeastRecentlyUsed) {
     (void)b_prompt;
 }
 
+// Streaming over SSE: the chunks spell the non-streamed answer and end with [DONE]; a client that
+// stops reading mid-stream has its request cancelled, and the server goes on.
+TEST_F(ServeLoopback, StreamsAndCancelsAStreamWhoseClientLeft) {
+    start([](ServerOptions& o) { o.throttle_ms = 2; }); // 500 tokens then take a second at least
+    const json req = {{"prompt", "def add(a, b):"}, {"max_tokens", 40}, {"temperature", 0}};
+    const json whole = json::parse(post("/v1/completions", req.dump())->body);
+    auto stream = [&](int stop_after_chunks) {
+        httplib::Request r;
+        r.method = "POST";
+        r.path = "/v1/completions";
+        r.headers = {{"Authorization", "Bearer k"}, {"Content-Type", "application/json"}};
+        json body = req;
+        body["stream"] = true;
+        if (stop_after_chunks > 0) body["max_tokens"] = 500;
+        r.body = body.dump();
+        std::string got;
+        int chunks = 0;
+        r.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+            got.append(d, n);
+            return stop_after_chunks == 0 || ++chunks < stop_after_chunks;
+        };
+        httplib::Client c("127.0.0.1", server->bound_port());
+        (void)c.send(r);
+        return got;
+    };
+    const std::string sse = stream(0);
+    std::string text;
+    for (size_t at = 0; (at = sse.find("data: ", at)) != std::string::npos; at += 6) {
+        const size_t end = sse.find("\n\n", at);
+        const std::string data = sse.substr(at + 6, end - at - 6);
+        if (data == "[DONE]") break;
+        const json chunk = json::parse(data);
+        if (!chunk["choices"].empty()) text += chunk["choices"][0]["text"].get<std::string>();
+    }
+    EXPECT_EQ(text, whole["choices"][0]["text"]);
+    EXPECT_NE(sse.find("data: [DONE]\n\n"), std::string::npos);
+
+    (void)stream(2); // reads two chunks of 500 tokens' worth, then hangs up
+    auto metric = [&](const std::string& name) {
+        const std::string m = client->Get("/metrics", httplib::Headers{{"Authorization", "Bearer k"}})->body;
+        const size_t at = m.find("\n" + name + " ");
+        return at == std::string::npos ? -1.0 : std::stod(m.substr(at + name.size() + 2));
+    };
+    for (int i = 0; i < 200 && metric("rewind_running_requests") != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(metric("rewind_running_requests"), 0);
+    EXPECT_EQ(metric("rewind_kv_bytes_used"), 0);
+    EXPECT_EQ(metric("rewind_requests_cancelled_total"), 1);
+    EXPECT_EQ(json::parse(post("/v1/completions", req.dump())->body)["choices"][0]["text"], whole["choices"][0]["text"]);
+}
+
 } // namespace
 
