@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <memory>
 #include <sstream>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
 #include "rewind/bench/bench_workload.h"
+#include "rewind/serve/api.h"
 #include "rewind/speculate/reference_source.h"
 #include "rewind/tokenizer.h"
 
@@ -241,12 +243,49 @@ void prepare(std::string_view name) {
     if (name == "kv_state") (void)small_model();
 }
 
+void serve_request(std::span<const uint8_t> data) {
+    if (data.empty()) return;
+    const auto ep = data[0] % 2 ? serve::Endpoint::Completions : serve::Endpoint::Chat;
+    const std::string_view body = as_text(data.subspan(1));
+    try {
+        const serve::ServeRequest r = serve::parse_request(ep, body);
+        check(r.endpoint == ep, "endpoint changed");
+        if (ep == serve::Endpoint::Chat) {
+            check(!r.messages.empty(), "accepted a chat without messages");
+            for (const auto& m : r.messages)
+                check(m.role == "system" || m.role == "user" || m.role == "assistant", "accepted an unknown role");
+        } else {
+            check(r.prompt_is_ids ? !r.prompt_ids.empty() : !r.prompt_text.empty(), "accepted an empty prompt");
+            for (int64_t id : r.prompt_ids) check(id >= 0 && id <= INT32_MAX, "accepted a token id out of range");
+        }
+        check(!r.max_tokens || *r.max_tokens >= 0, "accepted a negative max_tokens");
+        check(r.temperature >= 0 && r.temperature <= 2 && r.top_p > 0 && r.top_p <= 1 && r.min_p >= 0 && r.min_p <= 1,
+              "accepted a sampling value out of range");
+        check(r.stop.size() <= 4, "accepted more than 4 stop strings");
+        for (const auto& s : r.stop) check(!s.empty(), "accepted an empty stop string");
+        check(r.speculation.k >= 0 && r.speculation.k <= 16, "accepted speculation.k out of range");
+        check(!r.include_usage || r.stream, "accepted stream_options without stream");
+        // The lengths check of a validated request answers or refuses, never anything else.
+        try {
+            (void)serve::check_lengths(3, r.max_tokens, 512);
+        } catch (const serve::ApiError& e) {
+            check(e.status == 400 && r.max_tokens && *r.max_tokens > 509, "refused lengths that fit");
+        }
+    } catch (const serve::ApiError& e) {
+        check(e.status == 400, "a parse error that is not a 400");
+        const auto j = nlohmann::json::parse(serve::error_body(e));
+        check(j.at("error").at("message").is_string() && j.at("error").at("type") == "invalid_request_error",
+              "an error body without message or type");
+    }
+}
+
 Entry entry(std::string_view name) {
     if (name == "gguf") return gguf;
     if (name == "tokenizer") return tokenizer;
     if (name == "kv_state") return kv_state;
     if (name == "workload") return workload;
     if (name == "reference") return reference;
+    if (name == "serve_request") return serve_request;
     return nullptr;
 }
 

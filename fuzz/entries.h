@@ -31,6 +31,11 @@ void workload(std::span<const uint8_t> data);
 // a span copied from one reference.
 void reference(std::span<const uint8_t> data);
 
+// rewind serve's request bodies: byte 0 picks the endpoint (even: chat, odd: completions), the
+// rest is the body. parse_request either validates it, every field within its documented range,
+// or refuses it with an ApiError whose status is 400 and whose body is OpenAI's error JSON.
+void serve_request(std::span<const uint8_t> data);
+
 // Loads the fixtures the named entry uses (tokenizers, a model), so the first input is not
 // charged for them (libFuzzer's per-input timeout); entries also load them on first use.
 void prepare(std::string_view name);

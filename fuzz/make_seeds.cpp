@@ -225,7 +225,7 @@ int main(int argc, char** argv) {
     }
     const fs::path shared = argv[1], out = argv[2];
     try {
-        for (const char* t : {"gguf", "kv_state", "workload", "reference", "tokenizer"}) {
+        for (const char* t : {"gguf", "kv_state", "workload", "reference", "tokenizer", "serve_request"}) {
             fs::remove_all(out / t);
             fs::create_directories(out / t);
         }

@@ -145,6 +145,20 @@ uint64_t BatchDecoder::submit(BatchRequest req) {
             r->res.prompt_tokens_shared = best;
         }
     }
+    if (const KvCache* pc = r->req.prefix_cache;
+        pc && pc->belongs_to(model) && pc->type() == r->cache.type()) {
+        const std::span<const TokenId> held = r->req.prefix_tokens;
+        const int64_t lim = std::min({pc->size(), static_cast<int64_t>(held.size()), P - 1, r->cache.capacity()});
+        int64_t n = 0;
+        while (n < lim && held[static_cast<size_t>(n)] == prompt[static_cast<size_t>(n)]) ++n;
+        if (n > r->res.prompt_tokens_shared) {
+            r->cache.copy_prefix(*pc, n);
+            r->res.prompt_tokens_shared = n;
+        }
+    }
+    // The caller's prefix is not ours to keep.
+    r->req.prefix_cache = nullptr;
+    r->req.prefix_tokens = {};
     // As generate_plain: a request with nothing to generate retires at the next step.
     if (!r->seq.nothing_to_generate(P) && r->req.source)
         r->req.source->reset(GenerationStart{r->seq.tokens(), r->req.verify, r->req.generate.sampler});
@@ -375,6 +389,11 @@ std::vector<BatchResult> BatchDecoder::retire() {
             r.res.latency_seconds = seconds_between(r.admitted, now);
             r.res.stats.total_seconds = r.res.latency_seconds;
             kv_in_use_ -= r.kv_bytes;
+            if (opts_.keep_caches) {
+                const int64_t n = std::min(r.cache.size(), static_cast<int64_t>(r.seq.tokens().size()));
+                r.res.cache_tokens.assign(r.seq.tokens().begin(), r.seq.tokens().begin() + n);
+                r.res.cache = std::make_shared<KvCache>(std::move(r.cache));
+            }
             out.push_back(std::move(r.res));
             active_[i].reset();
         } else {

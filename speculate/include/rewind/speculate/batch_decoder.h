@@ -37,6 +37,14 @@ struct BatchRequest {
     // depend on how many guesses each pass verifies, so they equal the decoder's alone while no
     // guess of the request is trimmed (pass_tokens, max_batch, cost_model).
     VerifyMode verify = VerifyMode::Exact;
+    // Optional: a cache (of the decoder's model and BatchOptions::kv_type) whose first
+    // prefix_tokens.size() positions hold the K/V of prefix_tokens, e.g. a finished request's
+    // (BatchResult::cache). On admission its longest run that matches the prompt from position 0
+    // (all but the last prompt token at most) is copied instead of computed, when it is longer
+    // than what share_prefixes finds: the same bits. Read only inside submit(); the caller keeps
+    // it. A prefix of another model or KvType is ignored (nothing copied).
+    const KvCache* prefix_cache = nullptr;
+    std::span<const TokenId> prefix_tokens;
 };
 
 struct BatchOptions {
@@ -62,6 +70,10 @@ struct BatchOptions {
     // far, so with many requests (or a compute-bound model) unlikely guesses are dropped. Speed
     // only: never changes a token. Off: every guess within pass_tokens is verified.
     bool cost_model = false;
+    // Hand each retired request's KV cache back in BatchResult::cache (with the tokens it holds),
+    // so that a caller can keep it for later requests sharing its prefix (a server's prefix
+    // cache). Off: the cache is freed on retirement.
+    bool keep_caches = false;
     // The cost model's pass time, when both are > 0: a = fixed_seconds, b = row_seconds, instead
     // of the fit from this decoder's own passes. Makes its choices reproducible (tests, or a
     // cost curve measured once: `rewind bench --cost-curve`). Both 0: fitted. Speed only.
@@ -89,6 +101,11 @@ struct BatchResult {
     std::string error;
     DecodeStats stats;                     // passes this request took part in, guesses, ...
     int64_t prompt_tokens_shared = 0;      // prompt positions copied from another request's cache
+                                           // or from BatchRequest::prefix_cache
+    // keep_caches: the request's cache, its first cache_tokens.size() positions holding the K/V of
+    // cache_tokens (the prompt and generated tokens that were run); null otherwise.
+    std::shared_ptr<KvCache> cache;
+    std::vector<TokenId> cache_tokens;
     double queue_to_first_token_seconds = 0; // admission to its first token
     double latency_seconds = 0;            // admission to retirement
 };

@@ -1,0 +1,86 @@
+// rewind serve's request model: the JSON bodies of the OpenAI-compatible endpoints parsed and
+// validated into a ServeRequest, or refused with an OpenAI-style error naming the field. Pure (no
+// model, no sockets), so it is unit-tested and fuzzed on its own.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "rewind/chat.h"
+
+namespace rwd::serve {
+
+// An error the client gets as {"error": {"message", "type", "param", "code"}} with HTTP `status`.
+struct ApiError : std::runtime_error {
+    ApiError(int status, std::string message, std::string param = {}, std::string type = {}, std::string code = {});
+    int status;
+    std::string type;  // "invalid_request_error", "authentication_error", ...; empty: by status
+    std::string param; // the field at fault ("messages[1].content"), or empty
+    std::string code;  // OpenAI's machine-readable code, or empty
+};
+// The OpenAI error body of `e`.
+std::string error_body(const ApiError& e);
+
+enum class Endpoint { Chat, Completions };
+
+// Limits a request is checked against before anything is tokenized.
+struct ParseLimits {
+    int max_k = 16;                  // speculation.k in [1, max_k]
+    size_t max_stop = 4;             // stop strings at most (OpenAI: 4)
+    size_t max_stop_bytes = 256;     // per stop string
+    size_t max_references = 8;       // speculation.references at most
+    size_t max_messages = 4096;
+};
+
+struct SpeculationRequest {
+    std::string source;                  // empty: the server's; else ngram, ref, auto, suffix, none
+    int k = 0;                           // 0: the server's
+    std::vector<std::string> references; // documents to copy guesses from
+};
+
+// A validated request. Sampling fields keep OpenAI's defaults (temperature 1, top_p 1); a seed
+// absent from the request is 0, so an answer is reproducible unless the client varies the seed.
+struct ServeRequest {
+    Endpoint endpoint = Endpoint::Chat;
+    std::string model;
+    std::vector<ChatMessage> messages;   // Chat
+    std::string prompt_text;             // Completions, a string
+    std::vector<int64_t> prompt_ids;     // Completions, token ids (then prompt_is_ids)
+    bool prompt_is_ids = false;
+    std::optional<int64_t> max_tokens;   // absent: up to the context
+    float temperature = 1.0f;
+    float top_p = 1.0f;
+    int32_t top_k = 0;
+    float min_p = 0.0f;
+    uint64_t seed = 0;
+    std::vector<std::string> stop;
+    bool stream = false;
+    bool include_usage = false;
+    std::string user;
+    std::optional<std::string> prediction; // Predicted Outputs: the text expected to repeat
+    SpeculationRequest speculation;
+    bool enable_thinking = true;           // chat_template_kwargs.enable_thinking
+};
+
+// Parses and validates `body` for `endpoint`. Throws ApiError (400) for malformed JSON, a field of
+// the wrong type or out of range (naming it), a required field missing, and fields rewind does not
+// implement that would change the answer (n > 1, tools, response_format, logit_bias, logprobs, ...).
+// Unknown fields that change nothing are ignored, as OpenAI's own server does.
+ServeRequest parse_request(Endpoint endpoint, std::string_view body, const ParseLimits& limits = {});
+
+// Throws ApiError (400) naming both lengths unless a prompt of `prompt_tokens` and `max_tokens`
+// (absent: none asked for) fit a context of `context` positions. Returns the tokens to generate at
+// most: max_tokens, or what is left of the context. `prompt_param` names the prompt's field in the
+// error ("messages" or "prompt").
+int64_t check_lengths(int64_t prompt_tokens, std::optional<int64_t> max_tokens, int64_t context,
+                      const char* prompt_param = "messages");
+
+// True when `given` equals `expected`, in time that depends only on their lengths (API keys).
+bool constant_time_equal(std::string_view given, std::string_view expected);
+
+} // namespace rwd::serve

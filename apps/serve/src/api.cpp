@@ -1,0 +1,312 @@
+// Parsing and validation of the OpenAI-compatible request bodies: every field rewind reads is
+// type- and range-checked here, and every field it would have to ignore to answer is refused.
+#include "rewind/serve/api.h"
+
+#include <cmath>
+#include <limits>
+
+namespace rwd::serve {
+
+using json = nlohmann::json;
+
+namespace {
+
+const char* type_for(int status) {
+    switch (status) {
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 413: return "invalid_request_error";
+    case 429: return "rate_limit_error";
+    case 503: return "server_error";
+    default: return status >= 500 ? "server_error" : "invalid_request_error";
+    }
+}
+
+[[noreturn]] void bad(const std::string& param, const std::string& message) {
+    throw ApiError(400, "'" + param + "' " + message, param);
+}
+
+const char* type_name(const json& v) {
+    return v.type_name(); // "null", "object", "array", "string", "boolean", "number"
+}
+
+std::string get_string(const json& v, const std::string& param) {
+    if (!v.is_string()) bad(param, std::string("must be a string, not ") + type_name(v));
+    return v.get<std::string>();
+}
+
+bool get_bool(const json& v, const std::string& param) {
+    if (!v.is_boolean()) bad(param, std::string("must be a boolean, not ") + type_name(v));
+    return v.get<bool>();
+}
+
+double get_number(const json& v, const std::string& param, double lo, double hi) {
+    if (!v.is_number()) bad(param, std::string("must be a number, not ") + type_name(v));
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || d < lo || d > hi)
+        bad(param, "must be in [" + json(lo).dump() + ", " + json(hi).dump() + "], got " + v.dump());
+    return d;
+}
+
+int64_t get_int(const json& v, const std::string& param, int64_t lo, int64_t hi) {
+    if (!v.is_number_integer()) bad(param, std::string("must be an integer, not ") + v.dump().substr(0, 40));
+    if (v.is_number_unsigned()) {
+        const uint64_t u = v.get<uint64_t>();
+        if (u > static_cast<uint64_t>(hi)) bad(param, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        return static_cast<int64_t>(u);
+    }
+    const int64_t i = v.get<int64_t>();
+    if (i < lo || i > hi) bad(param, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return i;
+}
+
+// OpenAI content: a string, or a list of {"type": "text", "text": ...} parts (joined).
+std::string text_or_parts(const json& v, const std::string& param, std::string* unsupported = nullptr) {
+    if (v.is_string()) return v.get<std::string>();
+    if (!v.is_array()) bad(param, std::string("must be a string or a list of text parts, not ") + type_name(v));
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) {
+        const std::string p = param + "[" + std::to_string(i) + "]";
+        const json& part = v[i];
+        if (!part.is_object()) bad(p, "must be an object {\"type\": \"text\", \"text\": ...}");
+        const auto t = part.find("type");
+        if (t == part.end()) bad(p + ".type", "is required");
+        const std::string type = get_string(*t, p + ".type");
+        if (type != "text") {
+            if (unsupported) {
+                *unsupported = "content parts of type '" + type + "'";
+                return {};
+            }
+            bad(p + ".type", "must be 'text' (rewind takes text only), got '" + type + "'");
+        }
+        const auto x = part.find("text");
+        if (x == part.end()) bad(p + ".text", "is required");
+        out += get_string(*x, p + ".text");
+    }
+    return out;
+}
+
+// Fields that would change what the client gets and that rewind does not implement.
+void refuse_unimplemented(const json& j, Endpoint ep) {
+    static const char* const kRefused[] = {"tools", "tool_choice", "functions", "function_call", "response_format",
+                                           "logit_bias", "audio", "modalities", "suffix", "best_of", "echo",
+                                           "presence_penalty", "frequency_penalty", "top_logprobs", "web_search_options"};
+    for (const char* f : kRefused) {
+        const auto it = j.find(f);
+        if (it == j.end() || it->is_null()) continue;
+        // Neutral values change nothing: accept them, as clients send them by default.
+        const std::string name = f;
+        if ((name == "presence_penalty" || name == "frequency_penalty") && it->is_number() && it->get<double>() == 0) continue;
+        if (name == "echo" && it->is_boolean() && !it->get<bool>()) continue;
+        if (name == "best_of" && it->is_number_integer() && it->get<int64_t>() == 1) continue;
+        if ((name == "tools" || name == "functions") && it->is_array() && it->empty()) continue;
+        if (name == "logit_bias" && it->is_object() && it->empty()) continue;
+        if (name == "response_format" && it->is_object() && it->value("type", json()) == "text") continue;
+        throw ApiError(400, "'" + name + "' is not supported by rewind serve", name, "invalid_request_error", "unsupported_parameter");
+    }
+    const auto lp = j.find("logprobs");
+    if (lp != j.end() && !lp->is_null()) {
+        const bool off = (lp->is_boolean() && !lp->get<bool>()) || (ep == Endpoint::Completions && lp->is_number_integer() && lp->get<int64_t>() == 0);
+        if (!off) throw ApiError(400, "'logprobs' is not supported by rewind serve", "logprobs", "invalid_request_error", "unsupported_parameter");
+    }
+    const auto n = j.find("n");
+    if (n != j.end() && !n->is_null()) {
+        if (get_int(*n, "n", 1, 128) != 1)
+            throw ApiError(400, "'n' > 1 is not supported by rewind serve (one choice per request)", "n", "invalid_request_error", "unsupported_parameter");
+    }
+}
+
+} // namespace
+
+ApiError::ApiError(int status_, std::string message, std::string param_, std::string type_, std::string code_)
+    : std::runtime_error(std::move(message)), status(status_), type(std::move(type_)), param(std::move(param_)),
+      code(std::move(code_)) {}
+
+std::string error_body(const ApiError& e) {
+    json err = {{"message", e.what()},
+                {"type", e.type.empty() ? type_for(e.status) : e.type},
+                {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+                {"code", e.code.empty() ? json(nullptr) : json(e.code)}};
+    return json{{"error", err}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+ServeRequest parse_request(Endpoint endpoint, std::string_view body, const ParseLimits& limits) {
+    json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) throw ApiError(400, "the body is not valid JSON", "", "invalid_request_error", "invalid_json");
+    if (!j.is_object()) throw ApiError(400, "the body must be a JSON object", "", "invalid_request_error", "invalid_json");
+    refuse_unimplemented(j, endpoint);
+
+    ServeRequest r;
+    r.endpoint = endpoint;
+    auto field = [&](const char* name) -> const json* {
+        const auto it = j.find(name);
+        return it == j.end() || it->is_null() ? nullptr : &*it;
+    };
+    if (const json* v = field("model")) r.model = get_string(*v, "model");
+
+    if (endpoint == Endpoint::Chat) {
+        const json* m = field("messages");
+        if (!m) bad("messages", "is required");
+        if (!m->is_array()) bad("messages", std::string("must be a list, not ") + type_name(*m));
+        if (m->empty()) bad("messages", "must hold at least one message");
+        if (m->size() > limits.max_messages) bad("messages", "holds more than " + std::to_string(limits.max_messages) + " messages");
+        for (size_t i = 0; i < m->size(); ++i) {
+            const std::string p = "messages[" + std::to_string(i) + "]";
+            const json& msg = (*m)[i];
+            if (!msg.is_object()) bad(p, "must be an object {role, content}");
+            ChatMessage cm;
+            const auto role = msg.find("role");
+            if (role == msg.end()) bad(p + ".role", "is required");
+            cm.role = get_string(*role, p + ".role");
+            if (cm.role == "developer") cm.role = "system"; // OpenAI's newer name for it
+            if (cm.role != "system" && cm.role != "user" && cm.role != "assistant")
+                throw ApiError(400, "'" + p + ".role' must be system, user or assistant (rewind formats no tools), got '" + cm.role + "'",
+                               p + ".role");
+            const auto content = msg.find("content");
+            if (content == msg.end() || content->is_null()) {
+                if (cm.role != "assistant" || msg.contains("tool_calls")) bad(p + ".content", "is required");
+            } else {
+                cm.content = text_or_parts(*content, p + ".content");
+            }
+            if (msg.contains("tool_calls")) bad(p + ".tool_calls", "is not supported by rewind serve");
+            r.messages.push_back(std::move(cm));
+        }
+    } else {
+        const json* p = field("prompt");
+        if (!p) bad("prompt", "is required");
+        if (p->is_string()) {
+            r.prompt_text = p->get<std::string>();
+        } else if (p->is_array()) {
+            if (p->empty()) bad("prompt", "must not be empty");
+            if ((*p)[0].is_string()) {
+                if (p->size() != 1) bad("prompt", "a list of several prompts is not supported (one per request)");
+                r.prompt_text = (*p)[0].get<std::string>();
+            } else {
+                r.prompt_is_ids = true;
+                for (size_t i = 0; i < p->size(); ++i)
+                    r.prompt_ids.push_back(get_int((*p)[i], "prompt[" + std::to_string(i) + "]", 0, std::numeric_limits<int32_t>::max()));
+            }
+        } else {
+            bad("prompt", std::string("must be a string or a list of token ids, not ") + type_name(*p));
+        }
+        if (!r.prompt_is_ids && r.prompt_text.empty()) bad("prompt", "must not be empty");
+    }
+
+    const json* mt = field("max_completion_tokens");
+    const char* mt_name = "max_completion_tokens";
+    if (!mt) {
+        mt = field("max_tokens");
+        mt_name = "max_tokens";
+    }
+    if (mt) r.max_tokens = get_int(*mt, mt_name, 0, std::numeric_limits<int32_t>::max());
+    if (const json* v = field("temperature")) r.temperature = static_cast<float>(get_number(*v, "temperature", 0, 2));
+    if (const json* v = field("top_p")) {
+        r.top_p = static_cast<float>(get_number(*v, "top_p", 0, 1));
+        if (r.top_p <= 0) bad("top_p", "must be > 0");
+    }
+    if (const json* v = field("top_k")) r.top_k = static_cast<int32_t>(get_int(*v, "top_k", 0, 1 << 20));
+    if (const json* v = field("min_p")) r.min_p = static_cast<float>(get_number(*v, "min_p", 0, 1));
+    if (const json* v = field("seed")) {
+        if (!v->is_number_integer()) bad("seed", "must be an integer");
+        r.seed = v->is_number_unsigned() ? v->get<uint64_t>() : static_cast<uint64_t>(v->get<int64_t>());
+    }
+    if (const json* v = field("stop")) {
+        if (v->is_string()) {
+            r.stop.push_back(v->get<std::string>());
+        } else if (v->is_array()) {
+            for (size_t i = 0; i < v->size(); ++i) r.stop.push_back(get_string((*v)[i], "stop[" + std::to_string(i) + "]"));
+        } else {
+            bad("stop", std::string("must be a string or a list of strings, not ") + type_name(*v));
+        }
+        if (r.stop.size() > limits.max_stop) bad("stop", "holds more than " + std::to_string(limits.max_stop) + " strings");
+        for (const std::string& s : r.stop) {
+            if (s.empty()) bad("stop", "must not hold an empty string");
+            if (s.size() > limits.max_stop_bytes) bad("stop", "strings are at most " + std::to_string(limits.max_stop_bytes) + " bytes");
+        }
+    }
+    if (const json* v = field("stream")) r.stream = get_bool(*v, "stream");
+    if (const json* v = field("stream_options")) {
+        if (!v->is_object()) bad("stream_options", "must be an object");
+        if (!r.stream) bad("stream_options", "is only allowed with stream: true");
+        const auto u = v->find("include_usage");
+        if (u != v->end() && !u->is_null()) r.include_usage = get_bool(*u, "stream_options.include_usage");
+    }
+    if (const json* v = field("user")) r.user = get_string(*v, "user");
+    if (const json* v = field("prediction")) {
+        if (!v->is_object()) bad("prediction", "must be an object {\"type\": \"content\", \"content\": ...}");
+        const auto t = v->find("type");
+        if (t == v->end()) bad("prediction.type", "is required");
+        if (get_string(*t, "prediction.type") != "content") bad("prediction.type", "must be 'content'");
+        const auto c = v->find("content");
+        if (c == v->end() || c->is_null()) bad("prediction.content", "is required");
+        r.prediction = text_or_parts(*c, "prediction.content");
+    }
+    if (const json* v = field("speculation")) {
+        if (!v->is_object()) bad("speculation", "must be an object {source, k, references}");
+        for (const auto& [key, val] : v->items()) {
+            if (key == "source") {
+                r.speculation.source = get_string(val, "speculation.source");
+                static const char* const kNames[] = {"none", "ngram", "ref", "auto", "suffix", "draft"};
+                bool known = false;
+                for (const char* n : kNames) known = known || r.speculation.source == n;
+                if (!known) bad("speculation.source", "must be one of none, ngram, ref, auto, suffix, draft");
+            } else if (key == "k") {
+                r.speculation.k = static_cast<int>(get_int(val, "speculation.k", 1, limits.max_k));
+            } else if (key == "references") {
+                if (!val.is_array()) bad("speculation.references", "must be a list of strings");
+                if (val.size() > limits.max_references)
+                    bad("speculation.references", "holds more than " + std::to_string(limits.max_references) + " documents");
+                for (size_t i = 0; i < val.size(); ++i) {
+                    std::string doc = get_string(val[i], "speculation.references[" + std::to_string(i) + "]");
+                    if (doc.empty()) bad("speculation.references[" + std::to_string(i) + "]", "must not be empty");
+                    r.speculation.references.push_back(std::move(doc));
+                }
+            } else {
+                bad("speculation." + key, "is not a speculation field (source, k, references)");
+            }
+        }
+        if (r.speculation.source == "ref" && r.speculation.references.empty() && !r.prediction)
+            bad("speculation.references", "is required by source 'ref' (or give a prediction)");
+        if (!r.speculation.references.empty() && (r.speculation.source == "ngram" || r.speculation.source == "suffix" ||
+                                                  r.speculation.source == "none" || r.speculation.source == "draft"))
+            bad("speculation.references", "is only used by the sources 'ref' and 'auto'");
+    }
+    if (const json* v = field("chat_template_kwargs")) {
+        if (!v->is_object()) bad("chat_template_kwargs", "must be an object");
+        for (const auto& [key, val] : v->items()) {
+            if (key == "enable_thinking") r.enable_thinking = get_bool(val, "chat_template_kwargs.enable_thinking");
+            else bad("chat_template_kwargs." + key, "is not supported (rewind's templates take enable_thinking)");
+        }
+    }
+    return r;
+}
+
+int64_t check_lengths(int64_t prompt_tokens, std::optional<int64_t> max_tokens, int64_t context,
+                      const char* prompt_param) {
+    if (prompt_tokens >= context)
+        throw ApiError(400,
+                       "the prompt is " + std::to_string(prompt_tokens) + " tokens, but the context holds " +
+                           std::to_string(context) + " (at least one must be left to generate)",
+                       prompt_param, "invalid_request_error", "context_length_exceeded");
+    if (max_tokens && prompt_tokens + *max_tokens > context)
+        throw ApiError(400,
+                       "max_tokens is " + std::to_string(*max_tokens) + " and the prompt " + std::to_string(prompt_tokens) +
+                           " tokens, but the context holds " + std::to_string(context) + " (at most " +
+                           std::to_string(context - prompt_tokens) + " tokens can be generated)",
+                       "max_tokens", "invalid_request_error", "context_length_exceeded");
+    return max_tokens ? *max_tokens : context - prompt_tokens;
+}
+
+bool constant_time_equal(std::string_view given, std::string_view expected) {
+    // Every byte of the longer one is read whatever matches: no early exit on the first difference.
+    const size_t n = std::max(given.size(), expected.size());
+    unsigned diff = given.size() == expected.size() ? 0u : 1u;
+    for (size_t i = 0; i < n; ++i) {
+        const unsigned char a = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+        const unsigned char b = i < expected.size() ? static_cast<unsigned char>(expected[i]) : 0;
+        diff |= static_cast<unsigned>(a ^ b);
+    }
+    return diff == 0;
+}
+
+} // namespace rwd::serve
