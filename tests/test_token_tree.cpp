@@ -35,7 +35,7 @@ constexpr int kTrees = 5;
 #endif
 
 // A random tree of n nodes: parents[i] in [-1, i), mostly the previous node or a recent one (so
-// there are deep paths and branches), with `roots` nodes hanging off the prefix.
+// there are deep paths and branches); with several_roots, more than one node hangs off the prefix.
 std::vector<int32_t> random_parents(std::mt19937& rng, int n, bool several_roots = false) {
     std::vector<int32_t> p(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) {
@@ -48,6 +48,7 @@ std::vector<int32_t> random_parents(std::mt19937& rng, int n, bool several_roots
         else if (r < 6) p[static_cast<size_t>(i)] = i - 1;
         else p[static_cast<size_t>(i)] = static_cast<int32_t>(rng() % static_cast<uint32_t>(i));
     }
+    if (several_roots && n >= 2) p[static_cast<size_t>(n / 2)] = -1; // at least one more root
     return p;
 }
 
@@ -231,13 +232,7 @@ INSTANTIATE_TEST_SUITE_P(Models, TokenTree,
                          ::testing::Values("pycode-4m", "bundled", "pycode-4m-q4_0", "pycode-4m-q4_k_m", "pycode-4m-q5_k_m",
                                            "pycode-4m-q6_k", "kq-256-q4_k_m", "kq-256-q5_k_m", "kq-256-q6_k", "arch-llama3",
                                            "arch-qwen2", "arch-qwen3", "arch-phi3", "arch-gemma3"),
-                         [](const auto& info) {
-                             std::string n = info.param;
-                             if (n == "pycode-4m") return std::string("f32");
-                             if (n == "bundled") return std::string("q8_0");
-                             std::replace(n.begin(), n.end(), '-', '_');
-                             return n;
-                         });
+                         model_test::model_param_name<::testing::TestParamInfo<const char*>>);
 
 TEST(TokenTreeErrors, BadTreesAreRefusedWithTheCacheUnchanged) {
     auto model = load("bundled");

@@ -116,9 +116,12 @@ const int32_t* embed(B& be, const PassBuffers& b, const PassSegment* segs, int64
         const PassSegment& sg = segs[is];
         for (int64_t t = 0; t < sg.n; ++t) {
             b.ids[sg.off + t] = static_cast<int32_t>(sg.tokens[t]);
-            // A tree node sits one position after its parent (parents come first).
+            // A chain's token t sits at pos0 + t; a tree node one position after its parent (parents
+            // come first), or at pos0 when it hangs off the cached prefix.
             const int32_t par = sg.parents ? sg.parents[t] : -1;
-            b.pos[sg.off + t] = sg.parents && par >= 0 ? b.pos[sg.off + par] + 1 : static_cast<int32_t>(sg.pos0 + t);
+            b.pos[sg.off + t] = !sg.parents ? static_cast<int32_t>(sg.pos0 + t)
+                                : par >= 0  ? b.pos[sg.off + par] + 1
+                                            : static_cast<int32_t>(sg.pos0);
         }
     }
     const int32_t* pos = be.positions(b.pos, nt);
