@@ -43,6 +43,24 @@ double TreeBudget::cost(int rows) const {
     return a + (b - a) * (rows - lo) / (hi - lo);
 }
 
+// The run's acceptance at `depth` given the guess above was accepted. Its prior is the depth
+// above's estimate (weighing as two passes), so a depth the run has rarely verified is taken to
+// be like the one above it, not a coin toss: otherwise short passes would never learn that
+// longer ones pay.
+double TreeBudget::depth_chance(const DecodeStats& st, int depth) {
+    double c = 0.5; // the prior of depth 1
+    const size_t n = st.proposed_at.size();
+    for (size_t d = 0; d < static_cast<size_t>(depth); ++d) {
+        const double tried = d < n ? std::min<double>(static_cast<double>(st.proposed_at[d]),
+                                                      d == 0 ? static_cast<double>(st.proposed_at[0])
+                                                             : static_cast<double>(st.accepted_at[d - 1]))
+                                   : 0.0;
+        const double got = d < n ? std::min<double>(static_cast<double>(st.accepted_at[d]), tried) : 0.0;
+        c = (got + 2.0 * c) / (tried + 2.0);
+    }
+    return c;
+}
+
 int TreeBudget::choose(Proposal& p, const DecodeStats& st, int room) {
     const size_t n = p.tokens.size();
     last_kept_ = 0;
@@ -62,16 +80,7 @@ int TreeBudget::choose(Proposal& p, const DecodeStats& st, int room) {
         if (!p.weights.empty()) {
             c = std::min(1.0, p.weights[i] * calib);
         } else {
-            // The run's acceptance at this depth given the one above was accepted (Laplace prior).
-            const auto d = static_cast<size_t>(depth - 1);
-            const double tried =
-                d < st.proposed_at.size()
-                    ? std::min<double>(static_cast<double>(st.proposed_at[d]),
-                                       d == 0 ? static_cast<double>(st.proposed_at[0])
-                                              : static_cast<double>(st.accepted_at[d - 1]))
-                    : 0.0;
-            const double got = d < st.accepted_at.size() ? static_cast<double>(st.accepted_at[d]) : 0.0;
-            c = (got + 1.0) / (tried + 2.0);
+            c = depth_chance(st, depth);
             for (int32_t r = where_[static_cast<size_t>(a + 1)]; r > 0; --r) c *= kSiblingDecay;
         }
         ++where_[static_cast<size_t>(a + 1)];

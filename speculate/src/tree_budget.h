@@ -29,6 +29,7 @@ public:
     double cost(int rows) const;
 
 private:
+    static double depth_chance(const DecodeStats& st, int depth);
     static constexpr int kRows = DecodeState::kMaxK + 1;
     std::vector<double> given_;   // [rows - 1], or empty
     std::vector<double> seen_;    // [rows - 1]: smoothed observed seconds, 0 when none
