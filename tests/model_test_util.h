@@ -29,6 +29,18 @@ inline std::vector<TokenId> random_tokens(std::mt19937& rng, int64_t n, int64_t 
     return t;
 }
 
+// Parameter names for suites over model names: "f32" for pycode-4m, "q8_0" for the bundled file,
+// else the name with '-' as '_' (gtest's names allow no '-').
+template <class ParamInfo>
+std::string model_param_name(const ParamInfo& info) {
+    std::string n = info.param;
+    if (n == "pycode-4m") return "f32";
+    if (n == "bundled") return "q8_0";
+    for (char& c : n)
+        if (c == '-') c = '_';
+    return n;
+}
+
 inline bool same_bits(std::span<const float> a, std::span<const float> b) {
     // memcmp of empty spans would pass it null pointers (undefined behaviour; UBSan reports it)
     return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);

@@ -154,13 +154,7 @@ INSTANTIATE_TEST_SUITE_P(Models, Batch,
                          ::testing::Values("pycode-4m", "bundled", "pycode-4m-f16", "pycode-4m-q4_0",
                                            "pycode-4m-q4_k_m", "pycode-4m-q5_k_m", "pycode-4m-q6_k", "arch-llama3",
                                            "arch-qwen2", "arch-qwen3", "arch-phi3", "arch-gemma3"),
-                         [](const auto& info) {
-                             std::string n = info.param;
-                             if (n == "pycode-4m") return std::string("f32");
-                             if (n == "bundled") return std::string("q8_0");
-                             std::replace(n.begin(), n.end(), '-', '_');
-                             return n;
-                         });
+                         model_test::model_param_name<::testing::TestParamInfo<const char*>>);
 
 // Every bad batch throws rwd::Error with the right code before any cache or counter changes.
 TEST(BatchErrors, RefusedBatchChangesNothing) {

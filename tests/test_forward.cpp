@@ -207,13 +207,7 @@ INSTANTIATE_TEST_SUITE_P(Models, Forward,
                          ::testing::Values("pycode-4m", "bundled", "pycode-4m-q4_0", "pycode-4m-q4_k_m", "pycode-4m-q5_k_m",
                                            "pycode-4m-q6_k", "kq-256-q4_k_m", "kq-256-q5_k_m", "kq-256-q6_k", "arch-llama3",
                                            "arch-qwen2", "arch-qwen3", "arch-phi3", "arch-gemma3"),
-                         [](const auto& info) {
-                             std::string n = info.param;
-                             if (n == "pycode-4m") return std::string("f32");
-                             if (n == "bundled") return std::string("q8_0");
-                             std::replace(n.begin(), n.end(), '-', '_');
-                             return n;
-                         });
+                         model_test::model_param_name<::testing::TestParamInfo<const char*>>);
 
 // (d) An F16 cache runs, keeps the batching invariant, and stays close to the F32 cache.
 TEST(ForwardF16, CloseToF32AndBatchInvariant) {
