@@ -157,7 +157,10 @@ TEST(ServePrefixCache, BatchDecoderReusesAFinishedRequestsCache) {
     g.max_tokens = 16;
     g.sampler.temperature = 0;
     const std::vector<TokenId> first = tok.encode("def add(a, b):\n    return a + b\n");
-    dec.submit(speculate::BatchRequest{.prompt = first, .generate = g});
+    speculate::BatchRequest fr;
+    fr.prompt = first;
+    fr.generate = g;
+    dec.submit(std::move(fr));
     std::vector<speculate::BatchResult> done;
     while (done.empty()) done = dec.step();
     ASSERT_TRUE(done[0].cache);
@@ -166,7 +169,9 @@ TEST(ServePrefixCache, BatchDecoderReusesAFinishedRequestsCache) {
     std::vector<TokenId> second = done[0].cache_tokens;
     const std::vector<TokenId> more = tok.encode("\ndef sub(a, b):", AddBos::No);
     second.insert(second.end(), more.begin(), more.end());
-    speculate::BatchRequest br{.prompt = second, .generate = g};
+    speculate::BatchRequest br;
+    br.prompt = second;
+    br.generate = g;
     br.prefix_cache = done[0].cache.get();
     br.prefix_tokens = done[0].cache_tokens;
     dec.submit(std::move(br));
@@ -210,7 +215,7 @@ protected:
         ServerOptions o;
         o.model_path = kModel;
         o.port = 0;
-        o.api_key = "k";
+        o.api_key = std::string("k"); // (a one-char literal trips GCC 12's -Wrestrict false positive)
         o.chat_template = "chatml";
         o.max_body_bytes = 4096;
         o.parallel = 2;
