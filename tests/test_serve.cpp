@@ -44,7 +44,7 @@ TEST(ServeParse, ChatRequestWithEveryField) {
         "max_completion_tokens": 7, "max_tokens": 99, "temperature": 0.5, "top_p": 0.9, "top_k": 40, "min_p": 0.05,
         "seed": 42, "stop": ["x", "y"], "stream": true, "stream_options": {"include_usage": true}, "user": "u",
         "prediction": {"type": "content", "content": [{"type": "text", "text": "pred"}]},
-        "speculation": {"source": "auto", "k": 4, "references": ["doc"]}, "n": 1, "presence_penalty": 0, "tools": [],
+        "speculation": {"source": "auto", "k": 4, "tree": 3, "references": ["doc"]}, "n": 1, "presence_penalty": 0, "tools": [],
         "chat_template_kwargs": {"enable_thinking": false}})");
     ASSERT_EQ(r.messages.size(), 2u);
     EXPECT_EQ(r.messages[0].role, "system");
@@ -58,6 +58,7 @@ TEST(ServeParse, ChatRequestWithEveryField) {
     EXPECT_EQ(*r.prediction, "pred");
     EXPECT_EQ(r.speculation.source, "auto");
     EXPECT_EQ(r.speculation.k, 4);
+    EXPECT_EQ(r.speculation.tree, 3);
     EXPECT_FALSE(r.enable_thinking);
 }
 
@@ -99,6 +100,8 @@ TEST(ServeParse, NamesTheFieldOfEveryMalformedRequest) {
         {"{" + msgs + R"(, "prediction": {"type": "content"}})", "prediction.content"},
         {"{" + msgs + R"(, "prediction": {"type": "other", "content": "x"}})", "prediction.type"},
         {"{" + msgs + R"(, "speculation": {"k": 99}})", "speculation.k"},
+        {"{" + msgs + R"(, "speculation": {"tree": 0}})", "speculation.tree"},
+        {"{" + msgs + R"(, "speculation": {"k": 0}})", "speculation.k"},
         {"{" + msgs + R"(, "speculation": {"source": "magic"}})", "speculation.source"},
         {"{" + msgs + R"(, "speculation": {"source": "ngram", "references": ["d"]}})", "speculation.references"},
         {"{" + msgs + R"(, "speculation": {"depth": 3}})", "speculation.depth"},

@@ -99,6 +99,10 @@ void register_serve(CLI::App& app, Runner& run) {
         ->check(CLI::IsMember({"none", "ngram", "auto", "draft", "suffix"}))
         ->capture_default_str();
     cmd->add_option("-k", o.k, "Default guesses per pass")->capture_default_str();
+    cmd->add_option("--tree", o.tree,
+                    "Default continuations per node of the guess sources (token trees verified in one pass; "
+                    "1: chains; 0: each source's own)")
+        ->capture_default_str();
     cmd->add_option("-t,--threads", o.threads, "Threads of the forward pass")->capture_default_str();
     cmd->add_option("--chat-template", o.chat_template,
                     "A built-in chat format (chatml, llama3, qwen2.5, ...) or a template's text; default: the file's");

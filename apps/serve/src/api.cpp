@@ -52,7 +52,9 @@ int64_t get_int(const json& v, const std::string& param, int64_t lo, int64_t hi)
     if (!v.is_number_integer()) bad(param, std::string("must be an integer, not ") + v.dump().substr(0, 40));
     if (v.is_number_unsigned()) {
         const uint64_t u = v.get<uint64_t>();
-        if (u > static_cast<uint64_t>(hi)) bad(param, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        // (JSON's non-negative integers arrive unsigned: the lower bound counts for them too.)
+        if (u > static_cast<uint64_t>(hi) || (lo > 0 && u < static_cast<uint64_t>(lo)))
+            bad(param, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
         return static_cast<int64_t>(u);
     }
     const int64_t i = v.get<int64_t>();
@@ -242,7 +244,7 @@ ServeRequest parse_request(Endpoint endpoint, std::string_view body, const Parse
         r.prediction = text_or_parts(*c, "prediction.content");
     }
     if (const json* v = field("speculation")) {
-        if (!v->is_object()) bad("speculation", "must be an object {source, k, references}");
+        if (!v->is_object()) bad("speculation", "must be an object {source, k, tree, references}");
         for (const auto& [key, val] : v->items()) {
             if (key == "source") {
                 r.speculation.source = get_string(val, "speculation.source");
@@ -252,6 +254,8 @@ ServeRequest parse_request(Endpoint endpoint, std::string_view body, const Parse
                 if (!known) bad("speculation.source", "must be one of none, ngram, ref, auto, suffix, draft");
             } else if (key == "k") {
                 r.speculation.k = static_cast<int>(get_int(val, "speculation.k", 1, limits.max_k));
+            } else if (key == "tree") {
+                r.speculation.tree = static_cast<int>(get_int(val, "speculation.tree", 1, limits.max_tree));
             } else if (key == "references") {
                 if (!val.is_array()) bad("speculation.references", "must be a list of strings");
                 if (val.size() > limits.max_references)
@@ -262,7 +266,7 @@ ServeRequest parse_request(Endpoint endpoint, std::string_view body, const Parse
                     r.speculation.references.push_back(std::move(doc));
                 }
             } else {
-                bad("speculation." + key, "is not a speculation field (source, k, references)");
+                bad("speculation." + key, "is not a speculation field (source, k, tree, references)");
             }
         }
         if (r.speculation.source == "ref" && r.speculation.references.empty() && !r.prediction)

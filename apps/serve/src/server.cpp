@@ -98,6 +98,7 @@ struct Job {
     std::vector<std::string> references;
     std::optional<std::string> prediction;
     int k = 8;
+    int tree = 0; // continuations per node (SourceSpec::branches; 0: each source's own)
     Clock::time_point enqueued = Clock::now();
     std::atomic<bool> cancel{false};
     // Written by the scheduler under m; the worker waits on cv.
@@ -216,6 +217,7 @@ struct Server::Impl {
             sp::SourceSpec s;
             s.kind = kind;
             s.references = std::move(refs);
+            s.branches = job.tree;
             if (kind == sp::SourceKind::Suffix) s.suffix_cache = suffix_cache;
             if (kind == sp::SourceKind::Draft) {
                 s.draft = draft;
@@ -481,6 +483,7 @@ struct Server::Impl {
         job->references = r.speculation.references;
         job->prediction = r.prediction;
         job->k = r.speculation.k > 0 ? r.speculation.k : opts.k;
+        job->tree = r.speculation.tree > 0 ? r.speculation.tree : opts.tree;
         {
             std::lock_guard lk(qm);
             if (queue.size() >= opts.max_queue)
@@ -782,6 +785,7 @@ Server::Server(ServerOptions opts) : impl_(std::make_unique<Impl>(std::move(opts
     const ServerOptions& o = impl_->opts;
     if (o.parallel < 1) throw Error("serve: --parallel must be >= 1");
     if (o.k < 1 || o.k > 16) throw Error("serve: -k must be in [1, 16]");
+    if (o.tree < 0 || o.tree > 16) throw Error("serve: --tree must be in [0, 16]");
     if (o.threads < 1) throw Error("serve: --threads must be >= 1");
     if (o.ctx < 0) throw Error("serve: --ctx must be >= 0");
     if (o.port < 0 || o.port > 65535) throw Error("serve: --port must be in [0, 65535]");

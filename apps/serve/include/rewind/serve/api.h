@@ -31,6 +31,7 @@ enum class Endpoint { Chat, Completions };
 // Limits a request is checked against before anything is tokenized.
 struct ParseLimits {
     int max_k = 16;                  // speculation.k in [1, max_k]
+    int max_tree = 16;               // speculation.tree in [1, max_tree]
     size_t max_stop = 4;             // stop strings at most (OpenAI: 4)
     size_t max_stop_bytes = 256;     // per stop string
     size_t max_references = 8;       // speculation.references at most
@@ -40,6 +41,7 @@ struct ParseLimits {
 struct SpeculationRequest {
     std::string source;                  // empty: the server's; else ngram, ref, auto, suffix, none
     int k = 0;                           // 0: the server's
+    int tree = -1;                       // continuations per node, [1, 16]; -1: the server's
     std::vector<std::string> references; // documents to copy guesses from
 };
 

@@ -22,6 +22,8 @@ struct ServerOptions {
     std::string api_key;           // non-empty: every endpoint but /health needs it
     std::string spec = "ngram";    // default guess source: none, ngram, auto, draft, suffix
     int k = 8;                     // default guesses per pass, [1, 16]
+    int tree = 0;                  // default continuations per node of the sources (token trees),
+                                   // [0, 16]; 0: each source's own (SourceSpec::branches)
     int threads = 1;
     std::string chat_template;     // a built-in chat format name, or a template's text; empty: the file's
     size_t max_body_bytes = 8u << 20;
