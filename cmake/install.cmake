@@ -60,6 +60,7 @@ set(REWIND_INSTALLED_HEADERS
   speculate/include/rewind/speculate/reference_source.h
   speculate/include/rewind/speculate/source_factory.h
   speculate/include/rewind/speculate/speculative_session.h
+  speculate/include/rewind/speculate/suffix_source.h
   speculate/include/rewind/speculate/token_index.h)
 foreach(h IN LISTS REWIND_INSTALLED_HEADERS)
   # The path below <layer>/include/ is the include path users write.
