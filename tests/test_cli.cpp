@@ -194,6 +194,35 @@ TEST_F(Cli, NegativeTemperatureIsGreedy) {
     std::filesystem::remove(prompt);
 }
 
+// Token trees from the command line: --tree with every text source, the cost policy and
+// --spec suffix give plain decoding's ids, and the JSON statistics count tree passes; bad values
+// are refused by name.
+TEST_F(Cli, TreesAndTheCostPolicyGivePlainDecodingsIds) {
+    const std::string prompt = write_temp("tree.txt", "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n");
+    const std::string ref = write_temp("tree_ref.txt", "def sub(a, b):\n    return a - b\n\ndef mul(a, b):\n");
+    const std::string base = "generate -m " + kShared + "/models/pycode-4m.gguf -f " + prompt + " -n 32 --json";
+    const CliRun plain = run(base);
+    ASSERT_EQ(plain.status, 0) << plain.out;
+    const auto want = nlohmann::json::parse(plain.out).at("generated_ids");
+    const std::vector<std::string> specs = {" --spec ngram --tree 3 -k 8", " --spec suffix -k 8 --k-policy cost",
+                                            " --spec ref --ref " + ref + " --tree 4 -k 12"};
+    for (const std::string& spec : specs) {
+        const CliRun r = run(base + spec);
+        ASSERT_EQ(r.status, 0) << spec << "\n" << r.out;
+        const auto j = nlohmann::json::parse(r.out);
+        EXPECT_EQ(j.at("generated_ids"), want) << spec;
+        EXPECT_TRUE(j.at("speculation").contains("tree_passes")) << spec;
+    }
+    const CliRun bad = run(base + " --spec ngram --tree 0");
+    EXPECT_NE(bad.status, 0);
+    EXPECT_NE(bad.out.find("--tree"), std::string::npos) << bad.out;
+    const CliRun unused = run(base + " --tree 2");
+    EXPECT_NE(unused.status, 0);
+    EXPECT_NE(unused.out.find("need --spec"), std::string::npos) << unused.out;
+    std::filesystem::remove(prompt);
+    std::filesystem::remove(ref);
+}
+
 // `rewind batch` writes one JSON line per request, each equal to `rewind generate` of its prompt
 // alone; a request that cannot run ends with its own error line and the others go on.
 TEST_F(Cli, BatchWritesOneLinePerRequestEachEqualToGenerate) {
