@@ -149,10 +149,7 @@ void DraftSource::propose(std::span<const TokenId> context, int k, Proposal& out
 void DraftSource::propose_tree(std::span<const float> logits, int k, Proposal& out) {
     const auto n_common = static_cast<size_t>(n_common_);
     const int depth = std::max(1, (k + branches_ - 1) / branches_);
-    cand_tok_.clear();
-    cand_par_.clear();
     cand_p_.clear();
-    cand_w_.clear();
     int32_t chain = -1;   // the last chain node (candidate index)
     double reach = 1.0;   // the draft's probability of reaching it
     for (int i = 0; i < depth; ++i) {
@@ -165,10 +162,10 @@ void DraftSource::propose_tree(std::span<const float> logits, int k, Proposal& o
         const auto pos = static_cast<int64_t>(history_.size());
         const TokenId t = sampler_.sample(logits.data(), pos, history_);
         // The pick, then its most likely alternatives as leaves under the same parent.
-        const auto pick = static_cast<int32_t>(cand_tok_.size());
-        cand_tok_.push_back(t);
-        cand_par_.push_back(chain);
-        cand_w_.push_back(static_cast<float>(prob(t)));
+        const auto pick = static_cast<int32_t>(out.tokens.size());
+        out.tokens.push_back(t);
+        out.parents.push_back(chain);
+        out.weights.push_back(std::clamp(static_cast<float>(prob(t)), 0.0f, 1.0f));
         cand_p_.push_back(reach * prob(t));
         top_.clear();
         for (size_t v = 0; v < n_common; ++v) {
@@ -184,9 +181,9 @@ void DraftSource::propose_tree(std::span<const float> logits, int k, Proposal& o
             }
         }
         for (const auto& [l, s] : top_) {
-            cand_tok_.push_back(s);
-            cand_par_.push_back(chain);
-            cand_w_.push_back(static_cast<float>(prob(s)));
+            out.tokens.push_back(s);
+            out.parents.push_back(chain);
+            out.weights.push_back(std::clamp(static_cast<float>(prob(s)), 0.0f, 1.0f));
             cand_p_.push_back(reach * prob(s));
         }
         reach *= prob(t);
@@ -197,24 +194,12 @@ void DraftSource::propose_tree(std::span<const float> logits, int k, Proposal& o
             fed_.push_back(t);
         }
     }
-    // The k most likely, best first; ties keep the candidate order (a parent before its child).
-    const size_t n = cand_tok_.size();
-    order_.resize(n);
-    for (size_t i = 0; i < n; ++i) order_[i] = static_cast<int32_t>(i);
-    std::stable_sort(order_.begin(), order_.end(),
-                     [&](int32_t a, int32_t b) { return cand_p_[static_cast<size_t>(a)] > cand_p_[static_cast<size_t>(b)]; });
-    const size_t keep = std::min(n, static_cast<size_t>(k));
-    where_.assign(n, -1);
-    for (size_t j = 0; j < keep; ++j) {
-        const auto c = static_cast<size_t>(order_[j]);
-        const int32_t a = cand_par_[c];
-        // A dropped parent (rounding can tie a child with it) drops the child too.
-        if (a >= 0 && where_[static_cast<size_t>(a)] < 0) continue;
-        where_[c] = static_cast<int32_t>(out.tokens.size());
-        out.tokens.push_back(cand_tok_[c]);
-        out.parents.push_back(a < 0 ? -1 : where_[static_cast<size_t>(a)]);
-        out.weights.push_back(std::clamp(cand_w_[c], 0.0f, 1.0f));
-    }
+    // The k most likely, best first (a prefix of the order is still a tree).
+    order_best_first(out, cand_p_, best_first_);
+    const size_t keep = std::min(out.tokens.size(), static_cast<size_t>(k));
+    out.tokens.resize(keep);
+    out.parents.resize(keep);
+    out.weights.resize(keep);
 }
 
 void DraftSource::accept(std::span<const TokenId> context) { rollback_to(context); }

@@ -1,6 +1,8 @@
 // Small shared pieces of the guess-source interface.
 #include "rewind/speculate/guess_source.h"
 
+#include <algorithm>
+#include <numeric>
 #include <string>
 
 #include "rewind/error.h"
@@ -10,6 +12,32 @@ namespace rwd::speculate {
 void check_k(std::string_view source, int k) {
     if (k < 1)
         throw Error(std::string(source) + ": asked for " + std::to_string(k) + " guesses; k must be at least 1");
+}
+
+void order_best_first(Proposal& p, std::vector<double>& chance, BestFirstScratch& s) {
+    const size_t n = p.tokens.size();
+    s.order.resize(n);
+    std::iota(s.order.begin(), s.order.end(), 0);
+    std::stable_sort(s.order.begin(), s.order.end(), [&](int32_t x, int32_t y) {
+        return chance[static_cast<size_t>(x)] > chance[static_cast<size_t>(y)];
+    });
+    s.where.resize(n);
+    for (size_t j = 0; j < n; ++j) s.where[static_cast<size_t>(s.order[j])] = static_cast<int32_t>(j);
+    s.tmp.clear();
+    s.chance.clear();
+    const size_t V = p.probs.empty() ? 0 : p.probs.size() / n;
+    for (size_t j = 0; j < n; ++j) {
+        const auto i = static_cast<size_t>(s.order[j]);
+        const int32_t a = p.parent(i);
+        s.tmp.tokens.push_back(p.tokens[i]);
+        s.tmp.parents.push_back(a < 0 ? -1 : s.where[static_cast<size_t>(a)]);
+        if (!p.weights.empty()) s.tmp.weights.push_back(p.weights[i]);
+        if (V) s.tmp.probs.insert(s.tmp.probs.end(), p.probs.begin() + static_cast<std::ptrdiff_t>(i * V),
+                                  p.probs.begin() + static_cast<std::ptrdiff_t>((i + 1) * V));
+        s.chance.push_back(chance[i]);
+    }
+    std::swap(p, s.tmp);
+    std::swap(chance, s.chance);
 }
 
 void check_proposal(std::string_view source, const Proposal& p) {

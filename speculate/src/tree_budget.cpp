@@ -3,7 +3,6 @@
 #include "tree_budget.h"
 
 #include <algorithm>
-#include <numeric>
 
 namespace rwd::speculate {
 
@@ -20,8 +19,9 @@ constexpr double kPrior = 2.0;
 TreeBudget::TreeBudget(std::span<const double> pass_seconds)
     : given_(pass_seconds.begin(), pass_seconds.end()), seen_(static_cast<size_t>(kRows), 0.0) {
     chance_.reserve(kRows);
-    order_.reserve(kRows);
-    where_.reserve(kRows);
+    by_depth_.reserve(kRows);
+    depth_.reserve(kRows);
+    rank_.reserve(kRows + 1);
 }
 
 double TreeBudget::cost(int rows) const {
@@ -43,22 +43,23 @@ double TreeBudget::cost(int rows) const {
     return a + (b - a) * (rows - lo) / (hi - lo);
 }
 
-// The run's acceptance at `depth` given the guess above was accepted. Its prior is the depth
-// above's estimate (weighing as two passes), so a depth the run has rarely verified is taken to
-// be like the one above it, not a coin toss: otherwise short passes would never learn that
-// longer ones pay.
-double TreeBudget::depth_chance(const DecodeStats& st, int depth) {
+// by_depth_[d]: the run's acceptance at depth d + 1 given the guess above was accepted, for the
+// depths up to `n`. Its prior is the depth above's estimate (weighing as two passes), so a depth
+// the run has rarely verified is taken to be like the one above it, not a coin toss: otherwise
+// short passes would never learn that longer ones pay.
+void TreeBudget::depth_chances(const DecodeStats& st, size_t n) {
+    by_depth_.resize(n);
     double c = 0.5; // the prior of depth 1
-    const size_t n = st.proposed_at.size();
-    for (size_t d = 0; d < static_cast<size_t>(depth); ++d) {
-        const double tried = d < n ? std::min<double>(static_cast<double>(st.proposed_at[d]),
-                                                      d == 0 ? static_cast<double>(st.proposed_at[0])
-                                                             : static_cast<double>(st.accepted_at[d - 1]))
-                                   : 0.0;
-        const double got = d < n ? std::min<double>(static_cast<double>(st.accepted_at[d]), tried) : 0.0;
+    const size_t known = st.proposed_at.size();
+    for (size_t d = 0; d < n; ++d) {
+        const double tried = d < known ? std::min<double>(static_cast<double>(st.proposed_at[d]),
+                                                          d == 0 ? static_cast<double>(st.proposed_at[0])
+                                                                 : static_cast<double>(st.accepted_at[d - 1]))
+                                       : 0.0;
+        const double got = d < known ? std::min<double>(static_cast<double>(st.accepted_at[d]), tried) : 0.0;
         c = (got + 2.0 * c) / (tried + 2.0);
+        by_depth_[d] = c;
     }
-    return c;
 }
 
 int TreeBudget::choose(Proposal& p, const DecodeStats& st, int room) {
@@ -67,62 +68,43 @@ int TreeBudget::choose(Proposal& p, const DecodeStats& st, int room) {
     last_predicted_ = 0;
     last_weighted_ = !p.weights.empty();
     if (n == 0 || room <= 0) return 0;
-    // Each guess's chance to stand: its parent's times its own conditional chance.
+    // Each guess's chance to stand: its parent's times its own conditional chance (parents come
+    // first, so theirs and their depths are known).
     const double calib = (accepted_ + kPrior) / (predicted_ + kPrior);
     chance_.assign(n, 0.0);
-    where_.assign(n + 1, 0); // where_[a + 1]: children of a seen so far (sibling rank)
+    depth_.assign(n, 1);
+    rank_.assign(n + 1, 0); // rank_[a + 1]: children of a seen so far (a sibling's rank)
+    if (p.weights.empty()) depth_chances(st, n);
     for (size_t i = 0; i < n; ++i) {
         const int32_t a = p.parent(i);
-        const double up = a < 0 ? 1.0 : chance_[static_cast<size_t>(a)];
-        int depth = 1;
-        for (int32_t x = a; x >= 0; x = p.parent(static_cast<size_t>(x))) ++depth;
+        if (a >= 0) depth_[i] = depth_[static_cast<size_t>(a)] + 1;
         double c;
         if (!p.weights.empty()) {
             c = std::min(1.0, p.weights[i] * calib);
         } else {
-            c = depth_chance(st, depth);
-            for (int32_t r = where_[static_cast<size_t>(a + 1)]; r > 0; --r) c *= kSiblingDecay;
+            c = by_depth_[static_cast<size_t>(depth_[i] - 1)];
+            for (int32_t r = rank_[static_cast<size_t>(a + 1)]; r > 0; --r) c *= kSiblingDecay;
         }
-        ++where_[static_cast<size_t>(a + 1)];
-        chance_[i] = up * c;
+        ++rank_[static_cast<size_t>(a + 1)];
+        chance_[i] = (a < 0 ? 1.0 : chance_[static_cast<size_t>(a)]) * c;
     }
-    // Best first; on ties the earlier guess, so a parent (never less likely) precedes its children.
-    order_.resize(n);
-    std::iota(order_.begin(), order_.end(), 0);
-    std::stable_sort(order_.begin(), order_.end(), [&](int32_t x, int32_t y) {
-        return chance_[static_cast<size_t>(x)] > chance_[static_cast<size_t>(y)];
-    });
-    // The prefix with the most expected tokens per second.
+    order_best_first(p, chance_, best_first_);
+    // The prefix with the most expected tokens per second; at least the best guess: a pass
+    // without one would teach the calibration nothing.
     const int most = std::min<int>(room, static_cast<int>(n));
-    // At least the best guess: a pass without one would teach the calibration nothing.
-    double expected = 1.0 + chance_[static_cast<size_t>(order_[0])];
+    double expected = 1.0 + chance_[0];
     double best = expected / cost(2);
     int keep = 1;
     for (int m = 2; m <= most; ++m) {
-        expected += chance_[static_cast<size_t>(order_[static_cast<size_t>(m - 1)])];
+        expected += chance_[static_cast<size_t>(m - 1)];
         const double rate = expected / cost(m + 1);
         if (rate > best) {
             best = rate;
             keep = m;
         }
     }
-    for (int m = 0; m < keep; ++m) last_predicted_ += chance_[static_cast<size_t>(order_[static_cast<size_t>(m)])];
+    for (int m = 0; m < keep; ++m) last_predicted_ += chance_[static_cast<size_t>(m)];
     last_kept_ = keep;
-    // Reorder the proposal (parents remapped; weights and distributions follow their guesses).
-    where_.assign(n, 0);
-    for (size_t j = 0; j < n; ++j) where_[static_cast<size_t>(order_[j])] = static_cast<int32_t>(j);
-    tmp_.clear();
-    const size_t V = p.probs.empty() ? 0 : p.probs.size() / n;
-    for (size_t j = 0; j < n; ++j) {
-        const auto i = static_cast<size_t>(order_[j]);
-        tmp_.tokens.push_back(p.tokens[i]);
-        const int32_t a = p.parent(i);
-        tmp_.parents.push_back(a < 0 ? -1 : where_[static_cast<size_t>(a)]);
-        if (!p.weights.empty()) tmp_.weights.push_back(p.weights[i]);
-        if (V) tmp_.probs.insert(tmp_.probs.end(), p.probs.begin() + static_cast<std::ptrdiff_t>(i * V),
-                                 p.probs.begin() + static_cast<std::ptrdiff_t>((i + 1) * V));
-    }
-    std::swap(p, tmp_);
     return keep;
 }
 

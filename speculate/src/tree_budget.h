@@ -29,7 +29,7 @@ public:
     double cost(int rows) const;
 
 private:
-    static double depth_chance(const DecodeStats& st, int depth);
+    void depth_chances(const DecodeStats& st, size_t n);
     static constexpr int kRows = DecodeState::kMaxK + 1;
     std::vector<double> given_;   // [rows - 1], or empty
     std::vector<double> seen_;    // [rows - 1]: smoothed observed seconds, 0 when none
@@ -38,9 +38,9 @@ private:
     bool last_weighted_ = false;
     int last_kept_ = 0;
     // choose() scratch, reused (nothing allocated per pass once warm).
-    std::vector<double> chance_;
-    std::vector<int32_t> order_, where_;
-    Proposal tmp_;
+    std::vector<double> chance_, by_depth_;
+    std::vector<int32_t> depth_, rank_;
+    BestFirstScratch best_first_;
 };
 
 } // namespace rwd::speculate

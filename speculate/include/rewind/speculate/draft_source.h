@@ -77,12 +77,9 @@ private:
     std::vector<float> q_;
     float min_confidence_;
     int branches_;
-    // A tree's candidates before the k most likely are kept: token, parent (in this list),
-    // draft probability of reaching it; and the chosen order.
-    std::vector<TokenId> cand_tok_;
-    std::vector<int32_t> cand_par_, order_, where_;
+    // A tree's draft probability of reaching each candidate, and its best-first scratch.
     std::vector<double> cand_p_;
-    std::vector<float> cand_w_;
+    BestFirstScratch best_first_;
     std::vector<std::pair<float, TokenId>> top_;
     int64_t n_common_;  // ids both vocabularies have (the draft samples among these)
     int64_t n_target_;  // the target's vocabulary size (rows of reported probabilities)

@@ -51,6 +51,18 @@ struct Proposal {
     int32_t parent(size_t i) const { return parents.empty() ? static_cast<int32_t>(i) - 1 : parents[i]; }
 };
 
+// Scratch of order_best_first, reused from call to call (nothing allocated once warm).
+struct BestFirstScratch {
+    std::vector<int32_t> order, where;
+    std::vector<double> chance;
+    Proposal tmp;
+};
+// Reorders p's guesses by `chance` (one per guess, a child never above its parent), highest first,
+// ties in their present order, so every parent stays before its children: parents are remapped,
+// weights and probs follow their guesses, and `chance` is reordered alike. Keeping a prefix of
+// the result keeps the most likely guesses, still a tree.
+void order_best_first(Proposal& p, std::vector<double>& chance, BestFirstScratch& scratch);
+
 // Throws rwd::Error (shape) naming `source` unless `p` is well formed: parents empty or one per
 // guess with parents[i] in [-1, i), no two siblings with the same token, weights empty or one per
 // guess in [0, 1].
