@@ -29,6 +29,15 @@ inline std::vector<TokenId> random_tokens(std::mt19937& rng, int64_t n, int64_t 
     return t;
 }
 
+// The files the bit-exactness suites run: F32 (pycode-4m) and Q8_0 (the bundled file) take
+// different matmul paths; llama.cpp's quantizations of pycode-4m mix Q4_0, Q5_0, Q5_1, Q8_0 with
+// Q4_K/Q5_K/Q6_K (its 192-wide rows force the fallbacks); the kq-256 files are almost all
+// K-quants; the arch-* files run each architecture's own steps.
+inline constexpr const char* kExactnessModels[] = {
+    "pycode-4m",      "bundled",       "pycode-4m-q4_0", "pycode-4m-q4_k_m", "pycode-4m-q5_k_m",
+    "pycode-4m-q6_k", "kq-256-q4_k_m", "kq-256-q5_k_m",  "kq-256-q6_k",      "arch-llama3",
+    "arch-qwen2",     "arch-qwen3",    "arch-phi3",      "arch-gemma3"};
+
 // Parameter names for suites over model names: "f32" for pycode-4m, "q8_0" for the bundled file,
 // else the name with '-' as '_' (gtest's names allow no '-').
 template <class ParamInfo>

@@ -204,9 +204,7 @@ TEST_P(Forward, ThreadCountDoesNotChangeBits) {
 // almost all K-quants. And every architecture (arch-gemma3's window of 32 is crossed by the
 // longer prefixes above).
 INSTANTIATE_TEST_SUITE_P(Models, Forward,
-                         ::testing::Values("pycode-4m", "bundled", "pycode-4m-q4_0", "pycode-4m-q4_k_m", "pycode-4m-q5_k_m",
-                                           "pycode-4m-q6_k", "kq-256-q4_k_m", "kq-256-q5_k_m", "kq-256-q6_k", "arch-llama3",
-                                           "arch-qwen2", "arch-qwen3", "arch-phi3", "arch-gemma3"),
+                         ::testing::ValuesIn(model_test::kExactnessModels),
                          model_test::model_param_name<::testing::TestParamInfo<const char*>>);
 
 // (d) An F16 cache runs, keeps the batching invariant, and stays close to the F32 cache.

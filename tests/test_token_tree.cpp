@@ -229,9 +229,7 @@ TEST_P(TokenTree, TreesInABatchEqualTreesAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, TokenTree,
-                         ::testing::Values("pycode-4m", "bundled", "pycode-4m-q4_0", "pycode-4m-q4_k_m", "pycode-4m-q5_k_m",
-                                           "pycode-4m-q6_k", "kq-256-q4_k_m", "kq-256-q5_k_m", "kq-256-q6_k", "arch-llama3",
-                                           "arch-qwen2", "arch-qwen3", "arch-phi3", "arch-gemma3"),
+                         ::testing::ValuesIn(model_test::kExactnessModels),
                          model_test::model_param_name<::testing::TestParamInfo<const char*>>);
 
 TEST(TokenTreeErrors, BadTreesAreRefusedWithTheCacheUnchanged) {
@@ -341,6 +339,22 @@ GenerateOptions sampled(int64_t n, bool sample) {
     return g;
 }
 
+speculate::SpeculativeOptions spec_options(const GenerateOptions& g, int k, KPolicy policy = KPolicy::Fixed,
+                                           VerifyMode verify = VerifyMode::Exact) {
+    speculate::SpeculativeOptions so;
+    so.generate = g;
+    so.k = k;
+    so.k_policy = policy;
+    so.verify = verify;
+    return so;
+}
+
+// The prompt followed by what plain decoding generates from it: what an oracle proposes from.
+std::vector<TokenId> with_output(std::vector<TokenId> prompt, const std::vector<TokenId>& generated) {
+    prompt.insert(prompt.end(), generated.begin(), generated.end());
+    return prompt;
+}
+
 TEST(TreeDecoding, SpeculativeOutputEqualsPlainGreedyAndSampled) {
     for (const char* name : {"pycode-4m", "bundled", "arch-gemma3", "arch-phi3"}) {
         auto model = load(name);
@@ -350,15 +364,11 @@ TEST(TreeDecoding, SpeculativeOutputEqualsPlainGreedyAndSampled) {
             Context ctx(model, {.n_threads = 2});
             KvCache pc(*model, {.capacity = 256});
             const GenerateResult plain = generate_plain(ctx, pc, prompt, g);
-            std::vector<TokenId> truth = prompt;
-            truth.insert(truth.end(), plain.tokens.begin(), plain.tokens.end());
+            const auto truth = with_output(prompt, plain.tokens);
             for (int k : {1, 5, 12}) {
                 OracleTree src(truth, model->n_vocab(), static_cast<uint32_t>(k));
                 KvCache sc(*model, {.capacity = 256});
-                speculate::SpeculativeOptions so;
-                so.generate = g;
-                so.k = k;
-                const auto r = speculate::generate_speculative(ctx, sc, prompt, src, so);
+                const auto r = speculate::generate_speculative(ctx, sc, prompt, src, spec_options(g, k));
                 EXPECT_EQ(r.tokens, plain.tokens) << name << " sample " << sample << " k " << k;
                 EXPECT_GT(r.stats.accepted, 0) << name;
                 if (k > 1) {
@@ -383,12 +393,11 @@ TEST(TreeDecoding, BatchedTreesEqualPlain) {
         const GenerateOptions g = sampled(40, i == 1);
         KvCache pc(*model, {.capacity = 256});
         want.push_back(generate_plain(ctx, pc, prompt, g).tokens);
-        std::vector<TokenId> truth = prompt;
-        truth.insert(truth.end(), want.back().begin(), want.back().end());
         speculate::BatchRequest r;
         r.prompt = prompt;
         r.generate = g;
-        r.source = std::make_unique<OracleTree>(truth, model->n_vocab(), 7u + static_cast<uint32_t>(i));
+        r.source = std::make_unique<OracleTree>(with_output(prompt, want.back()), model->n_vocab(),
+                                                7u + static_cast<uint32_t>(i));
         r.k = 6 + 2 * i;
         ids.push_back(dec.submit(std::move(r)));
     }
@@ -411,18 +420,14 @@ TEST(TreeDecoding, CostPolicyTrimsByTheCostCurveAndChangesNoToken) {
     KvCache pc(*model, {.capacity = 256});
     const GenerateOptions g = sampled(40, false);
     const auto plain = generate_plain(ctx, pc, prompt, g);
-    std::vector<TokenId> truth = prompt;
-    truth.insert(truth.end(), plain.tokens.begin(), plain.tokens.end());
+    const auto truth = with_output(prompt, plain.tokens);
     double guesses[2] = {0, 0};
     for (int steep : {0, 1}) {
         std::vector<double> curve;
         for (int n = 1; n <= 16; ++n) curve.push_back(steep ? n : 1.0 + 1e-6 * n);
         OracleTree src(truth, model->n_vocab(), 5);
         KvCache sc(*model, {.capacity = 256});
-        speculate::SpeculativeOptions so;
-        so.generate = g;
-        so.k = 12;
-        so.k_policy = KPolicy::Cost;
+        speculate::SpeculativeOptions so = spec_options(g, 12, KPolicy::Cost);
         so.pass_seconds = curve;
         const auto r = speculate::generate_speculative(ctx, sc, prompt, src, so);
         EXPECT_EQ(r.tokens, plain.tokens) << "steep " << steep;
@@ -455,11 +460,7 @@ TEST(TreeDecoding, EveryBranchingSourceEqualsPlain) {
                 if (spec.kind == speculate::SourceKind::Draft || spec.kind == speculate::SourceKind::Auto) spec.draft = draft;
                 auto src = speculate::make_guess_source(spec, *target, 512);
                 KvCache sc(*target, {.capacity = 512});
-                speculate::SpeculativeOptions so;
-                so.generate = g;
-                so.k = 12;
-                so.k_policy = policy;
-                const auto r = speculate::generate_speculative(ctx, sc, prompt, *src, so);
+                const auto r = speculate::generate_speculative(ctx, sc, prompt, *src, spec_options(g, 12, policy));
                 EXPECT_EQ(r.tokens, plain.tokens) << kind << " sample " << sample << " " << k_policy_name(policy);
                 EXPECT_TRUE(sc.contents_equal(pc)) << kind;
             }
@@ -475,15 +476,10 @@ TEST(TreeDecoding, RejectionModeVerifiesTheFirstChildren) {
     KvCache pc(*model, {.capacity = 256});
     const GenerateOptions g = sampled(32, true);
     const auto plain = generate_plain(ctx, pc, prompt, g);
-    std::vector<TokenId> truth = prompt;
-    truth.insert(truth.end(), plain.tokens.begin(), plain.tokens.end());
-    OracleTree src(truth, model->n_vocab(), 3);
+    OracleTree src(with_output(prompt, plain.tokens), model->n_vocab(), 3);
     KvCache sc(*model, {.capacity = 256});
-    speculate::SpeculativeOptions so;
-    so.generate = g;
-    so.k = 8;
-    so.verify = VerifyMode::Rejection;
-    const auto r = speculate::generate_speculative(ctx, sc, prompt, src, so);
+    const auto r = speculate::generate_speculative(ctx, sc, prompt, src,
+                                                   spec_options(g, 8, KPolicy::Fixed, VerifyMode::Rejection));
     EXPECT_EQ(r.tokens.size(), 32u);
     EXPECT_EQ(r.stats.tree_passes, 0);
 }
