@@ -52,8 +52,7 @@ public:
         std::string o;
         auto line = [&](const std::string& s) { o += s + "\n"; };
         auto num = [](auto v) { return std::to_string(v); };
-        line("# HELP rewind_http_requests_total HTTP requests by path and status.");
-        line("# TYPE rewind_http_requests_total counter");
+        header(o, "rewind_http_requests_total", "HTTP requests by path and status.", "counter");
         for (const auto& [k, v] : http_)
             line("rewind_http_requests_total{path=\"" + escape(k.first) + "\",status=\"" + num(k.second) + "\"} " + num(v));
         counter(o, "rewind_prompt_tokens_total", "Prompt tokens of finished completions.", prompt_);
@@ -63,11 +62,9 @@ public:
         counter(o, "rewind_requests_cancelled_total", "Requests cancelled while decoding (client gone, shutdown).", cancelled_);
         counter(o, "rewind_prediction_tokens_accepted_total", "Predicted Outputs: prediction tokens that appeared in the completion.", pred_accepted_);
         counter(o, "rewind_prediction_tokens_rejected_total", "Predicted Outputs: prediction tokens that did not.", pred_rejected_);
-        line("# HELP rewind_guesses_proposed_total Guesses verified, by the request's source.");
-        line("# TYPE rewind_guesses_proposed_total counter");
+        header(o, "rewind_guesses_proposed_total", "Guesses verified, by the request's source.", "counter");
         for (const auto& [k, v] : sources_) line("rewind_guesses_proposed_total{source=\"" + escape(k) + "\"} " + num(v.first));
-        line("# HELP rewind_guesses_accepted_total Guesses the target agreed with, by the request's source.");
-        line("# TYPE rewind_guesses_accepted_total counter");
+        header(o, "rewind_guesses_accepted_total", "Guesses the target agreed with, by the request's source.", "counter");
         for (const auto& [k, v] : sources_) line("rewind_guesses_accepted_total{source=\"" + escape(k) + "\"} " + num(v.second));
         gauge(o, "rewind_queue_depth", "Requests waiting for a slot.", queued_);
         gauge(o, "rewind_running_requests", "Requests decoding.", running_);
@@ -94,7 +91,7 @@ private:
             sum += v;
         }
         void render(std::string& o, const std::string& name, const std::string& help) const {
-            o += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+            header(o, name, help, "histogram");
             for (size_t i = 0; i < kBounds.size(); ++i) {
                 char b[32];
                 std::snprintf(b, sizeof b, "%g", kBounds[i]);
@@ -120,11 +117,17 @@ private:
     }
     template <class T>
     static void counter(std::string& o, const std::string& name, const std::string& help, T v) {
-        o += "# HELP " + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " + std::to_string(v) + "\n";
+        header(o, name, help, "counter");
+        o += name + " " + std::to_string(v) + "\n";
     }
     template <class T>
     static void gauge(std::string& o, const std::string& name, const std::string& help, T v) {
-        o += "# HELP " + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " + std::to_string(v) + "\n";
+        header(o, name, help, "gauge");
+        o += name + " " + std::to_string(v) + "\n";
+    }
+    // A metric family's HELP and TYPE lines (its samples follow).
+    static void header(std::string& o, const std::string& name, const std::string& help, const char* type) {
+        o += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
     }
 
     mutable std::mutex m_;
