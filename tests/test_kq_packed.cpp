@@ -111,7 +111,7 @@ TEST(KqPacked, EveryBodyGivesTheFileLayoutsBits) {
             for (int64_t rows : {16, 37, 64, 144})
                 for (int64_t cols : {256, 768}) {
                     const auto w = make(type, rows, cols, uint32_t(rows + cols + kind), kind);
-                    for (int64_t n : {1, 2, 3, 4, 5, 9, 10, 17, 19}) {
+                    for (int64_t n : {1, 2, 3, 4, 5, 9, 10, 17, 19, 33, 64, 65}) {
                         auto x = test::randn(size_t(n * cols), uint32_t(n + 7 * kind));
                         if (kind == 2)
                             for (size_t i = 0; i < x.size(); ++i) x[i] = i % 3 == 0 ? -1.0f : 1.0f; // activations -127 / 127
@@ -125,20 +125,31 @@ TEST(KqPacked, EveryBodyGivesTheFileLayoutsBits) {
                 }
 }
 
+// Every pass size from 1 to 64 (register tiles, the wide path's super-block sweeps and
+// sub-tiles) and beyond (chunks of a prefill), on 1 to 3 threads, at every level: each token's
+// outputs are the bits it gets alone.
 TEST(KqPacked, TokenAndThreadCountsNeverChangeAResult) {
     ThreadPool p2(2), p3(3);
+    const int64_t kMaxN = 130, rows = 40, cols = 512; // a partial last row group
     for (DType type : kTypes) {
-        const auto w = make(type, 200, 512, 5, 0, &p3);
-        const int64_t n = 17;
-        const auto x = test::randn(size_t(n * 512), 9);
+        const auto w = make(type, rows, cols, 5, 0, &p3);
+        const auto x = test::randn(size_t(kMaxN * cols), 9);
         for (SimdLevel level : supported_simd_levels()) {
-            const auto all = run(w->view(), x, n, nullptr, level);
-            ASSERT_TRUE(same_bits(all, run(w->view(), x, n, &p2, level))) << simd_name(level);
-            ASSERT_TRUE(same_bits(all, run(w->view(), x, n, &p3, level))) << simd_name(level);
-            for (int64_t t = 0; t < n; t += 4) {
-                const std::vector<float> xt(x.begin() + t * 512, x.begin() + (t + 1) * 512);
-                const auto one = run(w->view(), xt, 1, &p2, level);
-                ASSERT_EQ(std::memcmp(one.data(), all.data() + t * 200, 200 * sizeof(float)), 0) << simd_name(level) << " t " << t;
+            std::vector<float> alone(size_t(kMaxN * rows));
+            for (int64_t t = 0; t < kMaxN; ++t) {
+                const std::vector<float> xt(x.begin() + t * cols, x.begin() + (t + 1) * cols);
+                const auto one = run(w->view(), xt, 1, nullptr, level);
+                std::memcpy(alone.data() + t * rows, one.data(), one.size() * sizeof(float));
+            }
+            std::vector<int64_t> sizes;
+            for (int64_t n = 2; n <= 66; ++n) sizes.push_back(n);
+            for (int64_t n : {100, 129, 130}) sizes.push_back(n);
+            for (int64_t n : sizes) {
+                const std::vector<float> xn(x.begin(), x.begin() + n * cols);
+                ThreadPool* pool = n % 3 == 0 ? nullptr : n % 3 == 1 ? &p2 : &p3;
+                const auto got = run(w->view(), xn, n, pool, level);
+                ASSERT_EQ(std::memcmp(got.data(), alone.data(), got.size() * sizeof(float)), 0)
+                    << simd_name(level) << " " << dtype_name(type) << " n " << n;
             }
         }
     }

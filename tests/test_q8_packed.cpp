@@ -66,7 +66,7 @@ std::vector<float> run(const Packed& w, const std::vector<float>& x, int64_t n, 
 
 const int64_t kRows[] = {1, 15, 16, 17, 40, 100};
 const int64_t kCols[] = {32, 96, 512};
-const int64_t kTokens[] = {1, 2, 5, 9, 17, 18, 40};
+const int64_t kTokens[] = {1, 2, 5, 9, 17, 18, 40, 64, 65};
 
 } // namespace
 
@@ -116,21 +116,31 @@ TEST(Q8Packed, ExtremeValuesDoNotSaturate) {
     }
 }
 
+// Every pass size from 1 to 64 (register tiles, the wide path's spans and sub-tiles) and beyond
+// (chunks of a prefill), on 1 to 3 threads: each token's outputs are the bits it gets alone.
 TEST(Q8Packed, ATokensOutputsDoNotDependOnThePassOrThreads) {
     ThreadPool pool2(2), pool3(3);
-    for (Q8Kernel k : supported_q8_kernels()) {
+    const int64_t kMaxN = 130;
+    for (bool offsets : {false, true}) {
         auto w = make(100, 192, 11);
-        const int64_t n = 19;
-        const auto x = test::randn(size_t(n * w->cols), 5);
-        const auto whole = run(*w, x, n, nullptr, k);
-        for (ThreadPool* pool : {&pool2, &pool3}) {
-            const auto threaded = run(*w, x, n, pool, k);
-            EXPECT_EQ(0, std::memcmp(threaded.data(), whole.data(), whole.size() * 4)) << q8_kernel_name(k);
-        }
-        for (int64_t t = 0; t < n; ++t) {
-            const std::vector<float> xt(x.begin() + t * w->cols, x.begin() + (t + 1) * w->cols);
-            const auto one = run(*w, xt, 1, &pool2, k);
-            EXPECT_EQ(0, std::memcmp(one.data(), whole.data() + t * w->rows, one.size() * 4)) << q8_kernel_name(k) << " t " << t;
+        if (offsets) w = make(40, 320, 12);
+        for (Q8Kernel k : supported_q8_kernels()) {
+            const auto x = test::randn(size_t(kMaxN * w->cols), 5);
+            std::vector<float> alone(size_t(kMaxN * w->rows));
+            for (int64_t t = 0; t < kMaxN; ++t) {
+                const std::vector<float> xt(x.begin() + t * w->cols, x.begin() + (t + 1) * w->cols);
+                const auto one = run(*w, xt, 1, nullptr, k);
+                std::memcpy(alone.data() + t * w->rows, one.data(), one.size() * 4);
+            }
+            std::vector<int64_t> sizes;
+            for (int64_t n = 2; n <= 66; ++n) sizes.push_back(n);
+            for (int64_t n : {100, 129, 130}) sizes.push_back(n);
+            for (int64_t n : sizes) {
+                const std::vector<float> xn(x.begin(), x.begin() + n * w->cols);
+                ThreadPool* pool = n % 3 == 0 ? nullptr : n % 3 == 1 ? &pool2 : &pool3;
+                const auto got = run(*w, xn, n, pool, k);
+                ASSERT_EQ(0, std::memcmp(got.data(), alone.data(), got.size() * 4)) << q8_kernel_name(k) << " n " << n;
+            }
         }
     }
 }

@@ -47,8 +47,10 @@ struct Avx2Dot {
 void kqp_groups_avx2(const KqPackedJob& job, int64_t g0, int64_t g1) {
     if (job.type == DType::Q4_K) kq_groups_ymm<Avx2Dot, DType::Q4_K>(job, g0, g1);
     else if (job.type == DType::Q5_K) kq_groups_ymm<Avx2Dot, DType::Q5_K>(job, g0, g1);
-    else if (job.n_tokens == 1)
-        for (int64_t g = g0; g < g1; ++g) kq_tile<Ymm8, DType::Q6_K, 1>(job, g, 0);
+    else if (job.n_tokens == 1) {
+        alignas(64) float part[kKqPackRows]; // unused: the whole group in one sweep
+        for (int64_t g = g0; g < g1; ++g) kq_tile<Ymm8, DType::Q6_K, 1>(job, g, 0, 0, job.nb, part);
+    }
     else kq_groups_ymm<Avx2Dot, DType::Q6_K>(job, g0, g1);
 }
 

@@ -34,6 +34,7 @@ struct Zmm16 {
     static F cvt(I i) { return _mm512_cvtepi32_ps(i); }
     static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
     static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+    static F loadf(const float* p) { return _mm512_loadu_ps(p); }
     static void store(float* p, F v) { _mm512_storeu_ps(p, v); }
 };
 

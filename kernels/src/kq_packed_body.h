@@ -63,8 +63,11 @@ inline typename V::I hi2(typename V::I h, int i, typename V::I m30) {
     }
 }
 
+// Super-blocks [b0, b1) of group g for tokens t0 .. t0 + NT - 1. The float sums start at zero
+// when b0 == 0, else from part ([NT][16], the caller's L1 array); they go to y when b1 == nb,
+// else back to part. Super-blocks ascending either way: the same steps in the same order.
 template <class V, DType T, int NT>
-inline void kq_tile(const KqPackedJob& job, int64_t g, int64_t t0) {
+inline void kq_tile(const KqPackedJob& job, int64_t g, int64_t t0, int64_t b0, int64_t b1, float* part) {
     using I = typename V::I;
     using F = typename V::F;
     constexpr int kVec = int(kKqPackRows) / V::kLanes;
@@ -78,9 +81,9 @@ inline void kq_tile(const KqPackedJob& job, int64_t g, int64_t t0) {
 
     F acc[NT][kVec];
     for (int t = 0; t < NT; ++t)
-        for (int v = 0; v < kVec; ++v) acc[t][v] = V::zero();
+        for (int v = 0; v < kVec; ++v) acc[t][v] = b0 == 0 ? V::zero() : V::loadf(part + 16 * t + v * V::kLanes);
 
-    for (int64_t b = 0; b < job.nb; ++b) {
+    for (int64_t b = b0; b < b1; ++b) {
         const uint8_t* sb = grp + size_t(b) * job.sb_bytes;
         I isum[NT][kVec], msum[NT][kVec];
         for (int t = 0; t < NT; ++t)
@@ -197,6 +200,11 @@ inline void kq_tile(const KqPackedJob& job, int64_t g, int64_t t0) {
         }
     }
 
+    if (b1 < job.nb) {
+        for (int t = 0; t < NT; ++t)
+            for (int v = 0; v < kVec; ++v) V::store(part + 16 * t + v * V::kLanes, acc[t][v]);
+        return;
+    }
     const int64_t r0 = g * kKqPackRows;
     const int64_t nr = job.rows - r0 < kKqPackRows ? job.rows - r0 : kKqPackRows;
     for (int t = 0; t < NT; ++t) {
@@ -212,7 +220,7 @@ inline void kq_tile(const KqPackedJob& job, int64_t g, int64_t t0) {
 }
 
 template <class V, DType T>
-using KqTileFn = void (*)(const KqPackedJob&, int64_t, int64_t);
+using KqTileFn = void (*)(const KqPackedJob&, int64_t, int64_t, int64_t, int64_t, float*);
 
 template <class V, DType T, int... N>
 constexpr KqTileFn<V, T> kq_tile_entry(int n, std::integer_sequence<int, N...>) {
@@ -222,15 +230,34 @@ constexpr KqTileFn<V, T> kq_tile_entry(int n, std::integer_sequence<int, N...>) 
 
 template <class V, DType T>
 void kq_groups_t(const KqPackedJob& job, int64_t g0, int64_t g1) {
-    // Token tiles of at most V::kSub (their accumulators live in registers), as even as possible;
-    // a group's super-blocks stay in L1/L2 between the tiles of a long input.
-    const int64_t n = job.n_tokens;
-    const int64_t tiles = (n + V::kSub - 1) / V::kSub;
-    const int64_t per = (n + tiles - 1) / tiles;
+    const int64_t n = job.n_tokens, nb = job.nb;
+    constexpr auto seq = std::make_integer_sequence<int, V::kSub>{};
+    if (n <= V::kSub) { // every token's sums in registers for a whole group
+        const KqTileFn<V, T> fn = kq_tile_entry<V, T>(int(n), seq);
+        for (int64_t g = g0; g < g1; ++g) fn(job, g, 0, 0, nb, nullptr);
+        return;
+    }
+    // A wider pass: chunks of at most kKqWideChunk tokens, as even as possible; per group, each
+    // span of kSpan super-blocks (10-14 KiB, L1) is applied to every token of the chunk
+    // (sub-tiles of at most V::kSub, their sums in registers) before the next, so the weights
+    // stream from memory once, spread over the compute. A group's super-blocks stay in L1/L2
+    // between the chunks of a long input.
+    constexpr int64_t kSpan = 4;
+    alignas(64) float part[kKqWideChunk * kKqPackRows]; // [chunk tokens][16 rows] float sums
+    const int64_t chunks = (n + kKqWideChunk - 1) / kKqWideChunk;
+    const int64_t per = (n + chunks - 1) / chunks;
     for (int64_t g = g0; g < g1; ++g)
-        for (int64_t t0 = 0; t0 < n; t0 += per) {
-            const int nt = int(t0 + per < n ? per : n - t0);
-            kq_tile_entry<V, T>(nt, std::make_integer_sequence<int, V::kSub>{})(job, g, t0);
+        for (int64_t c0 = 0; c0 < n; c0 += per) {
+            const int64_t c1 = c0 + per < n ? c0 + per : n;
+            const int64_t subs = (c1 - c0 + V::kSub - 1) / V::kSub;
+            const int64_t sper = (c1 - c0 + subs - 1) / subs;
+            for (int64_t b0 = 0; b0 < nb; b0 += kSpan) {
+                const int64_t b1 = b0 + kSpan < nb ? b0 + kSpan : nb;
+                for (int64_t s0 = c0; s0 < c1; s0 += sper) {
+                    const int ns = int(s0 + sper < c1 ? sper : c1 - s0);
+                    kq_tile_entry<V, T>(ns, seq)(job, g, s0, b0, b1, part + (s0 - c0) * kKqPackRows);
+                }
+            }
         }
 }
 

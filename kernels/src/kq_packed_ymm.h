@@ -24,8 +24,8 @@ namespace rwd::detail {
 
 namespace {
 
-// Tokens per sweep of the weights: a verification pass of up to 16 guesses + 1 in one.
-constexpr int kTile = 17;
+// Tokens per sweep of the weights: a pass of up to 64 tokens reads them from memory once.
+constexpr int kTile = int(kKqWideChunk);
 
 // Traits of kq_packed_body.h's engine over 8 lanes: the loads and bit helpers (hi1, hi2) here, and
 // that whole engine for a 1-token Q6_K product in the AVX2 body (with a single token the Q6_K

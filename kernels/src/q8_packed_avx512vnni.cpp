@@ -1,9 +1,12 @@
 // AVX-512 VNNI body of the packed Q8_0 product: 16 rows per zmm, vpdpbusd on weights offset by
 // 128 (unsigned) against the signed activations, the offset's 128 x sum(x) taken off up front.
-// Up to 9 tokens keep their float accumulators in registers for a whole row group, beside the 8
-// weight vectors of the current block, so per token and block the work is 8 vpdpbusd, one add,
-// one convert, one multiply and one fma (with offsets, M: Q4_1 / Q5_1, a second multiply and fma).
-// Arithmetic as q8_packed.h states.
+// Up to 9 tokens keep their float accumulators in registers, beside the 8 weight vectors of the
+// current block, so per token and block the work is 8 vpdpbusd, one add, one convert, one
+// multiply and one fma (with offsets, M: Q4_1 / Q5_1, a second multiply and fma). A wider pass
+// takes a group's blocks a short span at a time and applies each span to all its tokens, 9 at a
+// time, before the next: the weights stream from memory once, spread evenly over the compute
+// (sweeping the whole group per 9 tokens read memory during the first sweep only). Arithmetic as
+// q8_packed.h states.
 #include <immintrin.h>
 
 #include <cstring>
@@ -17,8 +20,14 @@ typedef int32_t i32u __attribute__((may_alias, aligned(1)));
 
 constexpr int64_t kPrefetchBlocks = 16; // 8 KiB ahead
 
+constexpr int kSub = 9;              // tokens whose sums fit in registers
+constexpr int64_t kSpan = 4;         // blocks (2 KiB of weights) applied to every token in turn
+
+// Blocks [b0, b1) of group g for tokens t0 .. t0 + NT - 1. The float sums start at zero when
+// b0 == 0, else from part ([NT][16], the caller's L1 array); they go to y when b1 == nb, else
+// back to part. Blocks ascending either way: the same steps in the same order.
 template <int NT, bool M>
-inline void tile(const Q8PackedJob& job, int64_t g, int64_t t0) {
+inline void tile(const Q8PackedJob& job, int64_t g, int64_t t0, int64_t b0, int64_t b1, float* part) {
     const int64_t nb = job.nb;
     const int64_t n = job.x.n_tokens;
     const std::byte* grp = job.w + size_t(g) * job.group_bytes;
@@ -34,9 +43,9 @@ inline void tile(const Q8PackedJob& job, int64_t g, int64_t t0) {
 
     __m512 acc[NT];
 #pragma GCC unroll 9
-    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+    for (int t = 0; t < NT; ++t) acc[t] = b0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(part + 16 * t);
 
-    for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t b = b0; b < b1; ++b) {
         const int8_t* wb = qs + b * kQ8PackBlockBytes;
         const int8_t* xbb = xq + b * n * 32;
         const float* xdb = xd + b * n;
@@ -89,6 +98,11 @@ inline void tile(const Q8PackedJob& job, int64_t g, int64_t t0) {
         }
     }
 
+    if (b1 < nb) {
+#pragma GCC unroll 9
+        for (int t = 0; t < NT; ++t) _mm512_store_ps(part + 16 * t, acc[t]);
+        return;
+    }
     const int64_t r0 = g * kQ8PackRows;
     const int64_t nr = job.rows - r0 < kQ8PackRows ? job.rows - r0 : kQ8PackRows;
     const __mmask16 m = nr == kQ8PackRows ? __mmask16(0xffff) : __mmask16((1u << nr) - 1);
@@ -96,41 +110,42 @@ inline void tile(const Q8PackedJob& job, int64_t g, int64_t t0) {
     for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(job.y + (t0 + t) * job.rows + r0, m, acc[t]);
 }
 
-template <int NT, bool M>
-void groups(const Q8PackedJob& job, int64_t g0, int64_t g1, int64_t t0) {
-    for (int64_t g = g0; g < g1; ++g) tile<NT, M>(job, g, t0);
-}
-
-using GroupsFn = void (*)(const Q8PackedJob&, int64_t, int64_t, int64_t);
+using TileFn = void (*)(const Q8PackedJob&, int64_t, int64_t, int64_t, int64_t, float*);
 template <int... N>
-constexpr GroupsFn table_entry(int n, bool mins, std::integer_sequence<int, N...>) {
-    constexpr GroupsFn plain[] = {groups<N + 1, false>...};
-    constexpr GroupsFn offset[] = {groups<N + 1, true>...};
+constexpr TileFn table_entry(int n, bool mins, std::integer_sequence<int, N...>) {
+    constexpr TileFn plain[] = {tile<N + 1, false>...};
+    constexpr TileFn offset[] = {tile<N + 1, true>...};
     return mins ? offset[n - 1] : plain[n - 1];
 }
 
 } // namespace
 
 void q8p_groups_avx512vnni(const Q8PackedJob& job, int64_t g0, int64_t g1) {
-    // Token tiles of at most kQ8MaxTile, as even as possible; a group's weights stay in L1/L2
-    // between tiles of a long input.
-    const int64_t n = job.x.n_tokens;
-    const int64_t tiles = (n + kQ8MaxTile - 1) / kQ8MaxTile;
-    const int64_t per = (n + tiles - 1) / tiles;
-    // Within a tile, registers hold the accumulators of at most kSub tokens: a tile of 10..17
-    // sweeps each group twice, the second time from L1/L2, never from memory.
-    constexpr int kSub = 9;
-    for (int64_t g = g0; g < g1; ++g) {
-        for (int64_t t0 = 0; t0 < n; t0 += per) {
-            const int64_t t1 = t0 + per < n ? t0 + per : n;
-            const int64_t subs = (t1 - t0 + kSub - 1) / kSub;
-            const int64_t sper = (t1 - t0 + subs - 1) / subs;
-            for (int64_t s0 = t0; s0 < t1; s0 += sper) {
-                const int ns = int(s0 + sper < t1 ? sper : t1 - s0);
-                table_entry(ns, job.mins, std::make_integer_sequence<int, kSub>{})(job, g, g + 1, s0);
+    const int64_t n = job.x.n_tokens, nb = job.nb;
+    if (n <= kSub) { // every token's sums in registers for a whole group
+        const TileFn fn = table_entry(int(n), job.mins, std::make_integer_sequence<int, kSub>{});
+        for (int64_t g = g0; g < g1; ++g) fn(job, g, 0, 0, nb, nullptr);
+        return;
+    }
+    // Chunks of at most kQ8WideChunk tokens, as even as possible, each in sub-tiles of at most
+    // kSub, as even as possible; a group's weights stay in L1/L2 between the chunks of a long input.
+    alignas(64) float part[kQ8WideChunk * kQ8PackRows]; // [chunk tokens][16 rows] float sums
+    const int64_t chunks = (n + kQ8WideChunk - 1) / kQ8WideChunk;
+    const int64_t per = (n + chunks - 1) / chunks;
+    for (int64_t g = g0; g < g1; ++g)
+        for (int64_t c0 = 0; c0 < n; c0 += per) {
+            const int64_t c1 = c0 + per < n ? c0 + per : n;
+            const int64_t subs = (c1 - c0 + kSub - 1) / kSub;
+            const int64_t sper = (c1 - c0 + subs - 1) / subs;
+            for (int64_t b0 = 0; b0 < nb; b0 += kSpan) {
+                const int64_t b1 = b0 + kSpan < nb ? b0 + kSpan : nb;
+                for (int64_t s0 = c0; s0 < c1; s0 += sper) {
+                    const int ns = int(s0 + sper < c1 ? sper : c1 - s0);
+                    table_entry(ns, job.mins, std::make_integer_sequence<int, kSub>{})(job, g, s0, b0, b1,
+                                                                                     part + (s0 - c0) * kQ8PackRows);
+                }
             }
         }
-    }
 }
 
 } // namespace rwd::detail

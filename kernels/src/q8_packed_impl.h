@@ -19,9 +19,11 @@ inline size_t q8_packed_group_bytes(int64_t nb, bool mins) {
     return size_t(nb) * kQ8PackBlockBytes + q8_packed_scale_bytes(nb) * (mins ? 2 : 1);
 }
 
-// Largest token tile: every token of a verification pass (k <= 16 guesses + 1) shares one read
-// of each weight block. Longer inputs run in tiles of at most this many tokens.
-constexpr int64_t kQ8MaxTile = 17;
+// Tokens that share one read of each weight block from memory: every token of a pass of up to 64
+// (a verification pass, a token tree, a batch of them) is applied to a block before the next
+// block is read. Longer inputs (prefill) run in chunks of at most this many tokens, a group's
+// weights staying in L1/L2 between the chunks.
+constexpr int64_t kQ8WideChunk = 64;
 
 struct Q8PackedJob {
     const std::byte* w;  // packed weights

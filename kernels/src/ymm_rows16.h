@@ -20,6 +20,7 @@ struct YmmFloat8 {
     static F cvt(__m256i i) { return _mm256_cvtepi32_ps(i); }
     static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
     static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+    static F loadf(const float* p) { return _mm256_loadu_ps(p); }
     static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
 };
 
