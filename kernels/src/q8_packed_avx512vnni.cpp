@@ -2,11 +2,11 @@
 // 128 (unsigned) against the signed activations, the offset's 128 x sum(x) taken off up front.
 // Up to 9 tokens keep their float accumulators in registers, beside the 8 weight vectors of the
 // current block, so per token and block the work is 8 vpdpbusd, one add, one convert, one
-// multiply and one fma (with offsets, M: Q4_1 / Q5_1, a second multiply and fma). A wider pass
-// takes a group's blocks a short span at a time and applies each span to all its tokens, 9 at a
-// time, before the next: the weights stream from memory once, spread evenly over the compute
-// (sweeping the whole group per 9 tokens read memory during the first sweep only). Arithmetic as
-// q8_packed.h states.
+// multiply and one fma (with offsets, M: Q4_1 / Q5_1, a second multiply and fma). A pass of 10 to
+// 64 tokens takes a group's blocks a short span at a time and applies each span to all its
+// tokens, 9 at a time, before the next: the weights stream from memory once, spread evenly over
+// the compute (sweeping the whole group per 9 tokens read memory during the first sweep only).
+// Arithmetic as q8_packed.h states.
 #include <immintrin.h>
 
 #include <cstring>
@@ -122,28 +122,34 @@ constexpr TileFn table_entry(int n, bool mins, std::integer_sequence<int, N...>)
 
 void q8p_groups_avx512vnni(const Q8PackedJob& job, int64_t g0, int64_t g1) {
     const int64_t n = job.x.n_tokens, nb = job.nb;
+    constexpr auto seq = std::make_integer_sequence<int, kSub>{};
     if (n <= kSub) { // every token's sums in registers for a whole group
-        const TileFn fn = table_entry(int(n), job.mins, std::make_integer_sequence<int, kSub>{});
+        const TileFn fn = table_entry(int(n), job.mins, seq);
         for (int64_t g = g0; g < g1; ++g) fn(job, g, 0, 0, nb, nullptr);
         return;
     }
-    // Chunks of at most kQ8WideChunk tokens, as even as possible, each in sub-tiles of at most
-    // kSub, as even as possible; a group's weights stay in L1/L2 between the chunks of a long input.
-    alignas(64) float part[kQ8WideChunk * kQ8PackRows]; // [chunk tokens][16 rows] float sums
-    const int64_t chunks = (n + kQ8WideChunk - 1) / kQ8WideChunk;
-    const int64_t per = (n + chunks - 1) / chunks;
+    // Sub-tiles of at most kSub tokens, as even as possible.
+    const int64_t subs = (n + kSub - 1) / kSub;
+    const int64_t sper = (n + subs - 1) / subs;
+    if (n > kQ8WideChunk) {
+        // Prefill: compute outweighs memory several times over, so each sub-tile sweeps the
+        // whole group (from L1/L2 after the first), its sums in registers throughout.
+        for (int64_t g = g0; g < g1; ++g)
+            for (int64_t s0 = 0; s0 < n; s0 += sper) {
+                const int ns = int(s0 + sper < n ? sper : n - s0);
+                table_entry(ns, job.mins, seq)(job, g, s0, 0, nb, nullptr);
+            }
+        return;
+    }
+    // A wide pass: per group, each span of blocks goes to every sub-tile before the next span,
+    // so the weights stream from memory once, spread over the compute.
+    alignas(64) float part[kQ8WideChunk * kQ8PackRows]; // [n tokens][16 rows] float sums
     for (int64_t g = g0; g < g1; ++g)
-        for (int64_t c0 = 0; c0 < n; c0 += per) {
-            const int64_t c1 = c0 + per < n ? c0 + per : n;
-            const int64_t subs = (c1 - c0 + kSub - 1) / kSub;
-            const int64_t sper = (c1 - c0 + subs - 1) / subs;
-            for (int64_t b0 = 0; b0 < nb; b0 += kSpan) {
-                const int64_t b1 = b0 + kSpan < nb ? b0 + kSpan : nb;
-                for (int64_t s0 = c0; s0 < c1; s0 += sper) {
-                    const int ns = int(s0 + sper < c1 ? sper : c1 - s0);
-                    table_entry(ns, job.mins, std::make_integer_sequence<int, kSub>{})(job, g, s0, b0, b1,
-                                                                                     part + (s0 - c0) * kQ8PackRows);
-                }
+        for (int64_t b0 = 0; b0 < nb; b0 += kSpan) {
+            const int64_t b1 = b0 + kSpan < nb ? b0 + kSpan : nb;
+            for (int64_t s0 = 0; s0 < n; s0 += sper) {
+                const int ns = int(s0 + sper < n ? sper : n - s0);
+                table_entry(ns, job.mins, seq)(job, g, s0, b0, b1, part + s0 * kQ8PackRows);
             }
         }
 }

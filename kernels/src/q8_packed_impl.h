@@ -21,8 +21,8 @@ inline size_t q8_packed_group_bytes(int64_t nb, bool mins) {
 
 // Tokens that share one read of each weight block from memory: every token of a pass of up to 64
 // (a verification pass, a token tree, a batch of them) is applied to a block before the next
-// block is read. Longer inputs (prefill) run in chunks of at most this many tokens, a group's
-// weights staying in L1/L2 between the chunks.
+// block is read. Longer inputs (prefill) run in chunks of at most this many tokens (or, in the
+// AVX-512 VNNI body, register tiles), a group's weights staying in L1/L2 between them.
 constexpr int64_t kQ8WideChunk = 64;
 
 struct Q8PackedJob {
