@@ -230,35 +230,23 @@ constexpr KqTileFn<V, T> kq_tile_entry(int n, std::integer_sequence<int, N...>) 
 
 template <class V, DType T>
 void kq_groups_t(const KqPackedJob& job, int64_t g0, int64_t g1) {
-    const int64_t n = job.n_tokens, nb = job.nb;
-    constexpr auto seq = std::make_integer_sequence<int, V::kSub>{};
-    if (n <= V::kSub) { // every token's sums in registers for a whole group
-        const KqTileFn<V, T> fn = kq_tile_entry<V, T>(int(n), seq);
-        for (int64_t g = g0; g < g1; ++g) fn(job, g, 0, 0, nb, nullptr);
-        return;
-    }
-    // A wider pass: chunks of at most kKqWideChunk tokens, as even as possible; per group, each
-    // span of kSpan super-blocks (10-14 KiB, L1) is applied to every token of the chunk
-    // (sub-tiles of at most V::kSub, their sums in registers) before the next, so the weights
-    // stream from memory once, spread over the compute. A group's super-blocks stay in L1/L2
-    // between the chunks of a long input.
+    // Up to V::kSub tokens keep their sums in registers for a whole group. A wider pass runs in
+    // chunks of at most kWidePassTokens, as even as possible; per group, each span of kSpan
+    // super-blocks (10-14 KiB, L1) goes to every register sub-tile of the chunk before the next,
+    // the sums parked in part between spans. A group's super-blocks stay in L1/L2 between the
+    // chunks of a long input.
     constexpr int64_t kSpan = 4;
-    alignas(64) float part[kKqWideChunk * kKqPackRows]; // [chunk tokens][16 rows] float sums
-    const int64_t chunks = (n + kKqWideChunk - 1) / kKqWideChunk;
-    const int64_t per = (n + chunks - 1) / chunks;
+    const int64_t n = job.n_tokens, nb = job.nb;
+    const bool whole = n <= V::kSub;
+    alignas(64) float part[kWidePassTokens * kKqPackRows]; // [chunk tokens][16 rows] float sums
+    const int64_t per = even_part(n, kWidePassTokens);
     for (int64_t g = g0; g < g1; ++g)
-        for (int64_t c0 = 0; c0 < n; c0 += per) {
-            const int64_t c1 = c0 + per < n ? c0 + per : n;
-            const int64_t subs = (c1 - c0 + V::kSub - 1) / V::kSub;
-            const int64_t sper = (c1 - c0 + subs - 1) / subs;
-            for (int64_t b0 = 0; b0 < nb; b0 += kSpan) {
-                const int64_t b1 = b0 + kSpan < nb ? b0 + kSpan : nb;
-                for (int64_t s0 = c0; s0 < c1; s0 += sper) {
-                    const int ns = int(s0 + sper < c1 ? sper : c1 - s0);
-                    kq_tile_entry<V, T>(ns, seq)(job, g, s0, b0, b1, part + (s0 - c0) * kKqPackRows);
-                }
-            }
-        }
+        for (int64_t c0 = 0; c0 < n; c0 += per)
+            span_sweep(c0, c0 + per < n ? c0 + per : n, nb, V::kSub, whole ? nb : kSpan,
+                       [&](int64_t s0, int64_t ns, int64_t b0, int64_t b1) {
+                           kq_tile_entry<V, T>(int(ns), std::make_integer_sequence<int, V::kSub>{})(
+                               job, g, s0, b0, b1, whole ? nullptr : part + (s0 - c0) * kKqPackRows);
+                       });
 }
 
 template <class V>

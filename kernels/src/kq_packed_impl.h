@@ -22,16 +22,13 @@
 #include <cstdint>
 
 #include "rewind/kernels/kq_packed.h"
+#include "token_tiles.h"
 
 namespace rwd::detail {
 
 constexpr size_t kKqSbBytesQ4K = 2368;
 constexpr size_t kKqSbBytesQ5K = 2880;
 constexpr size_t kKqSbBytesQ6K = 3392;
-
-// Tokens of a wide pass that share one read of the weights from memory; longer inputs (prefill)
-// run in chunks of at most this many.
-constexpr int64_t kKqWideChunk = 64;
 
 struct KqPackedJob {
     DType type;          // Q4_K, Q5_K or Q6_K

@@ -25,7 +25,7 @@ namespace rwd::detail {
 namespace {
 
 // Tokens per sweep of the weights: a pass of up to 64 tokens reads them from memory once.
-constexpr int kTile = int(kKqWideChunk);
+constexpr int kTile = int(kWidePassTokens);
 
 // Traits of kq_packed_body.h's engine over 8 lanes: the loads and bit helpers (hi1, hi2) here, and
 // that whole engine for a 1-token Q6_K product in the AVX2 body (with a single token the Q6_K
@@ -185,8 +185,7 @@ void kq_groups_ymm(const KqPackedJob& job, int64_t g0, int64_t g1) {
     // Tiles of at most kTile tokens, as even as possible; a group's super-blocks stay in L1/L2
     // between the tiles of a long input.
     const int64_t n = job.n_tokens;
-    const int64_t tiles = (n + kTile - 1) / kTile;
-    const int64_t per = (n + tiles - 1) / tiles;
+    const int64_t per = even_part(n, kTile);
     for (int64_t g = g0; g < g1; ++g)
         for (int64_t t0 = 0; t0 < n; t0 += per) {
             const int nt = int(t0 + per < n ? per : n - t0);

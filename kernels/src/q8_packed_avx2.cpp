@@ -23,7 +23,7 @@ void q8p_tile_avx2(const Q8PackedJob& job, int64_t g, int64_t t0, int64_t nt) {
     const uint16_t* mn = q8p_mins(job, grp);
     const __m256i ones = _mm256_set1_epi16(1);
 
-    alignas(32) __m256 acc[kQ8WideChunk][2]; // [token][half]
+    alignas(32) __m256 acc[kWidePassTokens][2]; // [token][half]
     for (int64_t t = 0; t < nt; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
 
     for (int64_t b = 0; b < nb; ++b) {
@@ -71,8 +71,7 @@ void q8p_tile_avx2(const Q8PackedJob& job, int64_t g, int64_t t0, int64_t nt) {
 
 void q8p_groups_avx2(const Q8PackedJob& job, int64_t g0, int64_t g1) {
     const int64_t n = job.x.n_tokens;
-    const int64_t tiles = (n + kQ8WideChunk - 1) / kQ8WideChunk;
-    const int64_t per = (n + tiles - 1) / tiles;
+    const int64_t per = even_part(n, kWidePassTokens);
     for (int64_t g = g0; g < g1; ++g)
         for (int64_t t0 = 0; t0 < n; t0 += per) {
             const int64_t nt = t0 + per < n ? per : n - t0;

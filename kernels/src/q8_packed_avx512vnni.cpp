@@ -122,36 +122,17 @@ constexpr TileFn table_entry(int n, bool mins, std::integer_sequence<int, N...>)
 
 void q8p_groups_avx512vnni(const Q8PackedJob& job, int64_t g0, int64_t g1) {
     const int64_t n = job.x.n_tokens, nb = job.nb;
-    constexpr auto seq = std::make_integer_sequence<int, kSub>{};
-    if (n <= kSub) { // every token's sums in registers for a whole group
-        const TileFn fn = table_entry(int(n), job.mins, seq);
-        for (int64_t g = g0; g < g1; ++g) fn(job, g, 0, 0, nb, nullptr);
-        return;
-    }
-    // Sub-tiles of at most kSub tokens, as even as possible.
-    const int64_t subs = (n + kSub - 1) / kSub;
-    const int64_t sper = (n + subs - 1) / subs;
-    if (n > kQ8WideChunk) {
-        // Prefill: compute outweighs memory several times over, so each sub-tile sweeps the
-        // whole group (from L1/L2 after the first), its sums in registers throughout.
-        for (int64_t g = g0; g < g1; ++g)
-            for (int64_t s0 = 0; s0 < n; s0 += sper) {
-                const int ns = int(s0 + sper < n ? sper : n - s0);
-                table_entry(ns, job.mins, seq)(job, g, s0, 0, nb, nullptr);
-            }
-        return;
-    }
-    // A wide pass: per group, each span of blocks goes to every sub-tile before the next span,
-    // so the weights stream from memory once, spread over the compute.
-    alignas(64) float part[kQ8WideChunk * kQ8PackRows]; // [n tokens][16 rows] float sums
+    // Up to kSub tokens (decode, short chains) keep their sums in registers for a whole group;
+    // so do the register sub-tiles of a prefill (more than kWidePassTokens), where compute
+    // outweighs memory several times over and each sub-tile sweeps the whole group from L1/L2.
+    // In between, spans of kSpan blocks, the sums parked in part between them.
+    const bool whole = n <= kSub || n > kWidePassTokens;
+    alignas(64) float part[kWidePassTokens * kQ8PackRows]; // [n tokens][16 rows] float sums
     for (int64_t g = g0; g < g1; ++g)
-        for (int64_t b0 = 0; b0 < nb; b0 += kSpan) {
-            const int64_t b1 = b0 + kSpan < nb ? b0 + kSpan : nb;
-            for (int64_t s0 = 0; s0 < n; s0 += sper) {
-                const int ns = int(s0 + sper < n ? sper : n - s0);
-                table_entry(ns, job.mins, seq)(job, g, s0, b0, b1, part + s0 * kQ8PackRows);
-            }
-        }
+        span_sweep(0, n, nb, kSub, whole ? nb : kSpan, [&](int64_t s0, int64_t ns, int64_t b0, int64_t b1) {
+            table_entry(int(ns), job.mins, std::make_integer_sequence<int, kSub>{})(job, g, s0, b0, b1,
+                                                                                    whole ? nullptr : part + s0 * kQ8PackRows);
+        });
 }
 
 } // namespace rwd::detail

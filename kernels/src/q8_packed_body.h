@@ -44,7 +44,7 @@ inline void q8p_tile(const Q8PackedJob& job, int64_t g, int64_t t0, int64_t t1) 
     const uint16_t* mn = q8p_mins(job, grp);
     const int64_t nt = t1 - t0;
 
-    F acc[kQ8WideChunk][kVec];
+    F acc[kWidePassTokens][kVec];
     for (int64_t t = 0; t < nt; ++t)
         for (int v = 0; v < kVec; ++v) acc[t][v] = V::zero();
 
@@ -109,8 +109,7 @@ inline void q8p_tile(const Q8PackedJob& job, int64_t g, int64_t t0, int64_t t1) 
 template <class V>
 void q8p_groups(const Q8PackedJob& job, int64_t g0, int64_t g1) {
     const int64_t n = job.x.n_tokens;
-    const int64_t tiles = (n + kQ8WideChunk - 1) / kQ8WideChunk;
-    const int64_t per = (n + tiles - 1) / tiles;
+    const int64_t per = even_part(n, kWidePassTokens);
     for (int64_t g = g0; g < g1; ++g)
         for (int64_t t0 = 0; t0 < n; t0 += per) {
             const int64_t t1 = t0 + per < n ? t0 + per : n;

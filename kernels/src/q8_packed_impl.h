@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "rewind/kernels/q8_packed.h"
+#include "token_tiles.h"
 
 namespace rwd::detail {
 
@@ -18,12 +19,6 @@ inline size_t q8_packed_scale_bytes(int64_t nb) { return ((size_t(nb) * 32 + 63)
 inline size_t q8_packed_group_bytes(int64_t nb, bool mins) {
     return size_t(nb) * kQ8PackBlockBytes + q8_packed_scale_bytes(nb) * (mins ? 2 : 1);
 }
-
-// Tokens that share one read of each weight block from memory: every token of a pass of up to 64
-// (a verification pass, a token tree, a batch of them) is applied to a block before the next
-// block is read. Longer inputs (prefill) run in chunks of at most this many tokens (or, in the
-// AVX-512 VNNI body, register tiles), a group's weights staying in L1/L2 between them.
-constexpr int64_t kQ8WideChunk = 64;
 
 struct Q8PackedJob {
     const std::byte* w;  // packed weights
