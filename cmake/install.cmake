@@ -12,7 +12,7 @@ target_compile_features(rewind_library INTERFACE cxx_std_20)
 set_target_properties(rewind_library PROPERTIES EXPORT_NAME rewind)
 add_library(rewind::rewind ALIAS rewind_library)
 
-set(REWIND_INSTALL_TARGETS rewind_kernels rewind_models rewind_runtime rewind_speculate rewind_library)
+set(REWIND_INSTALL_TARGETS rewind_kernels rewind_models rewind_grammar rewind_runtime rewind_speculate rewind_library)
 if(REWIND_HAVE_CUDA)
   list(APPEND REWIND_INSTALL_TARGETS rewind_kernels_cuda)
 endif()
@@ -42,6 +42,7 @@ set(REWIND_INSTALLED_HEADERS
   models/include/rewind/llama_model.h
   models/include/rewind/tokenizer.h
   runtime/include/rewind/chat_session.h
+  runtime/include/rewind/constraint.h
   runtime/include/rewind/context.h
   runtime/include/rewind/decode_state.h
   runtime/include/rewind/device.h
@@ -89,7 +90,7 @@ install(FILES ${PROJECT_BINARY_DIR}/rewindConfig.cmake ${PROJECT_BINARY_DIR}/rew
 
 # pkg-config. The libraries are static, so their dependencies go into Libs / Requires.
 set(REWIND_PC_CFLAGS "")
-set(REWIND_PC_LIBS "-lrewind_speculate -lrewind_runtime -lrewind_models -lrewind_kernels")
+set(REWIND_PC_LIBS "-lrewind_speculate -lrewind_runtime -lrewind_grammar -lrewind_models -lrewind_kernels")
 if(REWIND_HAVE_CUDA)
   set(REWIND_PC_CFLAGS "-DREWIND_HAVE_CUDA=1")
   string(APPEND REWIND_PC_LIBS " -lrewind_kernels_cuda -L${CUDAToolkit_LIBRARY_DIR} -lcublas -lcudart")
