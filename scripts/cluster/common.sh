@@ -5,6 +5,9 @@
 # directory per balancer port, so that down.sh and roll.sh need only the port.
 cluster_dir() { echo "${REWIND_CLUSTER_DIR:-${TMPDIR:-/tmp}/rewind-cluster-$1}"; }
 
+# Debian installs haproxy and nginx in /usr/sbin, outside a normal user's PATH.
+PATH="$PATH:/usr/sbin:/sbin"
+
 die() { echo "rewind cluster: $*" >&2; exit 1; }
 
 rewind_bin() {

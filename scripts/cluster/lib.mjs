@@ -18,7 +18,7 @@ export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // { port, url, dir, balancer, replicas: [{ pid, port }], balancerPid, down(), env }. Skips (exit
 // 77) when the balancer is not installed.
 export async function startCluster({ rewind, balancer = 'haproxy', replicas = 3, serveArgs }) {
-  try { await run('sh', ['-c', `command -v ${balancer}`]); } catch {
+  try { await run('sh', ['-c', `PATH=$PATH:/usr/sbin:/sbin; command -v ${balancer}`]); } catch {
     console.log(`SKIP: ${balancer} is not installed`);
     process.exit(77);
   }

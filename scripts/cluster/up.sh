@@ -55,7 +55,7 @@ mkdir -p "$dir"
 echo "$rewind" >"$dir/rewind-bin"
 echo "$balancer" >"$dir/balancer"
 printf '%s\n' "${ports[@]:1}" >"$dir/replica-ports"
-printf '%s\0' "$@" >"$dir/serve-args"
+if [ $# -gt 0 ]; then printf '%s\0' "$@"; fi >"$dir/serve-args"
 
 # What is started is stopped again if up.sh fails half way.
 trap 'status=$?; [ $status -eq 0 ] || "$here/down.sh" "$port" >/dev/null 2>&1 || true; exit $status' EXIT
