@@ -96,7 +96,6 @@ try {
     // httplog's retries field (the 5th of actconn/feconn/beconn/srv_conn/retries; '+' redispatched)
     const retried = cluster.log().split('\n').filter((l) => /POST \/v1\/completions/.test(l) && /\s[-A-Za-z]{4}\s\d+\/\d+\/\d+\/\d+\/\+?[1-9]\d*\s/.test(l));
     console.log(`requests the balancer retried: ${retried.length}`);
-    if (process.env.DEBUG_LOG) console.log(retried.join('\n'));
   }
 } catch (e) {
   fail(e.stack ?? e);

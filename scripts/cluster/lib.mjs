@@ -41,8 +41,15 @@ export async function startCluster({ rewind, balancer = 'haproxy', replicas = 3,
       const c = { port, url: `http://127.0.0.1:${port}`, dir: env.REWIND_CLUSTER_DIR, balancer, replicas: reps,
         balancerPid, env };
       c.log = () => { try { return readFileSync(join(c.dir, 'balancer.log'), 'utf8'); } catch { return ''; } };
+      // Should this process die first (a ctest timeout kills it), a watchdog outside it stops the
+      // cluster: it checks once a second, for at most 10 minutes.
+      const watchdog = spawn('bash', ['-c', 'for ((i = 0; i < 600; ++i)); do kill -0 "$1" 2>/dev/null || break; sleep 1; done; ' +
+        '"$2" "$3"; rm -rf "$4"', 'watchdog', String(process.pid), join(clusterDir, 'down.sh'), String(port), dir],
+      { env, detached: true, stdio: 'ignore' });
+      watchdog.unref();
       c.down = async () => {
         await run(join(clusterDir, 'down.sh'), [String(port)], { env, timeout: 90000 }).catch((e) => console.log(`down.sh: ${e}`));
+        try { process.kill(watchdog.pid, 'SIGKILL'); } catch { /* gone */ }
         rmSync(dir, { recursive: true, force: true });
       };
       return c;
