@@ -1,7 +1,8 @@
 // A replica killed (SIGKILL) in the middle of 48 non-streamed requests through the balancer: none
 // is lost (the balancer retries those the dead replica held on another one, which gives the same
 // answer: the lossless promise), every answer equals `rewind generate`'s; two streams running on
-// the killed replica end with an error the client sees, and the client's retry succeeds.
+// the killed replica end with an error the client sees, and the client's retry succeeds; only the
+// killed replica's conversations move (consistent hashing).
 // Usage: node failover_test.mjs --rewind BUILD/bin/rewind --model MODEL.gguf [--balancer haproxy|nginx]
 import assert from 'node:assert/strict';
 import { loadOpenAI, parseArgs, rewindPath, startCluster, reference, pool, streamed, sleep } from './lib.mjs';
@@ -31,6 +32,8 @@ try {
   const streamKeys = [];
   for (let k = 0; streamKeys.length < 2 && k < 200; ++k) if (await replicaOf(`stream-${k}`) === victim) streamKeys.push(`stream-${k}`);
   assert.equal(streamKeys.length, 2, 'two session keys of the victim');
+  const probeKeys = Array.from({ length: 30 }, (_, k) => `probe-${k}`);
+  const mapBefore = await Promise.all(probeKeys.map(replicaOf));
 
   // Two long streams on the victim, each past its first token before the kill.
   const streamReqs = streamKeys.map((k, i) => ({ model: 'm', prompt: `${SNIPPETS[i]}  # ${k}`, max_tokens: 300, temperature: 0 }));
@@ -92,6 +95,15 @@ try {
     if (again.text !== want) fail(`the retry of stream ${i} differs from rewind generate's answer`);
     else console.log(`stream ${i} retried on ${again.replica}: ${again.text.length} chars, equal to rewind generate's`);
   }
+  // Consistent hashing: the victim's death moved only the victim's conversations.
+  const mapAfter = await Promise.all(probeKeys.map(replicaOf));
+  let moved = 0, kept = 0;
+  for (let k = 0; k < probeKeys.length; ++k) {
+    if (mapBefore[k] === victim) { ++moved; if (mapAfter[k] === victim) fail(`${probeKeys[k]} still on the dead replica`); }
+    else if (mapAfter[k] === mapBefore[k]) ++kept;
+    else fail(`${probeKeys[k]} moved from ${mapBefore[k]} to ${mapAfter[k]} though its replica lives`);
+  }
+  console.log(`after the kill: ${kept} keys of the live replicas stayed where they were, ${moved} of the dead one's moved`);
   if (cluster.balancer === 'haproxy') {
     // httplog's retries field (the 5th of actconn/feconn/beconn/srv_conn/retries; '+' redispatched)
     const retried = cluster.log().split('\n').filter((l) => /POST \/v1\/completions/.test(l) && /\s[-A-Za-z]{4}\s\d+\/\d+\/\d+\/\d+\/\+?[1-9]\d*\s/.test(l));
