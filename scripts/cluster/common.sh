@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by up.sh, down.sh and roll.sh: where a cluster keeps its state, how a replica is started
 # and how long to wait for it. Sourced, not run. Every wait is bounded in time.
 

@@ -27,10 +27,10 @@ while [ $# -gt 0 ]; do
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
-[[ "$replicas" =~ ^[0-9]+$ ]] && [ "$replicas" -ge 1 ] && [ "$replicas" -le 64 ] || die "--replicas must be 1..64"
-[[ "$port" =~ ^[0-9]+$ ]] && [ "$port" -ge 1024 ] && [ "$port" -le 65535 ] || die "--port must be 1024..65535"
+if ! [[ "$replicas" =~ ^[0-9]+$ ]] || [ "$replicas" -lt 1 ] || [ "$replicas" -gt 64 ]; then die "--replicas must be 1..64"; fi
+if ! [[ "$port" =~ ^[0-9]+$ ]] || [ "$port" -lt 1024 ] || [ "$port" -gt 65535 ]; then die "--port must be 1024..65535"; fi
 base=${base:-$port}
-[[ "$base" =~ ^[0-9]+$ ]] && [ $((base + replicas)) -le 65535 ] || die "--replica-base-port out of range"
+if ! [[ "$base" =~ ^[0-9]+$ ]] || [ $((base + replicas)) -gt 65535 ]; then die "--replica-base-port out of range"; fi
 case "$balancer" in
   haproxy) command -v haproxy >/dev/null || die "haproxy is not installed (Debian: apt-get install haproxy)" ;;
   nginx) command -v nginx >/dev/null || die "nginx is not installed (Debian: apt-get install nginx-light)" ;;
@@ -58,6 +58,7 @@ printf '%s\n' "${ports[@]:1}" >"$dir/replica-ports"
 if [ $# -gt 0 ]; then printf '%s\0' "$@"; fi >"$dir/serve-args"
 
 # What is started is stopped again if up.sh fails half way.
+# shellcheck disable=SC2154 # status is assigned in the trap itself
 trap 'status=$?; [ $status -eq 0 ] || "$here/down.sh" "$port" >/dev/null 2>&1 || true; exit $status' EXIT
 
 pids=()
@@ -76,7 +77,7 @@ if [ "$balancer" = haproxy ]; then
 else
   mkdir -p "$dir/nginx-temp"
   nginx_config "$port" "$dir" "${ports[@]:1}" >"$dir/nginx.conf"
-  setsid nginx -e "$dir/balancer.log" -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' </dev/null >>"$dir/balancer.log" 2>&1 &
+  setsid nginx -e stderr -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' </dev/null >>"$dir/balancer.log" 2>&1 &
 fi
 bpid=$!
 echo "$bpid" >"$dir/balancer.pid"
