@@ -1,7 +1,8 @@
 // rewind serve: request parsing and validation (every field's type and range, the fields refused
 // because rewind would have to ignore them), the length and key checks, the batch decoder's
 // cross-request prefix cache (same tokens, prompt positions copied), and an in-process server
-// over loopback: answers equal generate_plain's, the prefix cache, limits (413, 400, 401, 503).
+// over loopback: answers equal generate_plain's, the prefix cache, limits (413, 400, 401, 503),
+// the replica id on every response.
 #include <gtest/gtest.h>
 
 #include <httplib.h>
@@ -321,6 +322,30 @@ TEST_F(ServeLoopback, QueueFullAndKvBudgetAre503) {
     auto kv = post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})");
     EXPECT_EQ(kv->status, 503);
     EXPECT_EQ(json::parse(kv->body)["error"]["code"], "kv_budget_exhausted");
+}
+
+// --replica-id names the replica on every response (answers, errors, /health) and in /metrics;
+// an id that could break a header or a label is refused.
+TEST_F(ServeLoopback, ReplicaIdOnEveryResponseAndInMetrics) {
+    start([](ServerOptions& o) { o.replica_id = "r-2.a_b"; });
+    auto ok = post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})");
+    ASSERT_TRUE(ok);
+    EXPECT_EQ(ok->status, 200);
+    EXPECT_EQ(ok->get_header_value("X-Rewind-Replica"), "r-2.a_b");
+    EXPECT_EQ(post("/v1/completions", R"({"prompt": "x"})", false)->get_header_value("X-Rewind-Replica"), "r-2.a_b");
+    EXPECT_EQ(post("/nowhere", "{}")->get_header_value("X-Rewind-Replica"), "r-2.a_b");
+    EXPECT_EQ(client->Get("/health")->get_header_value("X-Rewind-Replica"), "r-2.a_b");
+    auto metrics = client->Get("/metrics", httplib::Headers{{"Authorization", "Bearer k"}});
+    EXPECT_NE(metrics->body.find("\nrewind_replica_info{replica=\"r-2.a_b\"} 1\n"), std::string::npos) << metrics->body;
+    for (const char* bad : {"a b", "a\"b", "x\r\nSet-Cookie: y"}) {
+        ServerOptions o;
+        o.model_path = kModel;
+        o.replica_id = bad;
+        EXPECT_THROW(Server{o}, Error) << bad;
+    }
+    ServerOptions o;
+    o.replica_id = std::string(65, 'a');
+    EXPECT_THROW(Server{o}, Error);
 }
 
 // A prefix cache with room for one finished request keeps the most recent one: the least

@@ -25,6 +25,14 @@ set(rwd_test_timeouts
   # 3.0, load 3.7, disconnect 4.5 (a 3 s stalled client), drain 6.0 s: the floor of 20 s, and
   # 60 s for drain (two servers, two shutdowns, each waiting out idle keep-alive connections).
   "Serve.drain" 60  # 6.5
+  # The cluster tests (scripts/cluster), measured alone on the 2-core machine (seconds): five times
+  # the time, rounded up to 5 s. Each starts three replicas and a balancer.
+  "Cluster.affinity.haproxy" 50  # 9.1
+  "Cluster.affinity.nginx" 40  # 7.9
+  "Cluster.failover.haproxy" 50  # 9.2
+  "Cluster.failover.nginx" 40  # 7.7
+  "Cluster.rolling.haproxy" 30  # 5.7
+  "Cluster.rolling.nginx" 55  # 11.0
   "Speculative.LosslessOnWorkloads"                                 75  # 8.92 14.85
   "Models/Reference.MatchesLlamaCpp/pycode_4m_q8_0_llamacpp"        65  # 12.71 7.81
   "Speculative.RejectionModePreservesTheTargetDistribution"         65  # 3.85 12.13

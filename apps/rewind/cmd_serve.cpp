@@ -113,6 +113,9 @@ void register_serve(CLI::App& app, Runner& run) {
                     "Seconds running requests get to finish after SIGINT/SIGTERM")
         ->capture_default_str();
     cmd->add_option("--http-threads", o.http_threads, "Connections served at once")->capture_default_str();
+    cmd->add_option("--replica-id", o.replica_id,
+                    "This replica's name behind a load balancer: the X-Rewind-Replica header of every response "
+                    "and rewind_replica_info in /metrics");
     cmd->add_option("--throttle-ms", o.throttle_ms, "Sleep this long after each pass (tests of disconnects and shutdown only)")
         ->capture_default_str();
     cmd->callback([f, &run] {

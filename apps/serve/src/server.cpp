@@ -664,6 +664,8 @@ struct Server::Impl {
         svr.set_keep_alive_timeout(2); // an idle connection also delays the end of a shutdown this long
         const int n = opts.http_threads;
         svr.new_task_queue = [n] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
+        // Every response, errors and streams included, says which replica made it.
+        if (!opts.replica_id.empty()) svr.set_default_headers({{"X-Rewind-Replica", opts.replica_id}});
 
         svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
             if (draining && req.path != "/health" && req.path != "/metrics") {
@@ -731,7 +733,11 @@ struct Server::Impl {
         svr.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& s) { handle_completion(Endpoint::Chat, q, s); });
         svr.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& s) { handle_completion(Endpoint::Completions, q, s); });
         svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-            res.set_content(metrics.render(opts.kv_budget_bytes, opts.cache_budget_bytes), "text/plain; version=0.0.4");
+            std::string text = metrics.render(opts.kv_budget_bytes, opts.cache_budget_bytes);
+            if (!opts.replica_id.empty()) // an info metric: join it on the scrape's instance label
+                text += "# HELP rewind_replica_info This replica's --replica-id.\n# TYPE rewind_replica_info gauge\n"
+                        "rewind_replica_info{replica=\"" + opts.replica_id + "\"} 1\n";
+            res.set_content(text, "text/plain; version=0.0.4");
         });
         svr.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
             require_ready();
@@ -794,6 +800,9 @@ Server::Server(ServerOptions opts) : impl_(std::make_unique<Impl>(std::move(opts
     if (o.spec == "draft" && o.draft_path.empty()) throw Error("serve: --spec draft needs --draft MODEL");
     if (o.http_threads < 2) throw Error("serve: --http-threads must be >= 2");
     if (o.throttle_ms < 0 || o.throttle_ms > 10000) throw Error("serve: --throttle-ms must be in [0, 10000]");
+    if (o.replica_id.size() > 64 || o.replica_id.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                                   "0123456789._-") != std::string::npos)
+        throw Error("serve: --replica-id must be at most 64 characters of A-Z a-z 0-9 . _ -");
     impl_->model_id = o.model_id.empty() ? std::filesystem::path(o.model_path).filename().string() : o.model_id;
     impl_->routes();
 }

@@ -35,6 +35,10 @@ struct ServerOptions {
     // Sleep this long after each pass (0: never). For tests of disconnects and shutdown, which
     // need requests that last longer than a small model takes to answer; never for serving.
     int throttle_ms = 0;
+    // This process's name among replicas behind a load balancer (empty: none): sent as the
+    // X-Rewind-Replica header of every response and as rewind_replica_info{replica} in /metrics.
+    // At most 64 characters of [A-Za-z0-9._-], so it is safe in a header and a label.
+    std::string replica_id;
 };
 
 class Server {
