@@ -2,6 +2,7 @@
 // type- and range-checked here, and every field it would have to ignore to answer is refused.
 #include "rewind/serve/api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -119,6 +120,16 @@ void refuse_unimplemented(const json& j, Endpoint ep) {
 }
 
 } // namespace
+
+bool is_source_name(std::string_view name) {
+    return std::find(kSourceNames.begin(), kSourceNames.end(), name) != kSourceNames.end();
+}
+
+std::string source_choices() {
+    std::string out;
+    for (std::string_view n : kSourceNames) out += (out.empty() ? "" : ", ") + std::string(n);
+    return out;
+}
 
 ApiError::ApiError(int status_, std::string message, std::string param_, std::string type_, std::string code_)
     : std::runtime_error(std::move(message)), status(status_), type(std::move(type_)), param(std::move(param_)),
@@ -248,10 +259,7 @@ ServeRequest parse_request(Endpoint endpoint, std::string_view body, const Parse
         for (const auto& [key, val] : v->items()) {
             if (key == "source") {
                 r.speculation.source = get_string(val, "speculation.source");
-                static const char* const kNames[] = {"none", "ngram", "ref", "auto", "suffix", "draft"};
-                bool known = false;
-                for (const char* n : kNames) known = known || r.speculation.source == n;
-                if (!known) bad("speculation.source", "must be one of none, ngram, ref, auto, suffix, draft");
+                if (!is_source_name(r.speculation.source)) bad("speculation.source", "must be one of " + source_choices());
             } else if (key == "k") {
                 r.speculation.k = static_cast<int>(get_int(val, "speculation.k", 1, limits.max_k));
             } else if (key == "tree") {
@@ -271,8 +279,8 @@ ServeRequest parse_request(Endpoint endpoint, std::string_view body, const Parse
         }
         if (r.speculation.source == "ref" && r.speculation.references.empty() && !r.prediction)
             bad("speculation.references", "is required by source 'ref' (or give a prediction)");
-        if (!r.speculation.references.empty() && (r.speculation.source == "ngram" || r.speculation.source == "suffix" ||
-                                                  r.speculation.source == "none" || r.speculation.source == "draft"))
+        const std::string& src = r.speculation.source;
+        if (!r.speculation.references.empty() && !src.empty() && src != "ref" && src != "auto")
             bad("speculation.references", "is only used by the sources 'ref' and 'auto'");
     }
     if (const json* v = field("chat_template_kwargs")) {
