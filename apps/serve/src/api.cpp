@@ -191,6 +191,14 @@ void parse_sampling(const json& j, ServeRequest& r) {
     }
     if (const json* v = field(j, "top_k")) r.top_k = static_cast<int32_t>(get_int(*v, "top_k", 0, 1 << 20));
     if (const json* v = field(j, "min_p")) r.min_p = static_cast<float>(get_number(*v, "min_p", 0, 1));
+    if (const json* v = field(j, "repeat_penalty")) {
+        r.repeat_penalty = static_cast<float>(get_number(*v, "repeat_penalty", 0, 10));
+        if (r.repeat_penalty <= 0) bad("repeat_penalty", "must be > 0 (1: off)");
+    }
+    if (const json* v = field(j, "repeat_last_n")) {
+        const int64_t n = get_int(*v, "repeat_last_n", -1, std::numeric_limits<int32_t>::max());
+        r.repeat_last_n = n < 0 ? std::numeric_limits<int32_t>::max() : static_cast<int32_t>(n);
+    }
     if (const json* v = field(j, "seed")) {
         if (!v->is_number_integer()) bad("seed", "must be an integer");
         r.seed = v->is_number_unsigned() ? v->get<uint64_t>() : static_cast<uint64_t>(v->get<int64_t>());

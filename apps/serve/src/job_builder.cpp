@@ -91,6 +91,8 @@ std::shared_ptr<Job> JobBuilder::build(const ServeRequest& r) const {
     g.sampler.top_p = r.top_p;
     g.sampler.top_k = r.top_k;
     g.sampler.min_p = r.min_p;
+    g.sampler.repeat_penalty = r.repeat_penalty;
+    g.sampler.repeat_last_n = r.repeat_last_n;
     g.sampler.seed = r.seed;
     g.stop_strings = r.stop;
     SourcePlan plan = plan_source(r);

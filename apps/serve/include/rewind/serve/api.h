@@ -68,6 +68,9 @@ struct ServeRequest {
     float top_p = 1.0f;
     int32_t top_k = 0;
     float min_p = 0.0f;
+    float repeat_penalty = 1.0f;         // llama.cpp's field, (0, 10]; 1: off
+    int32_t repeat_last_n = 64;          // llama.cpp's field: the tokens the penalty looks back on
+                                         // (0: none; the request's -1: the whole sequence)
     uint64_t seed = 0;
     std::vector<std::string> stop;
     bool stream = false;
