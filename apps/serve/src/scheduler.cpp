@@ -187,8 +187,10 @@ void Scheduler::retire(std::vector<sp::BatchResult>& done) {
         if (it == running_.end()) continue;
         std::shared_ptr<Job> job = it->second;
         running_.erase(it);
-        if (!r.failed && r.stop != StopReason::Cancelled && r.cache)
-            prefix_.keep(std::move(r.cache_tokens), std::move(r.cache), decoder_->kv_bytes_for(r.cache->capacity()));
+        if (!r.failed && r.stop != StopReason::Cancelled && r.cache) {
+            const uint64_t bytes = decoder_->kv_bytes_for(r.cache->capacity()); // before r.cache is moved
+            prefix_.keep(std::move(r.cache_tokens), std::move(r.cache), bytes);
+        }
         if (r.stop == StopReason::Cancelled) metrics_.add_cancelled();
         if (r.failed) {
             finish(*job, ApiError(r.error_code == ErrorCode::capacity ? 503 : 500, r.error), &r);
