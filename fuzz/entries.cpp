@@ -266,6 +266,7 @@ void serve_request(std::span<const uint8_t> data) {
         check(r.stop.size() <= 4, "accepted more than 4 stop strings");
         for (const auto& s : r.stop) check(!s.empty(), "accepted an empty stop string");
         check(r.speculation.k >= 0 && r.speculation.k <= 16, "accepted speculation.k out of range");
+        check(r.speculation.source.empty() || serve::is_source_name(r.speculation.source), "accepted an unknown source");
         check(!r.include_usage || r.stream, "accepted stream_options without stream");
         // The lengths check of a validated request answers or refuses, never anything else.
         try {

@@ -491,4 +491,34 @@ TEST_F(ServeLoopback, SamplingFieldsAreExactUnderSpeculation) {
     EXPECT_NE(answer(greedy, "/v1/completions").first, answer(penalised, "/v1/completions").first);
 }
 
+// Every source a request can name, with and without documents and a prediction, gives the answer
+// of plain decoding; "draft" on a server without --draft is refused before anything runs.
+TEST_F(ServeLoopback, EverySourceGivesThePlainAnswer) {
+    const std::string prompt = "import os\nimport sys\n\ndef main():\n";
+    const json base = {{"prompt", prompt}, {"max_tokens", 32}, {"temperature", 0.6}, {"seed", 9}, {"repeat_penalty", 1.1}};
+    auto text = [&](const json& req) {
+        auto r = post("/v1/completions", req.dump());
+        EXPECT_EQ(r->status, 200) << req.dump() << " " << r->body;
+        return json::parse(r->body)["choices"][0]["text"].get<std::string>();
+    };
+    json off = base;
+    off["speculation"] = {{"source", "none"}};
+    const std::string plain = text(off);
+    const json doc = json::array({prompt + "    print(os.getcwd())\n    sys.exit(0)\n"});
+    for (const json& spec : {json{{"source", "ngram"}}, json{{"source", "suffix"}, {"tree", 3}}, json{{"source", "auto"}},
+                             json{{"source", "auto"}, {"references", doc}}, json{{"source", "ref"}, {"references", doc}},
+                             json{{"references", doc}}, json{{"source", "none"}, {"k", 3}}}) {
+        json req = base;
+        req["speculation"] = spec;
+        EXPECT_EQ(text(req), plain) << spec.dump();
+        req["prediction"] = {{"type", "content"}, {"content", plain}};
+        EXPECT_EQ(text(req), plain) << spec.dump() << " with a prediction";
+    }
+    json draft = base;
+    draft["speculation"] = {{"source", "draft"}};
+    auto refused = post("/v1/completions", draft.dump());
+    EXPECT_EQ(refused->status, 400);
+    EXPECT_EQ(json::parse(refused->body)["error"]["param"], "speculation.source");
+}
+
 } // namespace
