@@ -261,9 +261,12 @@ void serve_request(std::span<const uint8_t> data) {
         check(!r.max_tokens || *r.max_tokens >= 0, "accepted a negative max_tokens");
         check(r.temperature >= 0 && r.temperature <= 2 && r.top_p > 0 && r.top_p <= 1 && r.min_p >= 0 && r.min_p <= 1,
               "accepted a sampling value out of range");
+        check(r.top_k >= 0 && r.repeat_penalty > 0 && r.repeat_penalty <= 10 && r.repeat_last_n >= 0,
+              "accepted a top_k or repetition penalty out of range");
         check(r.stop.size() <= 4, "accepted more than 4 stop strings");
         for (const auto& s : r.stop) check(!s.empty(), "accepted an empty stop string");
         check(r.speculation.k >= 0 && r.speculation.k <= 16, "accepted speculation.k out of range");
+        check(r.speculation.source.empty() || serve::is_source_name(r.speculation.source), "accepted an unknown source");
         check(!r.include_usage || r.stream, "accepted stream_options without stream");
         // The lengths check of a validated request answers or refuses, never anything else.
         try {

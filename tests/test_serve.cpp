@@ -2,7 +2,8 @@
 // because rewind would have to ignore them), the length and key checks, the batch decoder's
 // cross-request prefix cache (same tokens, prompt positions copied), and an in-process server
 // over loopback: answers equal generate_plain's, the prefix cache, limits (413, 400, 401, 503),
-// the replica id on every response.
+// the replica id on every response, and the sampling fields (repeat_penalty, repeat_last_n,
+// top_k, min_p) exact under speculation.
 #include <gtest/gtest.h>
 
 #include <httplib.h>
@@ -125,6 +126,32 @@ TEST(ServeParse, NamesTheFieldOfEveryMalformedRequest) {
     EXPECT_EQ(refusal(Endpoint::Completions, R"({"prompt": ["a", "b"]})").second, "prompt");
     EXPECT_EQ(refusal(Endpoint::Completions, R"({"prompt)").first, 400);
     EXPECT_EQ(refusal(Endpoint::Completions, R"([1, 2])").first, 400);
+}
+
+// llama.cpp's repeat_penalty / repeat_last_n and the top_k / min_p extensions, read on both
+// endpoints; out of range, a 400 naming the field.
+TEST(ServeParse, SamplingFields) {
+    const ServeRequest d = parse_request(Endpoint::Completions, R"({"prompt": "x"})");
+    EXPECT_FLOAT_EQ(d.repeat_penalty, 1.0f); // off
+    EXPECT_EQ(d.repeat_last_n, 64);          // llama.cpp's default
+    const ServeRequest c = parse_request(Endpoint::Completions,
+                                         R"({"prompt": "x", "repeat_penalty": 1.3, "repeat_last_n": 16, "top_k": 5, "min_p": 0.1})");
+    EXPECT_FLOAT_EQ(c.repeat_penalty, 1.3f);
+    EXPECT_EQ(c.repeat_last_n, 16);
+    EXPECT_EQ(c.top_k, 5);
+    EXPECT_FLOAT_EQ(c.min_p, 0.1f);
+    const ServeRequest all = parse_request(Endpoint::Chat, R"({"messages": [{"role": "user", "content": "x"}], "repeat_last_n": -1})");
+    EXPECT_EQ(all.repeat_last_n, INT32_MAX); // -1: the whole sequence, as llama.cpp
+    const std::string msgs = R"({"messages": [{"role": "user", "content": "x"}], )";
+    for (const auto& [field, param] : std::vector<std::pair<std::string, std::string>>{
+             {R"("repeat_penalty": 0)", "repeat_penalty"}, {R"("repeat_penalty": -1)", "repeat_penalty"},
+             {R"("repeat_penalty": 11)", "repeat_penalty"}, {R"("repeat_penalty": "x")", "repeat_penalty"},
+             {R"("repeat_last_n": -2)", "repeat_last_n"}, {R"("repeat_last_n": 1.5)", "repeat_last_n"},
+             {R"("top_k": -1)", "top_k"}, {R"("top_k": 2.5)", "top_k"}, {R"("min_p": 1.5)", "min_p"},
+             {R"("min_p": -0.1)", "min_p"}}) {
+        EXPECT_EQ(refusal(Endpoint::Chat, msgs + field + "}"), std::make_pair(400, param)) << field;
+        EXPECT_EQ(refusal(Endpoint::Completions, R"({"prompt": "x", )" + field + "}"), std::make_pair(400, param)) << field;
+    }
 }
 
 TEST(ServeParse, LengthsAndKeys) {
@@ -427,5 +454,96 @@ TEST_F(ServeLoopback, StreamsAndCancelsAStreamWhoseClientLeft) {
     EXPECT_EQ(json::parse(post("/v1/completions", req.dump())->body)["choices"][0]["text"], whole["choices"][0]["text"]);
 }
 
-} // namespace
+// The sampling fields (repeat_penalty, repeat_last_n, top_k, min_p) on both endpoints, greedy and
+// seeded: with speculation (n-gram, and n-gram with the answer itself as the prediction) each
+// answer equals the same request's plain decoding, which equals generate_plain's.
+TEST_F(ServeLoopback, SamplingFieldsAreExactUnderSpeculation) {
+    auto model = Model::load(kModel);
+    Context ctx(model, ContextOptions{});
+    const std::string prompt = "def fib(n):\n    if n < 2:\n        return n\n";
+    const std::vector<json> cases = {
+        {{"temperature", 0}, {"repeat_penalty", 1.3}, {"repeat_last_n", 32}},
+        {{"temperature", 0.8}, {"seed", 7}, {"top_k", 20}, {"min_p", 0.05}, {"repeat_penalty", 1.2}, {"repeat_last_n", -1}},
+        {{"temperature", 1.0}, {"seed", 3}, {"top_k", 5}},
+        {{"temperature", 0.7}, {"seed", 11}, {"min_p", 0.1}, {"repeat_penalty", 0.9}},
+    };
+    int64_t accepted = 0; // prediction tokens accepted, over every request with one
+    auto answer = [&](json req, const std::string& path) {
+        auto r = post(path, req.dump());
+        EXPECT_EQ(r->status, 200) << r->body;
+        const json j = json::parse(r->body);
+        const json& c = j["choices"][0];
+        accepted += j["usage"]["completion_tokens_details"]["accepted_prediction_tokens"].get<int64_t>();
+        return std::pair<std::string, int>{path == "/v1/completions" ? c["text"] : c["message"]["content"],
+                                           j["usage"]["completion_tokens"]};
+    };
+    for (const json& sampling : cases) {
+        for (const std::string path : {"/v1/completions", "/v1/chat/completions"}) {
+            json req = sampling;
+            req["max_tokens"] = 40;
+            if (path == "/v1/completions") req["prompt"] = prompt;
+            else req["messages"] = json::array({{{"role", "user"}, {"content", prompt}}});
+            req["speculation"] = {{"source", "none"}};
+            const auto plain = answer(req, path);
+            req["speculation"] = {{"source", "ngram"}, {"k", 8}};
+            EXPECT_EQ(answer(req, path), plain) << path << " " << sampling.dump();
+            req["prediction"] = {{"type", "content"}, {"content", plain.first}};
+            EXPECT_EQ(answer(req, path), plain) << path << " " << sampling.dump() << " with a prediction";
+            if (path != "/v1/completions") continue;
+            GenerateOptions g;
+            g.max_tokens = 40;
+            g.sampler.temperature = sampling["temperature"].get<float>();
+            g.sampler.seed = sampling.value("seed", 0);
+            g.sampler.top_k = sampling.value("top_k", 0);
+            g.sampler.min_p = sampling.value("min_p", 0.0f);
+            g.sampler.repeat_penalty = sampling.value("repeat_penalty", 1.0f);
+            const int last_n = sampling.value("repeat_last_n", 64);
+            g.sampler.repeat_last_n = last_n < 0 ? INT32_MAX : last_n;
+            KvCache cache(*model, KvCacheOptions{});
+            const GenerateResult want = generate_plain(ctx, cache, model->tokenizer().encode(prompt), g);
+            Utf8StreamDecoder dec(model->tokenizer(), false);
+            std::string text;
+            for (TokenId t : want.tokens) text += dec.push(t);
+            text += dec.flush();
+            EXPECT_EQ(plain, std::make_pair(text, static_cast<int>(want.tokens.size()))) << sampling.dump();
+        }
+    }
+    EXPECT_GT(accepted, 0); // the predictions were verified, not ignored
+    // The penalty is honoured, not ignored: greedy decoding of this prompt changes with it.
+    const json greedy = {{"prompt", prompt}, {"max_tokens", 40}, {"temperature", 0}};
+    json penalised = greedy;
+    penalised["repeat_penalty"] = 1.3;
+    EXPECT_NE(answer(greedy, "/v1/completions").first, answer(penalised, "/v1/completions").first);
+}
 
+// Every source a request can name, with and without documents and a prediction, gives the answer
+// of plain decoding; "draft" on a server without --draft is refused before anything runs.
+TEST_F(ServeLoopback, EverySourceGivesThePlainAnswer) {
+    const std::string prompt = "import os\nimport sys\n\ndef main():\n";
+    const json base = {{"prompt", prompt}, {"max_tokens", 32}, {"temperature", 0.6}, {"seed", 9}, {"repeat_penalty", 1.1}};
+    auto text = [&](const json& req) {
+        auto r = post("/v1/completions", req.dump());
+        EXPECT_EQ(r->status, 200) << req.dump() << " " << r->body;
+        return json::parse(r->body)["choices"][0]["text"].get<std::string>();
+    };
+    json off = base;
+    off["speculation"] = {{"source", "none"}};
+    const std::string plain = text(off);
+    const json doc = json::array({prompt + "    print(os.getcwd())\n    sys.exit(0)\n"});
+    for (const json& spec : {json{{"source", "ngram"}}, json{{"source", "suffix"}, {"tree", 3}}, json{{"source", "auto"}},
+                             json{{"source", "auto"}, {"references", doc}}, json{{"source", "ref"}, {"references", doc}},
+                             json{{"references", doc}}, json{{"source", "none"}, {"k", 3}}}) {
+        json req = base;
+        req["speculation"] = spec;
+        EXPECT_EQ(text(req), plain) << spec.dump();
+        req["prediction"] = {{"type", "content"}, {"content", plain}};
+        EXPECT_EQ(text(req), plain) << spec.dump() << " with a prediction";
+    }
+    json draft = base;
+    draft["speculation"] = {{"source", "draft"}};
+    auto refused = post("/v1/completions", draft.dump());
+    EXPECT_EQ(refused->status, 400);
+    EXPECT_EQ(json::parse(refused->body)["error"]["param"], "speculation.source");
+}
+
+} // namespace

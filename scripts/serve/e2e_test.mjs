@@ -1,5 +1,6 @@
 // End-to-end test of `rewind serve` through the official openai client: chat and text
-// completions (plain and streamed), stop sequences, seeds, Predicted Outputs, the prefix cache
+// completions (plain and streamed), stop sequences, seeds, the sampling fields (repeat_penalty,
+// repeat_last_n, top_k, min_p) with speculation on and off, Predicted Outputs, the prefix cache
 // on a second chat turn, and the 401/400/413 errors; every answer compared with `rewind generate`.
 // Usage: node e2e_test.mjs --rewind BUILD/bin/rewind --model MODEL.gguf   (exit 77: skipped)
 import assert from 'node:assert/strict';
@@ -70,6 +71,30 @@ try {
       assert.equal(s.text, want.text);
       assert.ok(s.usage && s.usage.completion_tokens === want.ids.length, 'usage chunk');
     }
+  });
+
+  await check('repeat_penalty, repeat_last_n, top_k, min_p: equal to rewind generate, speculation on and off', async () => {
+    const sampling = [{ temperature: 0, repeat_penalty: 1.3, repeat_last_n: 32 },
+      { temperature: 0.8, seed: 5, top_k: 20, min_p: 0.05, repeat_penalty: 1.15, repeat_last_n: 64 }];
+    for (const extra of sampling) {
+      const req = { model: 'm', messages: [{ role: 'user', content: CODE }], max_tokens: 40, ...extra };
+      const want = gen(['--chat', '--chat-template', 'chatml', '-p', CODE, ...generateFlags(req)]);
+      for (const speculation of [{ source: 'none' }, { source: 'ngram' }, { source: 'suffix' }]) {
+        const r = await client.chat.completions.create({ ...req, speculation });
+        assert.equal(r.choices[0].message.content, want.text, JSON.stringify({ extra, speculation }));
+      }
+      const pred = await client.chat.completions.create({ ...req, prediction: { type: 'content', content: want.text } });
+      assert.equal(pred.choices[0].message.content, want.text);
+      const creq = { model: 'm', prompt: CODE, max_tokens: 40, ...extra };
+      const s = await streamText(await client.completions.create({ ...creq, stream: true }));
+      assert.equal(s.text, gen(['-p', CODE, ...generateFlags(creq)]).text);
+    }
+    const plain = gen(['--chat', '--chat-template', 'chatml', '-p', CODE, '-n', '40', '--temp', '0']).text;
+    const penalised = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: CODE }], max_tokens: 40,
+      temperature: 0, repeat_penalty: 1.3 });
+    assert.notEqual(penalised.choices[0].message.content, plain, 'repeat_penalty is honoured, not ignored');
+    await assert.rejects(client.completions.create({ model: 'm', prompt: 'x', repeat_penalty: 0 }),
+      (e) => e.status === 400 && e.param === 'repeat_penalty');
   });
 
   await check('stop sequences cut the text as OpenAI does, plain and streamed', async () => {

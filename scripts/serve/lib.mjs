@@ -75,6 +75,10 @@ export function generateFlags(req) {
   const f = ['-n', String(req.max_tokens), '--temp', String(req.temperature ?? 1)];
   if (req.top_p !== undefined) f.push('--top-p', String(req.top_p));
   if (req.seed !== undefined) f.push('--seed', String(req.seed));
+  if (req.top_k !== undefined) f.push('--top-k', String(req.top_k));
+  if (req.min_p !== undefined) f.push('--min-p', String(req.min_p));
+  if (req.repeat_penalty !== undefined) f.push('--repeat-penalty', String(req.repeat_penalty));
+  if (req.repeat_last_n !== undefined) f.push('--repeat-last-n', String(req.repeat_last_n));
   return f;
 }
 

@@ -2,6 +2,7 @@
 // type- and range-checked here, and every field it would have to ignore to answer is refused.
 #include "rewind/serve/api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -118,7 +119,183 @@ void refuse_unimplemented(const json& j, Endpoint ep) {
     }
 }
 
+// A field's value, or null when absent or JSON null (OpenAI's clients send null for "unset").
+const json* field(const json& j, const char* name) {
+    const auto it = j.find(name);
+    return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+ChatMessage parse_message(const json& msg, const std::string& p) {
+    if (!msg.is_object()) bad(p, "must be an object {role, content}");
+    ChatMessage cm;
+    const auto role = msg.find("role");
+    if (role == msg.end()) bad(p + ".role", "is required");
+    cm.role = get_string(*role, p + ".role");
+    if (cm.role == "developer") cm.role = "system"; // OpenAI's newer name for it
+    if (cm.role != "system" && cm.role != "user" && cm.role != "assistant")
+        throw ApiError(400, "'" + p + ".role' must be system, user or assistant (rewind formats no tools), got '" + cm.role + "'",
+                       p + ".role");
+    const auto content = msg.find("content");
+    if (content == msg.end() || content->is_null()) {
+        if (cm.role != "assistant" || msg.contains("tool_calls")) bad(p + ".content", "is required");
+    } else {
+        cm.content = text_or_parts(*content, p + ".content");
+    }
+    if (msg.contains("tool_calls")) bad(p + ".tool_calls", "is not supported by rewind serve");
+    return cm;
+}
+
+void parse_messages(const json& j, ServeRequest& r, const ParseLimits& limits) {
+    const json* m = field(j, "messages");
+    if (!m) bad("messages", "is required");
+    if (!m->is_array()) bad("messages", std::string("must be a list, not ") + type_name(*m));
+    if (m->empty()) bad("messages", "must hold at least one message");
+    if (m->size() > limits.max_messages) bad("messages", "holds more than " + std::to_string(limits.max_messages) + " messages");
+    for (size_t i = 0; i < m->size(); ++i) r.messages.push_back(parse_message((*m)[i], "messages[" + std::to_string(i) + "]"));
+}
+
+void parse_prompt(const json& j, ServeRequest& r) {
+    const json* p = field(j, "prompt");
+    if (!p) bad("prompt", "is required");
+    if (p->is_string()) {
+        r.prompt_text = p->get<std::string>();
+    } else if (p->is_array()) {
+        if (p->empty()) bad("prompt", "must not be empty");
+        if ((*p)[0].is_string()) {
+            if (p->size() != 1) bad("prompt", "a list of several prompts is not supported (one per request)");
+            r.prompt_text = (*p)[0].get<std::string>();
+        } else {
+            r.prompt_is_ids = true;
+            for (size_t i = 0; i < p->size(); ++i)
+                r.prompt_ids.push_back(get_int((*p)[i], "prompt[" + std::to_string(i) + "]", 0, std::numeric_limits<int32_t>::max()));
+        }
+    } else {
+        bad("prompt", std::string("must be a string or a list of token ids, not ") + type_name(*p));
+    }
+    if (!r.prompt_is_ids && r.prompt_text.empty()) bad("prompt", "must not be empty");
+}
+
+// max_tokens and the sampling settings.
+void parse_sampling(const json& j, ServeRequest& r) {
+    const json* mt = field(j, "max_completion_tokens");
+    const char* mt_name = "max_completion_tokens";
+    if (!mt) {
+        mt = field(j, "max_tokens");
+        mt_name = "max_tokens";
+    }
+    if (mt) r.max_tokens = get_int(*mt, mt_name, 0, std::numeric_limits<int32_t>::max());
+    if (const json* v = field(j, "temperature")) r.temperature = static_cast<float>(get_number(*v, "temperature", 0, 2));
+    if (const json* v = field(j, "top_p")) {
+        r.top_p = static_cast<float>(get_number(*v, "top_p", 0, 1));
+        if (r.top_p <= 0) bad("top_p", "must be > 0");
+    }
+    if (const json* v = field(j, "top_k")) r.top_k = static_cast<int32_t>(get_int(*v, "top_k", 0, 1 << 20));
+    if (const json* v = field(j, "min_p")) r.min_p = static_cast<float>(get_number(*v, "min_p", 0, 1));
+    if (const json* v = field(j, "repeat_penalty")) {
+        r.repeat_penalty = static_cast<float>(get_number(*v, "repeat_penalty", 0, 10));
+        if (r.repeat_penalty <= 0) bad("repeat_penalty", "must be > 0 (1: off)");
+    }
+    if (const json* v = field(j, "repeat_last_n")) {
+        const int64_t n = get_int(*v, "repeat_last_n", -1, std::numeric_limits<int32_t>::max());
+        r.repeat_last_n = n < 0 ? std::numeric_limits<int32_t>::max() : static_cast<int32_t>(n);
+    }
+    if (const json* v = field(j, "seed")) {
+        if (!v->is_number_integer()) bad("seed", "must be an integer");
+        r.seed = v->is_number_unsigned() ? v->get<uint64_t>() : static_cast<uint64_t>(v->get<int64_t>());
+    }
+}
+
+void parse_stop(const json& j, ServeRequest& r, const ParseLimits& limits) {
+    if (const json* v = field(j, "stop")) {
+        if (v->is_string()) {
+            r.stop.push_back(v->get<std::string>());
+        } else if (v->is_array()) {
+            for (size_t i = 0; i < v->size(); ++i) r.stop.push_back(get_string((*v)[i], "stop[" + std::to_string(i) + "]"));
+        } else {
+            bad("stop", std::string("must be a string or a list of strings, not ") + type_name(*v));
+        }
+        if (r.stop.size() > limits.max_stop) bad("stop", "holds more than " + std::to_string(limits.max_stop) + " strings");
+        for (const std::string& s : r.stop) {
+            if (s.empty()) bad("stop", "must not hold an empty string");
+            if (s.size() > limits.max_stop_bytes) bad("stop", "strings are at most " + std::to_string(limits.max_stop_bytes) + " bytes");
+        }
+    }
+}
+
+// stream, stream_options, user, prediction.
+void parse_delivery(const json& j, ServeRequest& r) {
+    if (const json* v = field(j, "stream")) r.stream = get_bool(*v, "stream");
+    if (const json* v = field(j, "stream_options")) {
+        if (!v->is_object()) bad("stream_options", "must be an object");
+        if (!r.stream) bad("stream_options", "is only allowed with stream: true");
+        const auto u = v->find("include_usage");
+        if (u != v->end() && !u->is_null()) r.include_usage = get_bool(*u, "stream_options.include_usage");
+    }
+    if (const json* v = field(j, "user")) r.user = get_string(*v, "user");
+    if (const json* v = field(j, "prediction")) {
+        if (!v->is_object()) bad("prediction", "must be an object {\"type\": \"content\", \"content\": ...}");
+        const auto t = v->find("type");
+        if (t == v->end()) bad("prediction.type", "is required");
+        if (get_string(*t, "prediction.type") != "content") bad("prediction.type", "must be 'content'");
+        const auto c = v->find("content");
+        if (c == v->end() || c->is_null()) bad("prediction.content", "is required");
+        r.prediction = text_or_parts(*c, "prediction.content");
+    }
+}
+
+void parse_speculation(const json& j, ServeRequest& r, const ParseLimits& limits) {
+    if (const json* v = field(j, "speculation")) {
+        if (!v->is_object()) bad("speculation", "must be an object {source, k, tree, references}");
+        for (const auto& [key, val] : v->items()) {
+            if (key == "source") {
+                r.speculation.source = get_string(val, "speculation.source");
+                if (!is_source_name(r.speculation.source)) bad("speculation.source", "must be one of " + source_choices());
+            } else if (key == "k") {
+                r.speculation.k = static_cast<int>(get_int(val, "speculation.k", 1, limits.max_k));
+            } else if (key == "tree") {
+                r.speculation.tree = static_cast<int>(get_int(val, "speculation.tree", 1, limits.max_tree));
+            } else if (key == "references") {
+                if (!val.is_array()) bad("speculation.references", "must be a list of strings");
+                if (val.size() > limits.max_references)
+                    bad("speculation.references", "holds more than " + std::to_string(limits.max_references) + " documents");
+                for (size_t i = 0; i < val.size(); ++i) {
+                    std::string doc = get_string(val[i], "speculation.references[" + std::to_string(i) + "]");
+                    if (doc.empty()) bad("speculation.references[" + std::to_string(i) + "]", "must not be empty");
+                    r.speculation.references.push_back(std::move(doc));
+                }
+            } else {
+                bad("speculation." + key, "is not a speculation field (source, k, tree, references)");
+            }
+        }
+        if (r.speculation.source == "ref" && r.speculation.references.empty() && !r.prediction)
+            bad("speculation.references", "is required by source 'ref' (or give a prediction)");
+        const std::string& src = r.speculation.source;
+        if (!r.speculation.references.empty() && !src.empty() && src != "ref" && src != "auto")
+            bad("speculation.references", "is only used by the sources 'ref' and 'auto'");
+    }
+}
+
+void parse_template_kwargs(const json& j, ServeRequest& r) {
+    if (const json* v = field(j, "chat_template_kwargs")) {
+        if (!v->is_object()) bad("chat_template_kwargs", "must be an object");
+        for (const auto& [key, val] : v->items()) {
+            if (key == "enable_thinking") r.enable_thinking = get_bool(val, "chat_template_kwargs.enable_thinking");
+            else bad("chat_template_kwargs." + key, "is not supported (rewind's templates take enable_thinking)");
+        }
+    }
+}
+
 } // namespace
+
+bool is_source_name(std::string_view name) {
+    return std::find(kSourceNames.begin(), kSourceNames.end(), name) != kSourceNames.end();
+}
+
+std::string source_choices() {
+    std::string out;
+    for (std::string_view n : kSourceNames) out += (out.empty() ? "" : ", ") + std::string(n);
+    return out;
+}
 
 ApiError::ApiError(int status_, std::string message, std::string param_, std::string type_, std::string code_)
     : std::runtime_error(std::move(message)), status(status_), type(std::move(type_)), param(std::move(param_)),
@@ -140,148 +317,17 @@ ServeRequest parse_request(Endpoint endpoint, std::string_view body, const Parse
 
     ServeRequest r;
     r.endpoint = endpoint;
-    auto field = [&](const char* name) -> const json* {
-        const auto it = j.find(name);
-        return it == j.end() || it->is_null() ? nullptr : &*it;
-    };
-    if (const json* v = field("model")) r.model = get_string(*v, "model");
-
+    if (const json* v = field(j, "model")) r.model = get_string(*v, "model");
     if (endpoint == Endpoint::Chat) {
-        const json* m = field("messages");
-        if (!m) bad("messages", "is required");
-        if (!m->is_array()) bad("messages", std::string("must be a list, not ") + type_name(*m));
-        if (m->empty()) bad("messages", "must hold at least one message");
-        if (m->size() > limits.max_messages) bad("messages", "holds more than " + std::to_string(limits.max_messages) + " messages");
-        for (size_t i = 0; i < m->size(); ++i) {
-            const std::string p = "messages[" + std::to_string(i) + "]";
-            const json& msg = (*m)[i];
-            if (!msg.is_object()) bad(p, "must be an object {role, content}");
-            ChatMessage cm;
-            const auto role = msg.find("role");
-            if (role == msg.end()) bad(p + ".role", "is required");
-            cm.role = get_string(*role, p + ".role");
-            if (cm.role == "developer") cm.role = "system"; // OpenAI's newer name for it
-            if (cm.role != "system" && cm.role != "user" && cm.role != "assistant")
-                throw ApiError(400, "'" + p + ".role' must be system, user or assistant (rewind formats no tools), got '" + cm.role + "'",
-                               p + ".role");
-            const auto content = msg.find("content");
-            if (content == msg.end() || content->is_null()) {
-                if (cm.role != "assistant" || msg.contains("tool_calls")) bad(p + ".content", "is required");
-            } else {
-                cm.content = text_or_parts(*content, p + ".content");
-            }
-            if (msg.contains("tool_calls")) bad(p + ".tool_calls", "is not supported by rewind serve");
-            r.messages.push_back(std::move(cm));
-        }
+        parse_messages(j, r, limits);
     } else {
-        const json* p = field("prompt");
-        if (!p) bad("prompt", "is required");
-        if (p->is_string()) {
-            r.prompt_text = p->get<std::string>();
-        } else if (p->is_array()) {
-            if (p->empty()) bad("prompt", "must not be empty");
-            if ((*p)[0].is_string()) {
-                if (p->size() != 1) bad("prompt", "a list of several prompts is not supported (one per request)");
-                r.prompt_text = (*p)[0].get<std::string>();
-            } else {
-                r.prompt_is_ids = true;
-                for (size_t i = 0; i < p->size(); ++i)
-                    r.prompt_ids.push_back(get_int((*p)[i], "prompt[" + std::to_string(i) + "]", 0, std::numeric_limits<int32_t>::max()));
-            }
-        } else {
-            bad("prompt", std::string("must be a string or a list of token ids, not ") + type_name(*p));
-        }
-        if (!r.prompt_is_ids && r.prompt_text.empty()) bad("prompt", "must not be empty");
+        parse_prompt(j, r);
     }
-
-    const json* mt = field("max_completion_tokens");
-    const char* mt_name = "max_completion_tokens";
-    if (!mt) {
-        mt = field("max_tokens");
-        mt_name = "max_tokens";
-    }
-    if (mt) r.max_tokens = get_int(*mt, mt_name, 0, std::numeric_limits<int32_t>::max());
-    if (const json* v = field("temperature")) r.temperature = static_cast<float>(get_number(*v, "temperature", 0, 2));
-    if (const json* v = field("top_p")) {
-        r.top_p = static_cast<float>(get_number(*v, "top_p", 0, 1));
-        if (r.top_p <= 0) bad("top_p", "must be > 0");
-    }
-    if (const json* v = field("top_k")) r.top_k = static_cast<int32_t>(get_int(*v, "top_k", 0, 1 << 20));
-    if (const json* v = field("min_p")) r.min_p = static_cast<float>(get_number(*v, "min_p", 0, 1));
-    if (const json* v = field("seed")) {
-        if (!v->is_number_integer()) bad("seed", "must be an integer");
-        r.seed = v->is_number_unsigned() ? v->get<uint64_t>() : static_cast<uint64_t>(v->get<int64_t>());
-    }
-    if (const json* v = field("stop")) {
-        if (v->is_string()) {
-            r.stop.push_back(v->get<std::string>());
-        } else if (v->is_array()) {
-            for (size_t i = 0; i < v->size(); ++i) r.stop.push_back(get_string((*v)[i], "stop[" + std::to_string(i) + "]"));
-        } else {
-            bad("stop", std::string("must be a string or a list of strings, not ") + type_name(*v));
-        }
-        if (r.stop.size() > limits.max_stop) bad("stop", "holds more than " + std::to_string(limits.max_stop) + " strings");
-        for (const std::string& s : r.stop) {
-            if (s.empty()) bad("stop", "must not hold an empty string");
-            if (s.size() > limits.max_stop_bytes) bad("stop", "strings are at most " + std::to_string(limits.max_stop_bytes) + " bytes");
-        }
-    }
-    if (const json* v = field("stream")) r.stream = get_bool(*v, "stream");
-    if (const json* v = field("stream_options")) {
-        if (!v->is_object()) bad("stream_options", "must be an object");
-        if (!r.stream) bad("stream_options", "is only allowed with stream: true");
-        const auto u = v->find("include_usage");
-        if (u != v->end() && !u->is_null()) r.include_usage = get_bool(*u, "stream_options.include_usage");
-    }
-    if (const json* v = field("user")) r.user = get_string(*v, "user");
-    if (const json* v = field("prediction")) {
-        if (!v->is_object()) bad("prediction", "must be an object {\"type\": \"content\", \"content\": ...}");
-        const auto t = v->find("type");
-        if (t == v->end()) bad("prediction.type", "is required");
-        if (get_string(*t, "prediction.type") != "content") bad("prediction.type", "must be 'content'");
-        const auto c = v->find("content");
-        if (c == v->end() || c->is_null()) bad("prediction.content", "is required");
-        r.prediction = text_or_parts(*c, "prediction.content");
-    }
-    if (const json* v = field("speculation")) {
-        if (!v->is_object()) bad("speculation", "must be an object {source, k, tree, references}");
-        for (const auto& [key, val] : v->items()) {
-            if (key == "source") {
-                r.speculation.source = get_string(val, "speculation.source");
-                static const char* const kNames[] = {"none", "ngram", "ref", "auto", "suffix", "draft"};
-                bool known = false;
-                for (const char* n : kNames) known = known || r.speculation.source == n;
-                if (!known) bad("speculation.source", "must be one of none, ngram, ref, auto, suffix, draft");
-            } else if (key == "k") {
-                r.speculation.k = static_cast<int>(get_int(val, "speculation.k", 1, limits.max_k));
-            } else if (key == "tree") {
-                r.speculation.tree = static_cast<int>(get_int(val, "speculation.tree", 1, limits.max_tree));
-            } else if (key == "references") {
-                if (!val.is_array()) bad("speculation.references", "must be a list of strings");
-                if (val.size() > limits.max_references)
-                    bad("speculation.references", "holds more than " + std::to_string(limits.max_references) + " documents");
-                for (size_t i = 0; i < val.size(); ++i) {
-                    std::string doc = get_string(val[i], "speculation.references[" + std::to_string(i) + "]");
-                    if (doc.empty()) bad("speculation.references[" + std::to_string(i) + "]", "must not be empty");
-                    r.speculation.references.push_back(std::move(doc));
-                }
-            } else {
-                bad("speculation." + key, "is not a speculation field (source, k, tree, references)");
-            }
-        }
-        if (r.speculation.source == "ref" && r.speculation.references.empty() && !r.prediction)
-            bad("speculation.references", "is required by source 'ref' (or give a prediction)");
-        if (!r.speculation.references.empty() && (r.speculation.source == "ngram" || r.speculation.source == "suffix" ||
-                                                  r.speculation.source == "none" || r.speculation.source == "draft"))
-            bad("speculation.references", "is only used by the sources 'ref' and 'auto'");
-    }
-    if (const json* v = field("chat_template_kwargs")) {
-        if (!v->is_object()) bad("chat_template_kwargs", "must be an object");
-        for (const auto& [key, val] : v->items()) {
-            if (key == "enable_thinking") r.enable_thinking = get_bool(val, "chat_template_kwargs.enable_thinking");
-            else bad("chat_template_kwargs." + key, "is not supported (rewind's templates take enable_thinking)");
-        }
-    }
+    parse_sampling(j, r);
+    parse_stop(j, r, limits);
+    parse_delivery(j, r);
+    parse_speculation(j, r, limits);
+    parse_template_kwargs(j, r);
     return r;
 }
 

@@ -2,6 +2,7 @@
 // validated into a ServeRequest, or refused with an OpenAI-style error naming the field. Pure (no
 // model, no sockets), so it is unit-tested and fuzzed on its own.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -38,8 +39,16 @@ struct ParseLimits {
     size_t max_messages = 4096;
 };
 
+// The one list of guess sources a request may name (speculation.source), and the server's
+// default among them (--spec: all but "ref", which needs the request's documents). "none" is
+// plain decoding; the others are the library's source kinds (speculate/source_factory.h).
+inline constexpr std::array<std::string_view, 6> kSourceNames = {"none", "ngram", "ref", "auto", "suffix", "draft"};
+bool is_source_name(std::string_view name);
+// "none, ngram, ref, auto, suffix, draft": the choices, for messages.
+std::string source_choices();
+
 struct SpeculationRequest {
-    std::string source;                  // empty: the server's; else ngram, ref, auto, suffix, none
+    std::string source;                  // empty: the server's; else one of kSourceNames
     int k = 0;                           // 0: the server's
     int tree = -1;                       // continuations per node, [1, 16]; -1: the server's
     std::vector<std::string> references; // documents to copy guesses from
@@ -59,6 +68,9 @@ struct ServeRequest {
     float top_p = 1.0f;
     int32_t top_k = 0;
     float min_p = 0.0f;
+    float repeat_penalty = 1.0f;         // llama.cpp's field, (0, 10]; 1: off
+    int32_t repeat_last_n = 64;          // llama.cpp's field: the tokens the penalty looks back on
+                                         // (0: none; the request's -1: the whole sequence)
     uint64_t seed = 0;
     std::vector<std::string> stop;
     bool stream = false;
