@@ -65,9 +65,13 @@ DecodeState::DecodeState(const Model& model, const GenerateOptions& opts, int64_
                     &stack_, &cand_row_})
         v->reserve(R);
     cand_tok_.reserve(R);
+    snap_.reserve(R);
+    alive_.reserve(R);
+    mask_.resize(static_cast<size_t>((model.n_vocab() + 31) / 32));
 }
 
-void DecodeState::start(std::span<const TokenId> prompt) {
+void DecodeState::start(std::span<const TokenId> prompt, TokenConstraint* constraint) {
+    constraint_ = constraint;
     tokens_.assign(prompt.begin(), prompt.end());
     prompt_size_ = prompt.size();
     const auto P = static_cast<int64_t>(prompt.size());
@@ -131,10 +135,64 @@ std::span<const TokenId> DecodeState::begin_pass(int64_t pc, std::span<const Tok
         cand_par_.push_back(a < 0 ? -1 : cand_row_[static_cast<size_t>(a)]);
         cand_src_.push_back(static_cast<int32_t>(i));
     }
+    if (constraint_ && !cand_tok_.empty()) cut_forbidden();
     pc_ = pc;
     probs_ = probs;
     build_rows(cand_tok_.size());
     return rows_;
+}
+
+void DecodeState::cut_forbidden() {
+    const size_t m = cand_tok_.size();
+    // Children lists over candidates (node c + 1; 0 is the pending token).
+    first_child_.assign(m + 1, -1);
+    next_sibling_.assign(m + 1, -1);
+    for (size_t c = m; c-- > 0;) {
+        const auto p = static_cast<size_t>(cand_par_[c] + 1);
+        next_sibling_[c + 1] = first_child_[p];
+        first_child_[p] = static_cast<int32_t>(c + 1);
+    }
+    // Depth first: a popped node's parent is always the state reached last or one of its
+    // ancestors, so every rollback goes back along the path that led to the present state.
+    TokenConstraint& tc = *constraint_;
+    const TokenConstraint::Snapshot s0 = tc.snapshot();
+    snap_.assign(m, s0);
+    alive_.assign(m, 0);
+    stack_.clear();
+    for (int32_t n = first_child_[0]; n >= 0; n = next_sibling_[static_cast<size_t>(n)]) stack_.push_back(n);
+    while (!stack_.empty()) {
+        const auto c = static_cast<size_t>(stack_.back() - 1);
+        stack_.pop_back();
+        const int32_t p = cand_par_[c];
+        tc.rollback(p < 0 ? s0 : snap_[static_cast<size_t>(p)]);
+        if (!tc.accept(cand_tok_[c])) continue; // forbidden: it and its subtree go
+        alive_[c] = 1;
+        snap_[c] = tc.snapshot();
+        for (int32_t n = first_child_[c + 1]; n >= 0; n = next_sibling_[static_cast<size_t>(n)]) stack_.push_back(n);
+    }
+    tc.rollback(s0);
+    // Compact in the source's order; alive_[c] becomes c's new index.
+    size_t j = 0;
+    for (size_t c = 0; c < m; ++c) {
+        if (!alive_[c]) {
+            alive_[c] = -1;
+            continue;
+        }
+        const int32_t p = cand_par_[c];
+        cand_tok_[j] = cand_tok_[c];
+        cand_par_[j] = p < 0 ? -1 : alive_[static_cast<size_t>(p)];
+        cand_src_[j] = cand_src_[c];
+        alive_[c] = static_cast<int32_t>(j++);
+    }
+    cand_tok_.resize(j);
+    cand_par_.resize(j);
+    cand_src_.resize(j);
+}
+
+std::span<const uint32_t> DecodeState::next_mask() {
+    if (!constraint_) return {};
+    constraint_->fill_mask(mask_);
+    return mask_;
 }
 
 void DecodeState::build_rows(size_t m) {
@@ -203,8 +261,9 @@ void DecodeState::cancel() {
 
 int32_t DecodeState::decide(const float* row, int64_t pos, size_t cur, TokenId& out) {
     const int32_t first = first_child_[cur];
+    const std::span<const uint32_t> mask = next_mask();
     if (first < 0 || spec_.verify == VerifyMode::Exact) {
-        out = sampler_.sample(row, pos, tokens_);
+        out = sampler_.sample(row, pos, tokens_, mask);
         for (int32_t c = first; c >= 0; c = next_sibling_[static_cast<size_t>(c)])
             if (rows_[static_cast<size_t>(c)] == out) return c;
         return -1;
@@ -214,7 +273,7 @@ int32_t DecodeState::decide(const float* row, int64_t pos, size_t cur, TokenId& 
     // with q = one-hot(x).
     const TokenId x = rows_[static_cast<size_t>(first)];
     const auto n_vocab = static_cast<size_t>(model_.n_vocab());
-    sampler_.distribution(row, tokens_, p_);
+    sampler_.distribution(row, tokens_, p_, mask);
     const float* q =
         probs_.empty() ? nullptr : probs_.data() + static_cast<size_t>(row_src_[static_cast<size_t>(first)]) * n_vocab;
     const double px = p_[static_cast<size_t>(x)];
@@ -267,6 +326,11 @@ int DecodeState::judge(std::span<const float> logits, const TokenCallback& on_to
         const auto pos = static_cast<int64_t>(tokens_.size());
         TokenId t;
         const int32_t next = decide(logits.data() + cur * n_vocab, pos, cur, t);
+        // The constraint follows the emitted path (the token came from its mask, or was a guess
+        // begin_pass checked against it).
+        if (constraint_ && !constraint_->accept(t))
+            throw Error(ErrorCode::state, "decoding: the constraint refused token " + std::to_string(t) +
+                                              ", which its own mask allowed, at position " + std::to_string(pos));
         if (next >= 0) {
             ++stats_.accepted_at[static_cast<size_t>(accepted)];
             ++accepted;

@@ -1,4 +1,4 @@
-// Sampler: the fixed filter chain (penalty -> top-k -> top-p -> min-p -> temperature -> draw,
+// Sampler: the fixed filter chain (mask -> penalty -> top-k -> top-p -> min-p -> temperature -> draw,
 // see sampler.h) over preallocated buffers, and counter-based randomness so that a position's
 // draw depends only on (seed, position, stream).
 #include "rewind/sampler.h"
@@ -107,23 +107,48 @@ int64_t argmax_lowest_index(const float* l, int64_t n) {
 
 } // namespace
 
-TokenId Sampler::greedy_pick(const float* logits, std::span<const TokenId> history) {
+void Sampler::apply_mask(std::span<const uint32_t> mask) {
+    if (mask.empty()) return;
+    if (static_cast<int64_t>(mask.size()) != mask_words())
+        throw Error(ErrorCode::shape, "sampler: a token mask of " + std::to_string(mask.size()) + " words for a vocabulary of " +
+                                          std::to_string(n_vocab_) + " tokens (needs " + std::to_string(mask_words()) + ")");
+    constexpr float kOut = -std::numeric_limits<float>::infinity();
+    bool any = false;
+    for (size_t w = 0; w < mask.size(); ++w) {
+        const uint32_t bits = mask[w];
+        any = any || bits != 0;
+        if (bits == 0xffffffffu) continue;
+        const size_t base = w * 32;
+        const size_t end = std::min(base + 32, static_cast<size_t>(n_vocab_));
+        for (size_t t = base; t < end; ++t)
+            if (!((bits >> (t - base)) & 1u)) work_[t] = kOut;
+    }
+    if (!any) throw Error("sampler: the token mask allows no token");
+}
+
+TokenId Sampler::greedy_pick(const float* logits, std::span<const TokenId> history, std::span<const uint32_t> mask) {
     const float* l = logits;
-    if (opts_.repeat_penalty != 1.0f) {
+    if (opts_.repeat_penalty != 1.0f || !mask.empty()) {
         std::copy(logits, logits + n_vocab_, work_.begin());
+        apply_mask(mask);
         penalise(history);
         l = work_.data();
     }
-    return static_cast<TokenId>(argmax_lowest_index(l, n_vocab_));
+    const int64_t best = argmax_lowest_index(l, n_vocab_);
+    // Under a mask the argmax must be an allowed token: one with a finite logit.
+    if (!mask.empty() && l[best] == -std::numeric_limits<float>::infinity())
+        throw Error("sampler: every token the mask allows has logit -inf");
+    return static_cast<TokenId>(best);
 }
 
-void Sampler::compute(const float* logits, std::span<const TokenId> history) {
+void Sampler::compute(const float* logits, std::span<const TokenId> history, std::span<const uint32_t> mask) {
     const auto n = static_cast<size_t>(n_vocab_);
     for (size_t i = 0; i < n; ++i) {
         if (std::isnan(logits[i]) || logits[i] == std::numeric_limits<float>::infinity())
             throw Error("sampler: logit of token " + std::to_string(i) + " is NaN or +inf");
     }
     std::copy(logits, logits + n, work_.begin());
+    apply_mask(mask);
     penalise(history);
 
     const float* w = work_.data();
@@ -174,19 +199,21 @@ void Sampler::compute(const float* logits, std::span<const TokenId> history) {
     for (size_t i = 0; i < count; ++i) probs_[static_cast<size_t>(idx_[i])] = static_cast<float>(exps_[i] / total);
 }
 
-TokenId Sampler::sample(const float* logits, int64_t pos, std::span<const TokenId> history) {
-    if (opts_.greedy()) return greedy_pick(logits, history);
-    compute(logits, history);
+TokenId Sampler::sample(const float* logits, int64_t pos, std::span<const TokenId> history,
+                        std::span<const uint32_t> mask) {
+    if (opts_.greedy()) return greedy_pick(logits, history, mask);
+    compute(logits, history, mask);
     return sample_from(probs_, pos, kSampleStream);
 }
 
-void Sampler::distribution(const float* logits, std::span<const TokenId> history, std::vector<float>& probs) {
+void Sampler::distribution(const float* logits, std::span<const TokenId> history, std::vector<float>& probs,
+                           std::span<const uint32_t> mask) {
     probs.assign(static_cast<size_t>(n_vocab_), 0.0f);
     if (opts_.greedy()) {
-        probs[static_cast<size_t>(greedy_pick(logits, history))] = 1.0f;
+        probs[static_cast<size_t>(greedy_pick(logits, history, mask))] = 1.0f;
         return;
     }
-    compute(logits, history);
+    compute(logits, history, mask);
     std::copy(probs_.begin(), probs_.end(), probs.begin());
 }
 

@@ -124,7 +124,7 @@ uint64_t BatchDecoder::submit(BatchRequest req) {
     r->admitted = Clock::now();
     r->kv_bytes = need;
     const std::vector<TokenId>& prompt = r->req.prompt;
-    r->seq.start(prompt);
+    r->seq.start(prompt, r->req.constraint.get());
     if (opts_.share_prefixes) {
         // The longest run of prompt tokens from position 0 that another cache holds (all but the
         // last prompt token at most: that one is the first pass's pending token).

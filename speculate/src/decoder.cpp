@@ -53,7 +53,8 @@ class SpeculativeDecoder {
 public:
     // Keeps references to target, cache and source; all must outlive the decoder.
     SpeculativeDecoder(Context& target, KvCache& cache, GuessSource& source, const SpeculativeOptions& opts);
-    SpeculativeResult generate(const std::vector<TokenId>& prompt, const TokenCallback& on_token);
+    SpeculativeResult generate(const std::vector<TokenId>& prompt, const TokenCallback& on_token,
+                               TokenConstraint* constraint);
 
 private:
     Context& ctx_;
@@ -88,12 +89,13 @@ SpeculativeDecoder::SpeculativeDecoder(Context& target, KvCache& cache, GuessSou
                     "with the pass size; speculation needs Numerics::Exact");
 }
 
-SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& prompt, const TokenCallback& on_token) {
+SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& prompt, const TokenCallback& on_token,
+                                               TokenConstraint* constraint) {
     const auto t_start = Clock::now();
     const auto P = static_cast<int64_t>(prompt.size());
     const int64_t n0 = cache_.size();
     check_prompt(ctx_.model(), prompt, n0, cache_.capacity(), "speculative decoding");
-    seq_.start(prompt);
+    seq_.start(prompt, constraint);
     DecodeStats& st = seq_.stats();
     SpeculativeResult res;
 
@@ -156,9 +158,9 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& promp
 
 SpeculativeResult generate_speculative(Context& target, KvCache& cache, const std::vector<TokenId>& prompt,
                                        GuessSource& source, const SpeculativeOptions& opts,
-                                       const TokenCallback& on_token) {
+                                       const TokenCallback& on_token, TokenConstraint* constraint) {
     SpeculativeDecoder dec(target, cache, source, opts);
-    return dec.generate(prompt, on_token);
+    return dec.generate(prompt, on_token, constraint);
 }
 
 } // namespace rwd::speculate

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "rewind/constraint.h"
 #include "rewind/generate.h"
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
@@ -86,6 +87,9 @@ void check_prompt(const Model& model, std::span<const TokenId> prompt, int64_t c
 // (all but the newest emitted token, which is the next pass's pending one): a truncation for a
 // chain, KvCache::keep_path for a tree. The first pass after a prompt may instead be the
 // prompt's last row alone (Logits::Last): it is judged like a pass without guesses.
+// Under a constraint (start()'s `constraint`), every position is decided among the tokens the
+// constraint allows there (the sampler's step 0), the constraint advances with each emitted
+// token (the accepted path only), and begin_pass cuts the guesses it forbids.
 // Threads: belongs to one thread at a time. Allocates only while tokens() grows beyond what
 // start() reserved.
 class DecodeState {
@@ -98,8 +102,10 @@ public:
 
     // A new generation from `prompt` (checked by the caller: check_prompt). Clears the stop
     // rules' progress and sizes the statistics; keeps the k controller's state only between the
-    // passes of one generation.
-    void start(std::span<const TokenId> prompt);
+    // passes of one generation. `constraint` (null: none; not owned, it must outlive the
+    // generation) constrains the generated tokens from its present state (a fresh constraint
+    // constrains the whole output; it is not reset here) and is advanced past each emitted token.
+    void start(std::span<const TokenId> prompt, TokenConstraint* constraint = nullptr);
 
     // Nothing can be generated from the prompt (max_tokens 0, or a prompt filling the cache):
     // the stop reason then is final (MaxTokens or ContextFull) and done() is true.
@@ -111,7 +117,8 @@ public:
     int room(int64_t pc, int64_t limit) const;
 
     // The next pass: keeps the first `room` guesses (in the source's order, which puts parents
-    // first) minus any whose id is outside the vocabulary and their descendants, and returns the
+    // first) minus any whose id is outside the vocabulary or that the constraint forbids after
+    // its ancestors (they could never stand), and their descendants, and returns the
     // pass's rows [pending, kept guesses...]. `parents` is empty (a chain) or one per guess in
     // [-1, i) (-1: follows the pending token); a tree's rows come in depth-first order (each
     // node's children in the source's order), so a path's rows are runs of consecutive rows. In
@@ -168,6 +175,11 @@ private:
     int32_t decide(const float* row, int64_t pos, size_t cur, TokenId& out);
     // rows_ and its tree from the first m kept candidates.
     void build_rows(size_t m);
+    // Drops the candidates the constraint refuses after their ancestors (and their descendants),
+    // walking them depth first with snapshot/rollback; the constraint ends where it started.
+    void cut_forbidden();
+    // Fills mask_ from the constraint: the mask of the next position.
+    std::span<const uint32_t> next_mask();
     bool push(TokenId t, int64_t pos, const TokenCallback& on_token);
     void observe_k(int proposed, int accepted);
 
@@ -197,6 +209,10 @@ private:
     StopReason stop_ = StopReason::MaxTokens;
     DecodeStats stats_;
     std::vector<float> p_, residual_; // rejection mode scratch [n_vocab]
+    TokenConstraint* constraint_ = nullptr;     // this generation's, or null
+    std::vector<uint32_t> mask_;                // [(n_vocab + 31) / 32] the next position's allowed tokens
+    std::vector<TokenConstraint::Snapshot> snap_; // cut_forbidden: each candidate's state after it
+    std::vector<int32_t> alive_;                // cut_forbidden: candidate kept (1) or not, then its new index
 };
 
 } // namespace rwd

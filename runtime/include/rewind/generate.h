@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "rewind/constraint.h"
 #include "rewind/context.h"
 #include "rewind/kv_cache.h"
 #include "rewind/sampler.h"
@@ -77,7 +78,13 @@ private:
 // vocabulary, bad sampler options, negative max_tokens or an empty stop string (argument),
 // cache.size() >= prompt.size() or a cache of another model (state), or a prompt that does not
 // fit in the cache (capacity).
+// `constraint` (null: none; not owned) restricts every generated token to those it allows, from
+// its present state, and is advanced past each one (DecodeState::start): an end-of-generation
+// token only where its text is complete, so a generation that ends with StopReason::
+// EndOfGeneration holds a complete sentence, and one cut by max_tokens, a stop string or a full
+// context may not.
 GenerateResult generate_plain(Context& ctx, KvCache& cache, const std::vector<TokenId>& prompt,
-                              const GenerateOptions& opts, const TokenCallback& on_token = {});
+                              const GenerateOptions& opts, const TokenCallback& on_token = {},
+                              TokenConstraint* constraint = nullptr);
 
 } // namespace rwd

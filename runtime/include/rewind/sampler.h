@@ -4,6 +4,8 @@
 // Threads: a Sampler keeps scratch buffers and belongs to one thread at a time.
 //
 // The filters always run in this fixed order (llama.cpp's common order):
+//   0. constraint mask (optional, a TokenConstraint's bits): a token outside it gets logit -inf,
+//      so every later step sees only the allowed tokens;
 //   1. repetition penalty over the last repeat_last_n history tokens (each distinct id once);
 //   2. greedy stops here: argmax of the penalised logits, lowest id on ties;
 //   3. top-k: keep the k largest logits (ties broken by lower id);
@@ -46,16 +48,23 @@ public:
     // Stream 0 is sample()'s; speculative decoding uses others for its accept/reject draws.
     static constexpr uint64_t kSampleStream = 0;
 
+    // Words of a mask over the vocabulary: token t is bit (t % 32) of mask[t / 32].
+    int64_t mask_words() const { return (n_vocab_ + 31) / 32; }
+
     // The token for absolute position `pos` (the position the token will occupy), given the
-    // logits [n_vocab] computed there and the tokens before it (for the repetition penalty).
-    // Deterministic in (options, pos, logits, history). Reuses internal buffers. Throws
-    // rwd::Error (argument) on a history id outside the vocabulary, a NaN / +inf logit, or logits
-    // that leave no candidate (all -inf).
-    TokenId sample(const float* logits, int64_t pos, std::span<const TokenId> history);
+    // logits [n_vocab] computed there and the tokens before it (for the penalties), among the
+    // tokens `mask` allows (empty: all; else mask_words() words, step 0 above). Deterministic in
+    // (options, pos, logits, history, mask). Reuses internal buffers. Throws rwd::Error
+    // (argument) on a history id outside the vocabulary, a NaN / +inf logit, or logits that
+    // leave no candidate (every allowed token at -inf, or a mask allowing none); (shape) on a
+    // mask of another size.
+    TokenId sample(const float* logits, int64_t pos, std::span<const TokenId> history,
+                   std::span<const uint32_t> mask = {});
 
     // The distribution sample() draws from, over the whole vocabulary (zeros outside the
     // kept set). For greedy, one-hot on the argmax.
-    void distribution(const float* logits, std::span<const TokenId> history, std::vector<float>& probs);
+    void distribution(const float* logits, std::span<const TokenId> history, std::vector<float>& probs,
+                      std::span<const uint32_t> mask = {});
 
     // Draws from an explicit distribution [n_vocab] (non-negative, any positive total: it is
     // normalised) with the randomness of (seed, pos, stream): the first id, in id order, at which
@@ -64,9 +73,10 @@ public:
     TokenId sample_from(std::span<const float> probs, int64_t pos, uint64_t stream) const;
 
 private:
-    // Steps 1-6 above into probs_ (zeros outside the kept set).
-    void compute(const float* logits, std::span<const TokenId> history);
-    TokenId greedy_pick(const float* logits, std::span<const TokenId> history);
+    // Steps 0-6 above into probs_ (zeros outside the kept set).
+    void compute(const float* logits, std::span<const TokenId> history, std::span<const uint32_t> mask);
+    TokenId greedy_pick(const float* logits, std::span<const TokenId> history, std::span<const uint32_t> mask);
+    void apply_mask(std::span<const uint32_t> mask); // step 0 on work_
     void penalise(std::span<const TokenId> history); // step 1 on work_
 
     SamplerOptions opts_;
