@@ -141,7 +141,7 @@ TEST(ConstrainedDecoding, SpeculativeEqualsPlainForEverySource) {
     for (const float temp : {0.0f, 0.8f}) {
         PieceConstraint c(m->tokenizer(), constraint_test::python_function());
         const GenerateResult plain = plain_of(ctx, prompt, options(temp), c);
-        for (const std::string kind : {"ngram", "ref", "draft", "suffix", "auto"}) {
+        for (const std::string kind : {"ngram", "ref", "draft", "suffix", "auto", "forced"}) {
             for (const int branches : {1, 3}) {
                 auto src = source_of(kind, branches);
                 for (const int k : {1, 4, 8}) {
@@ -158,6 +158,60 @@ TEST(ConstrainedDecoding, SpeculativeEqualsPlainForEverySource) {
             }
         }
     }
+}
+
+// Forced text is proposed as guesses: alone ("forced") and composed automatically with another
+// source; it is counted, it stands (the model's own text agrees with what the constraint forces
+// here), and passes carry more than one token.
+TEST(ConstrainedDecoding, ForcedTextIsGuessedAndCounted) {
+    const auto m = target();
+    Context ctx(m);
+    const auto prompt = m->tokenizer().encode(kPrompt);
+    PieceConstraint c(m->tokenizer(), constraint_test::python_function());
+    const GenerateResult plain = plain_of(ctx, prompt, options(0.0f), c);
+    for (const std::string kind : {"forced", "ngram", "draft"}) {
+        auto src = source_of(kind, 1);
+        SpeculativeOptions so;
+        so.generate = options(0.0f);
+        so.k = 8;
+        KvCache cache(*m, {kCapacity});
+        c.reset();
+        const auto r = generate_speculative(ctx, cache, prompt, *src, so, {}, &c);
+        EXPECT_EQ(r.tokens, plain.tokens) << kind;
+        EXPECT_GT(r.stats.forced_proposed, 0) << kind;
+        EXPECT_GT(r.stats.forced_accepted, 0) << kind;
+        EXPECT_LE(r.stats.forced_accepted, r.stats.forced_proposed);
+        EXPECT_LE(r.stats.forced_proposed, r.stats.proposed);
+        EXPECT_GT(r.stats.tokens_per_pass(), 1.0) << kind;
+        EXPECT_NE(format_stats(r.stats).find("forced text"), std::string::npos);
+    }
+    // Without a constraint "forced" guesses nothing: plain decoding.
+    auto src = source_of("forced", 1);
+    SpeculativeOptions so;
+    so.generate = options(0.0f, 16);
+    KvCache cache(*m, {kCapacity});
+    const auto r = generate_speculative(ctx, cache, prompt, *src, so);
+    EXPECT_EQ(r.stats.proposed, 0);
+}
+
+// Rejection mode composes forced text with a draft's distributions (point masses for the forced
+// guesses) and keeps every token inside the language.
+TEST(ConstrainedDecoding, RejectionModeStaysInTheLanguage) {
+    const auto m = target();
+    Context ctx(m);
+    const auto prompt = m->tokenizer().encode(kPrompt);
+    PieceConstraint c(m->tokenizer(), constraint_test::python_function());
+    auto src = source_of("draft", 1);
+    SpeculativeOptions so;
+    so.generate = options(0.8f);
+    so.k = 4;
+    so.verify = VerifyMode::Rejection;
+    KvCache cache(*m, {kCapacity});
+    const auto r = generate_speculative(ctx, cache, prompt, *src, so, {}, &c);
+    std::vector<TokenId> text = r.tokens;
+    if (r.stop == StopReason::EndOfGeneration) text.pop_back();
+    EXPECT_TRUE(c.matches(m->tokenizer().decode(text), r.stop == StopReason::EndOfGeneration));
+    EXPECT_GT(r.stats.forced_proposed, 0);
 }
 
 // The pass size and the thread count change nothing (adaptive and cost k policies too).
@@ -187,7 +241,7 @@ TEST(ConstrainedDecoding, ForbiddenGuessesAreCutBeforeThePass) {
     const Tokenizer& tok = m->tokenizer();
     Context ctx(m);
     const auto prompt = tok.encode(kPrompt);
-    PieceConstraint c(tok, constraint_test::python_function());
+    PieceConstraint c(tok, constraint_test::short_text()); // complete everywhere: nothing is forced
     const GenerateResult plain = plain_of(ctx, prompt, options(0.0f, 8), c);
 
     Scripted src;

@@ -105,7 +105,7 @@ int DecodeState::room(int64_t pc, int64_t limit) const {
 
 std::span<const TokenId> DecodeState::begin_pass(int64_t pc, std::span<const TokenId> guesses,
                                                  std::span<const int32_t> parents, std::span<const float> probs,
-                                                 int room, std::string_view source) {
+                                                 int room, std::string_view source, int forced) {
     const auto n_vocab = static_cast<size_t>(model_.n_vocab());
     if (!probs.empty() && probs.size() != guesses.size() * n_vocab)
         throw Error(ErrorCode::shape, "decoding: " + std::string(source) + " returned " + std::to_string(probs.size()) +
@@ -136,6 +136,7 @@ std::span<const TokenId> DecodeState::begin_pass(int64_t pc, std::span<const Tok
         cand_src_.push_back(static_cast<int32_t>(i));
     }
     if (constraint_ && !cand_tok_.empty()) cut_forbidden();
+    forced_ = forced;
     pc_ = pc;
     probs_ = probs;
     build_rows(cand_tok_.size());
@@ -342,6 +343,11 @@ int DecodeState::judge(std::span<const float> logits, const TokenCallback& on_to
     }
     stats_.accepted += accepted;
     stats_.emitted += emitted_;
+    if (forced_ > 0) {
+        for (size_t r = 1; r < rows_.size(); ++r) stats_.forced_proposed += row_src_[r] < forced_ ? 1 : 0;
+        for (size_t d = 1; d < path_.size(); ++d)
+            stats_.forced_accepted += row_src_[static_cast<size_t>(path_[d])] < forced_ ? 1 : 0;
+    }
     observe_k(max_depth_, accepted);
     return accepted;
 }

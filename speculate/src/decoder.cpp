@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "rewind/error.h"
+#include "rewind/speculate/forced_source.h"
 #include "tree_budget.h"
 
 namespace rwd::speculate {
@@ -31,6 +32,11 @@ std::string format_stats(const DecodeStats& s) {
         std::snprintf(buf, sizeof buf, "trees: %lld of %lld passes branched, %.2f guesses verified and %.2f deep per pass\n",
                       static_cast<long long>(s.tree_passes), static_cast<long long>(s.passes), s.guesses_per_pass(),
                       s.mean_depth());
+        out += buf;
+    }
+    if (s.forced_proposed > 0) {
+        std::snprintf(buf, sizeof buf, "forced text: %lld/%lld forced guesses accepted\n",
+                      static_cast<long long>(s.forced_accepted), static_cast<long long>(s.forced_proposed));
         out += buf;
     }
     std::snprintf(buf, sizeof buf, "time: propose %.2f ms, verify %.2f ms, prompt %.2f ms, total %.2f ms\n",
@@ -59,7 +65,8 @@ public:
 private:
     Context& ctx_;
     KvCache& cache_;
-    GuessSource& source_;
+    GuessSource& given_;                   // the caller's source
+    std::unique_ptr<ForcedSource> forced_; // given_ behind forced text, under a constraint
     const SpeculativeOptions& opts_;
     DecodeState seq_;   // the verification core
     Proposal proposal_; // reused: nothing is allocated per token once warm
@@ -77,7 +84,7 @@ Speculation speculation_of(const SpeculativeOptions& o, const Context& target) {
 
 SpeculativeDecoder::SpeculativeDecoder(Context& target, KvCache& cache, GuessSource& source,
                                        const SpeculativeOptions& opts)
-    : ctx_(target), cache_(cache), source_(source), opts_(opts),
+    : ctx_(target), cache_(cache), given_(source), opts_(opts),
       seq_(target.model(), opts_.generate, cache.capacity(), speculation_of(opts_, target)),
       budget_(opts_.pass_seconds) {
     if (!cache_.belongs_to(target.model()))
@@ -96,6 +103,7 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& promp
     const int64_t n0 = cache_.size();
     check_prompt(ctx_.model(), prompt, n0, cache_.capacity(), "speculative decoding");
     seq_.start(prompt, constraint);
+    GuessSource& source = with_forced(given_, constraint, forced_);
     DecodeStats& st = seq_.stats();
     SpeculativeResult res;
 
@@ -115,7 +123,7 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& promp
     const auto t_gen = Clock::now();
     {
         const auto t = Clock::now();
-        source_.reset(GenerationStart{seq_.tokens(), opts_.verify, opts_.generate.sampler});
+        source.reset(GenerationStart{seq_.tokens(), opts_.verify, opts_.generate.sampler, constraint});
         st.propose_seconds += seconds_since(t);
     }
     while (!seq_.done()) {
@@ -124,12 +132,13 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& promp
         proposal_.clear();
         if (room >= 1) {
             const auto t = Clock::now();
-            source_.propose(seq_.tokens(), room, proposal_);
+            source.propose(seq_.tokens(), room, proposal_);
             if (opts_.k_policy == KPolicy::Cost) room = budget_.choose(proposal_, st, room);
             st.propose_seconds += seconds_since(t);
         }
         const auto t_verify = Clock::now();
-        const auto rows = seq_.begin_pass(pc, proposal_.tokens, proposal_.parents, proposal_.probs, room, source_.name());
+        const auto rows = seq_.begin_pass(pc, proposal_.tokens, proposal_.parents, proposal_.probs, room, source.name(),
+                                          proposal_.forced);
         const std::span<const float> logits =
             seq_.parents().empty() ? ctx_.forward(cache_, rows, Logits::All) : ctx_.forward_tree(cache_, rows, seq_.parents());
         const double t_pass = seconds_since(t_verify);
@@ -140,7 +149,7 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& promp
         {
             // After the last pass too: a source that remembers outputs (suffix) sees all of it.
             const auto t = Clock::now();
-            source_.accept(seq_.tokens());
+            source.accept(seq_.tokens());
             st.propose_seconds += seconds_since(t);
         }
         if (opts_.on_pass)

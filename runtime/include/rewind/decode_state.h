@@ -52,6 +52,8 @@ struct DecodeStats {
     std::vector<int64_t> accepted_at; // [i]: passes that accepted a guess at depth i + 1
     int64_t tree_passes = 0;    // passes whose guesses branched (a tree, not a chain)
     int64_t depth_sum = 0;      // over passes: the depth of the verified guesses (a chain's length)
+    int64_t forced_proposed = 0; // of `proposed`: guesses that were text a constraint forces
+    int64_t forced_accepted = 0; // of `accepted`: forced guesses that stood
     double prompt_seconds = 0;  // prompt prefill (all but the last prompt token)
     double propose_seconds = 0; // inside the guess source (propose + accept)
     double verify_seconds = 0;  // target forward passes and the accept/reject decisions
@@ -127,10 +129,10 @@ public:
     // by; it is read, not copied, so it must stay valid until judge() returns. `pc` is the cache
     // position of the pending token. Throws rwd::Error (shape) naming `source` if probs or
     // parents has another size or a parent is outside [-1, i). The span stays valid until the
-    // next call.
+    // next call. The first `forced` guesses are forced text (counted apart in the statistics).
     std::span<const TokenId> begin_pass(int64_t pc, std::span<const TokenId> guesses, std::span<const int32_t> parents,
                                         std::span<const float> probs, int room,
-                                        std::string_view source = "guess source");
+                                        std::string_view source = "guess source", int forced = 0);
     // Fewer guesses than begin_pass kept (a batch trims them): keeps the first `m` in the
     // source's order (a tree stays a tree).
     void keep_guesses(size_t m);
@@ -203,6 +205,7 @@ private:
     std::vector<int32_t> stack_, cand_row_; // build_rows scratch
     bool chain_ = true;
     int max_depth_ = 0;
+    int forced_ = 0; // this pass's guesses with a proposal index below it are forced text
     int64_t pc_ = 0, emitted_ = 0;
     int k_cur_ = 0;
     bool done_ = false;
