@@ -52,7 +52,10 @@ constexpr int kAdaptiveStart = 1;
 
 DecodeState::DecodeState(const Model& model, const GenerateOptions& opts, int64_t capacity, Speculation spec)
     : model_(model), max_tokens_(opts.max_tokens), capacity_(capacity), spec_(spec),
-      sampler_(opts.sampler, model.n_vocab()), checker_(opts, model.tokenizer(), capacity) {
+      sampler_(opts.sampler, model.n_vocab()), checker_(opts, model.tokenizer(), capacity), lp_opts_(opts.logprobs) {
+    if (lp_opts_.top_n < 0 || lp_opts_.top_n > LogprobOptions::kMaxTop)
+        throw Error("decoding: logprobs.top_n must be in [0, " + std::to_string(LogprobOptions::kMaxTop) + "], got " +
+                    std::to_string(lp_opts_.top_n));
     if (spec_.k_max < 0 || spec_.k_max > kMaxK)
         throw Error("decoding: k must be in [0, " + std::to_string(kMaxK) + "], got " + std::to_string(spec_.k_max));
     if (spec_.verify != VerifyMode::Exact && spec_.verify != VerifyMode::Rejection)
@@ -78,6 +81,8 @@ void DecodeState::start(std::span<const TokenId> prompt, TokenConstraint* constr
     // (Written so that a huge max_tokens, e.g. INT64_MAX from the C API, cannot overflow.)
     const int64_t reach = max_tokens_ >= capacity_ - P ? capacity_ : P + max_tokens_;
     tokens_.reserve(static_cast<size_t>(std::max(reach, P) + spec_.k_max + 1));
+    logprobs_.clear();
+    if (lp_opts_.enabled) logprobs_.reserve(static_cast<size_t>(std::max<int64_t>(reach - P, 0) + spec_.k_max + 1));
     checker_.reset();
     done_ = false;
     stop_ = StopReason::MaxTokens;
@@ -263,6 +268,7 @@ void DecodeState::cancel() {
 int32_t DecodeState::decide(const float* row, int64_t pos, size_t cur, TokenId& out) {
     const int32_t first = first_child_[cur];
     const std::span<const uint32_t> mask = next_mask();
+    last_mask_ = mask;
     if (first < 0 || spec_.verify == VerifyMode::Exact) {
         out = sampler_.sample(row, pos, tokens_, mask);
         for (int32_t c = first; c >= 0; c = next_sibling_[static_cast<size_t>(c)])
@@ -327,6 +333,7 @@ int DecodeState::judge(std::span<const float> logits, const TokenCallback& on_to
         const auto pos = static_cast<int64_t>(tokens_.size());
         TokenId t;
         const int32_t next = decide(logits.data() + cur * n_vocab, pos, cur, t);
+        if (lp_opts_.enabled) record_logprob(logits.data() + cur * n_vocab, t);
         // The constraint follows the emitted path (the token came from its mask, or was a guess
         // begin_pass checked against it).
         if (constraint_ && !constraint_->accept(t))
@@ -350,6 +357,21 @@ int DecodeState::judge(std::span<const float> logits, const TokenCallback& on_to
     }
     observe_k(max_depth_, accepted);
     return accepted;
+}
+
+// From the row that decided t (and, for the processed distribution, the mask and history it was
+// decided with: tokens_ does not hold t yet).
+void DecodeState::record_logprob(const float* row, TokenId t) {
+    const auto n_vocab = static_cast<size_t>(model_.n_vocab());
+    std::span<const float> r(row, n_vocab);
+    double inv_t = 1.0;
+    if (lp_opts_.processed) {
+        r = sampler_.processed_logits(row, tokens_, last_mask_);
+        const float temp = sampler_.options().temperature;
+        if (temp > 0.0f) inv_t = 1.0 / static_cast<double>(temp);
+    }
+    logprobs_.emplace_back();
+    compute_logprob(r, inv_t, t, lp_opts_.top_n, logprobs_.back());
 }
 
 void DecodeState::commit(KvCache& cache) const {

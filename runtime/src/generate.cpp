@@ -96,6 +96,7 @@ GenerateResult generate_plain(Context& ctx, KvCache& cache, const std::vector<To
         logits = ctx.forward(cache, std::span<const TokenId>(&id, 1), Logits::Last);
     }
     res.tokens.assign(seq.generated().begin(), seq.generated().end());
+    res.logprobs.assign(seq.logprobs().begin(), seq.logprobs().end());
     res.stop = seq.stop();
     res.generate_seconds = std::chrono::duration<double>(clock::now() - t1).count();
     return res;

@@ -199,6 +199,14 @@ void Sampler::compute(const float* logits, std::span<const TokenId> history, std
     for (size_t i = 0; i < count; ++i) probs_[static_cast<size_t>(idx_[i])] = static_cast<float>(exps_[i] / total);
 }
 
+std::span<const float> Sampler::processed_logits(const float* logits, std::span<const TokenId> history,
+                                                std::span<const uint32_t> mask) {
+    std::copy(logits, logits + n_vocab_, work_.begin());
+    apply_mask(mask);
+    penalise(history);
+    return work_;
+}
+
 TokenId Sampler::sample(const float* logits, int64_t pos, std::span<const TokenId> history,
                         std::span<const uint32_t> mask) {
     if (opts_.greedy()) return greedy_pick(logits, history, mask);

@@ -54,6 +54,8 @@ struct BatchDecoder::Request {
         if (res.tokens.empty() && !gen.empty())
             res.queue_to_first_token_seconds = std::chrono::duration<double>(Clock::now() - admitted).count();
         res.tokens.insert(res.tokens.end(), gen.begin() + static_cast<std::ptrdiff_t>(res.tokens.size()), gen.end());
+        const std::span<const TokenLogprob> lp = seq.logprobs();
+        res.logprobs.insert(res.logprobs.end(), lp.begin() + static_cast<std::ptrdiff_t>(res.logprobs.size()), lp.end());
         res.stats = seq.stats();
         if (seq.done()) res.stop = seq.stop();
     }

@@ -156,6 +156,7 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& promp
             opts_.on_pass(PassReport{cache_, seq_.tokens(), static_cast<int>(seq_.guesses()), accepted, room});
     }
     res.tokens.assign(seq_.generated().begin(), seq_.generated().end());
+    res.logprobs.assign(seq_.logprobs().begin(), seq_.logprobs().end());
     res.stop = seq_.stop();
     res.generate_seconds = seconds_since(t_gen);
     st.total_seconds = seconds_since(t_start);

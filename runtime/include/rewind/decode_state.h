@@ -97,7 +97,7 @@ void check_prompt(const Model& model, std::span<const TokenId> prompt, int64_t c
 class DecodeState {
 public:
     // Throws rwd::Error (argument) on invalid sampler options, negative max_tokens, an empty stop
-    // string, or spec.k_max outside [0, kMaxK].
+    // string, logprobs.top_n outside [0, LogprobOptions::kMaxTop], or spec.k_max outside [0, kMaxK].
     DecodeState(const Model& model, const GenerateOptions& opts, int64_t capacity, Speculation spec = {});
 
     static constexpr int kMaxK = 255;
@@ -164,6 +164,8 @@ public:
     std::span<const TokenId> generated() const {
         return std::span<const TokenId>(tokens_).subspan(prompt_size_);
     }
+    // One per generated token when the options asked for log-probabilities, else empty.
+    std::span<const TokenLogprob> logprobs() const { return logprobs_; }
     DecodeStats& stats() { return stats_; }
     const DecodeStats& stats() const { return stats_; }
 
@@ -216,6 +218,10 @@ private:
     std::vector<uint32_t> mask_;                // [(n_vocab + 31) / 32] the next position's allowed tokens
     std::vector<TokenConstraint::Snapshot> snap_; // cut_forbidden: each candidate's state after it
     std::vector<int32_t> alive_;                // cut_forbidden: candidate kept (1) or not, then its new index
+    LogprobOptions lp_opts_;
+    std::vector<TokenLogprob> logprobs_;        // [generated] when lp_opts_.enabled
+    std::span<const uint32_t> last_mask_;       // the mask decide() used (logprobs of processed rows)
+    void record_logprob(const float* row, TokenId t);
 };
 
 } // namespace rwd

@@ -9,6 +9,7 @@
 #include "rewind/constraint.h"
 #include "rewind/context.h"
 #include "rewind/kv_cache.h"
+#include "rewind/logprobs.h"
 #include "rewind/sampler.h"
 
 namespace rwd {
@@ -23,6 +24,7 @@ struct GenerateOptions {
     SamplerOptions sampler;
     std::vector<std::string> stop_strings; // generation ends after the token that completes one
     bool stop_at_eog = true;               // end on EOS/EOT (the token is kept in the output)
+    LogprobOptions logprobs;               // per-token log-probabilities (off by default)
 };
 
 // Called with each token as it is decided; return false to stop (StopReason::Cancelled).
@@ -33,6 +35,7 @@ struct GenerateResult {
     StopReason stop = StopReason::MaxTokens;
     double prompt_seconds = 0, generate_seconds = 0;
     int64_t prompt_tokens = 0;   // tokens run for the prompt (excludes a reused prefix)
+    std::vector<TokenLogprob> logprobs; // [tokens.size()] when opts.logprobs.enabled, else empty
 };
 
 // Tracks the stop rules as tokens arrive; shared by plain and speculative decoding so they stop

@@ -66,6 +66,11 @@ public:
     void distribution(const float* logits, std::span<const TokenId> history, std::vector<float>& probs,
                       std::span<const uint32_t> mask = {});
 
+    // Steps 0-1 (the mask, the penalties) applied to `logits`: what greedy takes the argmax of and
+    // the truncations start from. Valid until the next call. Throws as sample().
+    std::span<const float> processed_logits(const float* logits, std::span<const TokenId> history,
+                                            std::span<const uint32_t> mask = {});
+
     // Draws from an explicit distribution [n_vocab] (non-negative, any positive total: it is
     // normalised) with the randomness of (seed, pos, stream): the first id, in id order, at which
     // the cumulative mass exceeds u * total. Throws rwd::Error on a wrong size (shape), a

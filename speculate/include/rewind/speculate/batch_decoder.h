@@ -99,6 +99,7 @@ struct DecodeLevel {
 struct BatchResult {
     uint64_t id = 0;
     std::vector<TokenId> tokens;           // generated ids (prompt excluded), as generate_plain
+    std::vector<TokenLogprob> logprobs;    // [tokens] when generate.logprobs.enabled, else empty
     StopReason stop = StopReason::MaxTokens; // Cancelled: cancel() ended it
     bool failed = false;                   // it ended with its own error (below); tokens so far kept
     ErrorCode error_code = ErrorCode::state;
