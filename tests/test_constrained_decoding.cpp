@@ -234,6 +234,51 @@ TEST(ConstrainedDecoding, SpeculativeEqualsPlainAcrossThreadsAndPolicies) {
     }
 }
 
+// Penalties see every token before a position, accepted guesses included, so speculation keeps
+// them exact: frequency, presence, logit_bias and the repetition penalty, with and without a
+// constraint, greedy and seeded, every k and trees.
+TEST(ConstrainedDecoding, PenaltiesAreExactUnderSpeculation) {
+    const auto m = target();
+    Context ctx(m);
+    const auto prompt = m->tokenizer().encode(kPrompt);
+    const TokenId b = m->tokenizer().encode("b", AddBos::No).at(0);
+    auto penalised = [&](float temp) {
+        GenerateOptions go = options(temp);
+        go.sampler.frequency_penalty = 0.4f;
+        go.sampler.presence_penalty = 0.3f;
+        go.sampler.repeat_penalty = 1.05f;
+        go.sampler.repeat_last_n = -1;
+        go.sampler.logit_bias = {{b, -2.0f}};
+        return go;
+    };
+    for (const bool constrained : {false, true}) {
+        for (const float temp : {0.0f, 0.8f}) {
+            PieceConstraint c(m->tokenizer(), constraint_test::python_function());
+            KvCache cache(*m, {kCapacity});
+            const GenerateResult plain = generate_plain(ctx, cache, prompt, penalised(temp), {}, constrained ? &c : nullptr);
+            cache.truncate(0);
+            c.reset();
+            const GenerateResult unpenalised = generate_plain(ctx, cache, prompt, options(temp), {}, constrained ? &c : nullptr);
+            EXPECT_NE(plain.tokens, unpenalised.tokens) << "the penalties changed nothing: untested";
+            for (const std::string kind : {"ngram", "draft", "suffix"}) {
+                for (const int branches : {1, 3}) {
+                    auto src = source_of(kind, branches);
+                    for (const int k : {2, 8}) {
+                        SpeculativeOptions so;
+                        so.generate = penalised(temp);
+                        so.k = k;
+                        KvCache sc(*m, {kCapacity});
+                        c.reset();
+                        const auto r = generate_speculative(ctx, sc, prompt, *src, so, {}, constrained ? &c : nullptr);
+                        ASSERT_EQ(r.tokens, plain.tokens) << kind << " branches " << branches << " k " << k << " temp "
+                                                          << temp << " constrained " << constrained;
+                    }
+                }
+            }
+        }
+    }
+}
+
 // A guess the constraint forbids, and everything under it, is dropped before the pass; allowed
 // siblings stay.
 TEST(ConstrainedDecoding, ForbiddenGuessesAreCutBeforeThePass) {

@@ -122,6 +122,8 @@ TEST(Logprobs, SpeculativeEqualsPlainBitForBit) {
             for (const bool processed : {false, true}) {
                 GenerateOptions go = options(temp, processed);
                 go.sampler.repeat_penalty = 1.1f;
+                go.sampler.frequency_penalty = 0.3f;
+                go.sampler.presence_penalty = 0.2f;
                 PieceConstraint c(m->tokenizer(), constraint_test::python_function());
                 KvCache cache(*m, {kCapacity});
                 const GenerateResult plain = generate_plain(one, cache, prompt, go, {}, constrained ? &c : nullptr);
@@ -155,7 +157,13 @@ TEST(Logprobs, BatchedRequestsEqualPlainBitForBit) {
     const auto prompt = m->tokenizer().encode(kPrompt);
     BatchDecoder dec(ctx, {.pass_tokens = 20});
     std::map<uint64_t, int> which;
-    auto opts_of = [](int i) { return options(i % 2 ? 0.8f : 0.0f, i >= 2, 3 + i); };
+    auto opts_of = [](int i) {
+        GenerateOptions go = options(i % 2 ? 0.8f : 0.0f, i >= 2, 3 + i);
+        go.sampler.frequency_penalty = 0.2f * static_cast<float>(i);
+        go.sampler.presence_penalty = 0.1f;
+        go.sampler.logit_bias = {{7, 1.5f}};
+        return go;
+    };
     for (int i = 0; i < 4; ++i) {
         BatchRequest req;
         req.prompt = prompt;
