@@ -171,6 +171,10 @@ void DecodeState::cut_forbidden() {
         stack_.pop_back();
         const int32_t p = cand_par_[c];
         tc.rollback(p < 0 ? s0 : snap_[static_cast<size_t>(p)]);
+        if (eog(cand_tok_[c])) { // allowed where the text is complete; nothing follows it (push)
+            alive_[c] = tc.allows(cand_tok_[c]) ? 1 : 0;
+            continue;
+        }
         if (!tc.accept(cand_tok_[c])) continue; // forbidden: it and its subtree go
         alive_[c] = 1;
         snap_[c] = tc.snapshot();
@@ -307,9 +311,12 @@ int32_t DecodeState::decide(const float* row, int64_t pos, size_t cur, TokenId& 
 bool DecodeState::push(TokenId t, int64_t pos, const TokenCallback& on_token) {
     tokens_.push_back(t);
     const bool stop = checker_.push(t, pos);
+    // Under a constraint an end-of-generation token (allowed only where the text is complete)
+    // always ends the generation: nothing of the language can follow it.
+    const bool constrained_end = constraint_ && model_.tokenizer().is_eog(t);
     const bool go_on = on_token ? on_token(t) : true;
-    if (!stop && go_on) return false;
-    stop_ = stop ? checker_.reason() : StopReason::Cancelled;
+    if (!stop && !constrained_end && go_on) return false;
+    stop_ = constrained_end ? StopReason::EndOfGeneration : stop ? checker_.reason() : StopReason::Cancelled;
     done_ = true;
     return true;
 }
@@ -335,8 +342,8 @@ int DecodeState::judge(std::span<const float> logits, const TokenCallback& on_to
         const int32_t next = decide(logits.data() + cur * n_vocab, pos, cur, t);
         if (lp_opts_.enabled) record_logprob(logits.data() + cur * n_vocab, t);
         // The constraint follows the emitted path (the token came from its mask, or was a guess
-        // begin_pass checked against it).
-        if (constraint_ && !constraint_->accept(t))
+        // begin_pass checked against it); an end-of-generation token ends it instead (push).
+        if (constraint_ && !eog(t) && !constraint_->accept(t))
             throw Error(ErrorCode::state, "decoding: the constraint refused token " + std::to_string(t) +
                                               ", which its own mask allowed, at position " + std::to_string(pos));
         if (next >= 0) {

@@ -91,7 +91,9 @@ void check_prompt(const Model& model, std::span<const TokenId> prompt, int64_t c
 // prompt's last row alone (Logits::Last): it is judged like a pass without guesses.
 // Under a constraint (start()'s `constraint`), every position is decided among the tokens the
 // constraint allows there (the sampler's step 0), the constraint advances with each emitted
-// token (the accepted path only), and begin_pass cuts the guesses it forbids.
+// token (the accepted path only), and begin_pass cuts the guesses it forbids. An end-of-generation
+// token (allowed where the text is complete) is never passed to TokenConstraint::accept: it ends
+// the generation (StopReason::EndOfGeneration) even when stop_at_eog is off.
 // Threads: belongs to one thread at a time. Allocates only while tokens() grows beyond what
 // start() reserved.
 class DecodeState {
@@ -106,7 +108,8 @@ public:
     // rules' progress and sizes the statistics; keeps the k controller's state only between the
     // passes of one generation. `constraint` (null: none; not owned, it must outlive the
     // generation) constrains the generated tokens from its present state (a fresh constraint
-    // constrains the whole output; it is not reset here) and is advanced past each emitted token.
+    // constrains the whole output; it is not reset here) and is advanced past each emitted token
+    // but an end-of-generation one.
     void start(std::span<const TokenId> prompt, TokenConstraint* constraint = nullptr);
 
     // Nothing can be generated from the prompt (max_tokens 0, or a prompt filling the cache):
@@ -184,6 +187,7 @@ private:
     void cut_forbidden();
     // Fills mask_ from the constraint: the mask of the next position.
     std::span<const uint32_t> next_mask();
+    bool eog(TokenId t) const { return model_.tokenizer().is_eog(t); }
     bool push(TokenId t, int64_t pos, const TokenCallback& on_token);
     void observe_k(int proposed, int accepted);
 

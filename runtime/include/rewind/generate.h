@@ -83,9 +83,9 @@ private:
 // fit in the cache (capacity).
 // `constraint` (null: none; not owned) restricts every generated token to those it allows, from
 // its present state, and is advanced past each one (DecodeState::start): an end-of-generation
-// token only where its text is complete, so a generation that ends with StopReason::
-// EndOfGeneration holds a complete sentence, and one cut by max_tokens, a stop string or a full
-// context may not.
+// token only where its text is complete, and it then ends the generation even with stop_at_eog
+// off, so a generation that ends with StopReason::EndOfGeneration holds a complete sentence,
+// and one cut by max_tokens, a stop string or a full context may not.
 GenerateResult generate_plain(Context& ctx, KvCache& cache, const std::vector<TokenId>& prompt,
                               const GenerateOptions& opts, const TokenCallback& on_token = {},
                               TokenConstraint* constraint = nullptr);
