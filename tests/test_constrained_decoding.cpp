@@ -388,3 +388,27 @@ TEST(ConstrainedDecoding, SessionGenerationsAreExact) {
     };
     EXPECT_EQ(run(true), run(false));
 }
+
+// A constraint is used from its present state: a generation cut by max_tokens continues, with the
+// same constraint, exactly as one longer generation would have gone on (speculating or not).
+TEST(ConstrainedDecoding, AConstraintContinuesFromWhereItStands) {
+    const auto m = target();
+    Context ctx(m);
+    PieceConstraint whole(m->tokenizer(), constraint_test::python_function());
+    Session one(m, {.capacity = kCapacity});
+    one.append_text(ctx, kPrompt);
+    const GenerateResult all = one.generate(ctx, options(0.8f, 30), {}, &whole);
+
+    PieceConstraint c(m->tokenizer(), constraint_test::python_function());
+    Session two(m, {.capacity = kCapacity});
+    two.append_text(ctx, kPrompt);
+    GenerateResult first = two.generate(ctx, options(0.8f, 7), {}, &c);
+    ASSERT_EQ(first.stop, StopReason::MaxTokens);
+    auto src = source_of("ngram", 1);
+    SpeculativeOptions so;
+    so.generate = options(0.8f, 23);
+    so.k = 4;
+    const auto rest = generate_speculative(ctx, two, *src, so, {}, &c);
+    first.tokens.insert(first.tokens.end(), rest.tokens.begin(), rest.tokens.end());
+    EXPECT_EQ(first.tokens, all.tokens);
+}

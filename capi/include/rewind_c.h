@@ -530,7 +530,7 @@ REWIND_C_API void rewind_chat_free(rewind_chat* chat);
 /* Adds `user` as the next user message and generates the assistant's reply on `ctx` (plain
  * decoding when spec is NULL; else speculation as rewind_generate_speculative, with the same
  * reply). opts as rewind_generate's (max_tokens >= 0 and no output buffer to bound it; NULL:
- * defaults); opts->on_token streams the reply's ids as they are decided and may stop it. The
+ * defaults; opts->logprobs is refused); opts->on_token streams the reply's ids as they are decided and may stop it. The
  * reply (its end-of-turn token left out) becomes an assistant message; read it with
  * rewind_chat_reply. turn may be NULL. On failure the messages and last reply are unchanged (the
  * cache may hold part of the new turn, which the next turn reuses). Errors: argument (NULL ctx,

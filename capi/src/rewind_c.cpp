@@ -1087,6 +1087,7 @@ rewind_status rewind_chat_say(rewind_context* ctx, rewind_chat* chat, const char
             throw Error(ErrorCode::state, "the chat belongs to " + session.model().path() + ", the context runs " +
                                               ctx->ctx.model().path());
         const rewind_generate_options go = opts ? *opts : rewind_generate_default_options();
+        if (go.logprobs) throw Error(ErrorCode::argument, "a chat turn takes no logprobs buffers (not yet supported in C)");
         const rwd::GenerateOptions g = generate_options(&go, SIZE_MAX); // no output buffer
         const rwd::TokenCallback cb = token_callback(&go);
         rwd::ChatTurn t;
