@@ -1,7 +1,6 @@
-// Constrained decoding is exact: every token comes from the constraint's mask, end of generation
-// only where the text is complete, and constrained speculative output (every source, k, trees,
-// batches, thread counts, greedy and seeded) equals constrained plain output token for token.
-// The constraint is tests/constraint_test_util.h's small automaton over the tokenizer's bytes.
+// Constrained decoding is exact: tokens come from the constraint's mask (tests/constraint_test_util.h),
+// end of generation only where the text is complete, and constrained speculative output (every
+// source, k, trees, batches, threads, greedy and seeded) equals constrained plain output.
 #include <gtest/gtest.h>
 
 #include <map>

@@ -1,7 +1,6 @@
-// Log-probabilities are exact under speculation: each token's value and top alternatives come
-// from the row that decided it, so speculative (every k, chains and trees), batched and
-// multi-threaded decoding report the very bits plain decoding does (memcmp), raw or processed,
-// with and without a constraint and penalties.
+// Log-probabilities are exact under speculation: from the row that decided each token, so
+// speculative (every k, chains, trees), batched and multi-threaded decoding report plain decoding's
+// bits (memcmp), raw or processed, with and without a constraint and penalties.
 #include <gtest/gtest.h>
 
 #include <cmath>
