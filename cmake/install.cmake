@@ -48,6 +48,7 @@ set(REWIND_INSTALLED_HEADERS
   runtime/include/rewind/device.h
   runtime/include/rewind/generate.h
   runtime/include/rewind/kv_cache.h
+  runtime/include/rewind/logprobs.h
   runtime/include/rewind/model.h
   runtime/include/rewind/sampler.h
   runtime/include/rewind/session.h
@@ -56,6 +57,7 @@ set(REWIND_INSTALLED_HEADERS
   speculate/include/rewind/speculate/composite_source.h
   speculate/include/rewind/speculate/decoder.h
   speculate/include/rewind/speculate/draft_source.h
+  speculate/include/rewind/speculate/forced_source.h
   speculate/include/rewind/speculate/guess_source.h
   speculate/include/rewind/speculate/ngram_source.h
   speculate/include/rewind/speculate/reference_source.h

@@ -239,6 +239,59 @@ int main(void) {
         rewind_cache_free(cs);
     }
 
+    /* Penalties, logit_bias and logprobs: speculative decoding gives plain decoding's tokens and
+     * log-probability bits (raw and processed, with alternatives). */
+    {
+        rewind_generate_options gp = go;
+        gp.temperature = 0.8f;
+        gp.seed = 3;
+        gp.frequency_penalty = 0.5f;
+        gp.presence_penalty = 0.25f;
+        const rewind_token bias_ids[] = {ids[1], ids[2]};
+        const float bias_vals[] = {-1.5f, 2.0f};
+        gp.logit_bias_tokens = bias_ids;
+        gp.logit_bias_values = bias_vals;
+        gp.n_logit_bias = 2;
+        enum { kTop = 4 };
+        for (int processed = 0; processed < 2; ++processed) {
+            float lp_plain[kMax], lp_spec[kMax], top_lp[2][kMax * kTop];
+            rewind_token top_ids[2][kMax * kTop];
+            rewind_logprobs lp = {kTop, processed, lp_plain, top_ids[0], top_lp[0]};
+            gp.logprobs = &lp;
+            rewind_token pen[kMax];
+            size_t n_pen = 0;
+            rewind_cache* cp = prompt_cache(m, ctx, ids, n);
+            OK(rewind_generate(ctx, cp, &gp, pen, kMax, &n_pen, &st));
+            rewind_cache_free(cp);
+            CHECK(n_pen == kMax && memcmp(pen, plain, sizeof plain) != 0); /* the penalties acted */
+            for (size_t i = 0; i < n_pen; ++i) CHECK(lp_plain[i] <= 0.0f && top_lp[0][i * kTop] >= lp_plain[i]);
+            rewind_logprobs ls = {kTop, processed, lp_spec, top_ids[1], top_lp[1]};
+            gp.logprobs = &ls;
+            rewind_spec_options so = rewind_spec_default_options();
+            so.source = "draft";
+            so.draft = draft;
+            so.k = 5;
+            so.branches = 2;
+            rewind_cache* cs = prompt_cache(m, ctx, ids, n);
+            OK(rewind_generate_speculative(ctx, cs, &gp, &so, out, kMax, &n_out, &st));
+            rewind_cache_free(cs);
+            CHECK(n_out == n_pen && memcmp(out, pen, n_out * sizeof *out) == 0);
+            CHECK(memcmp(lp_spec, lp_plain, n_out * sizeof *lp_spec) == 0);
+            CHECK(memcmp(top_ids[1], top_ids[0], n_out * kTop * sizeof(rewind_token)) == 0);
+            CHECK(memcmp(top_lp[1], top_lp[0], n_out * kTop * sizeof(float)) == 0);
+        }
+        /* Out of range: refused, nothing run. */
+        rewind_logprobs bad = {21, 0, NULL, NULL, NULL};
+        gp.logprobs = &bad;
+        rewind_cache* cb = prompt_cache(m, ctx, ids, n);
+        CHECK(rewind_generate(ctx, cb, &gp, out, kMax, &n_out, &st) == REWIND_ERR_ARGUMENT);
+        gp.logprobs = NULL;
+        gp.frequency_penalty = 3.0f;
+        CHECK(rewind_generate(ctx, cb, &gp, out, kMax, &n_out, &st) == REWIND_ERR_ARGUMENT);
+        CHECK(rewind_cache_n_tokens(cb) == (int64_t)n);
+        rewind_cache_free(cb);
+    }
+
     /* A callback that never stops sees every token, in order; one that stops after N leaves the
      * first N tokens (output and cache) and REWIND_STOP_CANCELLED, plainly and speculatively. */
     {

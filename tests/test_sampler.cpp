@@ -255,6 +255,101 @@ TEST(Sampler, DrawsFollowTheDistribution) {
     EXPECT_NEAR(threes / 4000.0, 0.75, 0.04);
 }
 
+// Frequency and presence penalties (OpenAI's), after the repetition penalty, over the same window.
+TEST(Sampler, FrequencyAndPresencePenalties) {
+    SamplerOptions o;
+    o.frequency_penalty = 0.5f;
+    o.presence_penalty = 0.25f;
+    Sampler s(o, 5);
+    const std::vector<float> l = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f};
+    const std::vector<TokenId> history = {4, 1, 1, 2};
+    auto w = s.processed_logits(l.data(), history);
+    EXPECT_EQ(w[0], 1.0f);
+    EXPECT_EQ(w[1], 2.0f - 2 * 0.5f - 0.25f);
+    EXPECT_EQ(w[2], 3.0f - 0.5f - 0.25f);
+    EXPECT_EQ(w[4], 5.0f - 0.5f - 0.25f);
+    o.repeat_last_n = 3; // 1, 1, 2: token 4 is outside the window
+    Sampler s3(o, 5);
+    w = s3.processed_logits(l.data(), history);
+    EXPECT_EQ(w[4], 5.0f);
+    EXPECT_EQ(w[1], 2.0f - 2 * 0.5f - 0.25f);
+    o.repeat_last_n = -1; // the whole history
+    std::vector<TokenId> long_history(100, 3);
+    long_history.push_back(0);
+    Sampler s_all(o, 5);
+    w = s_all.processed_logits(l.data(), long_history);
+    EXPECT_EQ(w[3], 4.0f - 100 * 0.5f - 0.25f);
+    // The repetition penalty comes first: (4 / 2) - 0.5 - 0.25; a negative logit is multiplied.
+    o.repeat_last_n = 64;
+    o.repeat_penalty = 2.0f;
+    const std::vector<float> neg = {-1.0f, 2.0f, 3.0f, 4.0f, 5.0f};
+    Sampler s_rep(o, 5);
+    const std::vector<TokenId> h2 = {3, 0};
+    w = s_rep.processed_logits(neg.data(), h2);
+    EXPECT_EQ(w[3], 4.0f / 2.0f - 0.5f - 0.25f);
+    EXPECT_EQ(w[0], -1.0f * 2.0f - 0.5f - 0.25f);
+    // Greedy follows the penalised logits: 5 - 0.75 < 4.5.
+    SamplerOptions g;
+    g.frequency_penalty = 0.5f;
+    g.presence_penalty = 0.25f;
+    const std::vector<float> close = {0.0f, 0.0f, 0.0f, 4.5f, 5.0f};
+    EXPECT_EQ(Sampler(g, 5).sample(close.data(), 0, std::vector<TokenId>{4}), 3);
+    // Negative values reward repeats.
+    g.presence_penalty = -1.0f;
+    g.frequency_penalty = 0.0f;
+    EXPECT_EQ(Sampler(g, 5).sample(close.data(), 0, std::vector<TokenId>{3}), 3);
+}
+
+TEST(Sampler, LogitBiasAddsAfterThePenalties) {
+    SamplerOptions o;
+    o.logit_bias = {{0, 10.0f}, {2, -1.0f}, {2, -1.5f}};
+    Sampler s(o, 4);
+    const std::vector<float> l = {1.0f, 5.0f, 3.0f, 0.0f};
+    const auto w = s.processed_logits(l.data(), {});
+    EXPECT_EQ(w[0], 11.0f);
+    EXPECT_EQ(w[2], 0.5f); // a repeated id adds up
+    EXPECT_EQ(w[1], 5.0f);
+    EXPECT_EQ(s.sample(l.data(), 0, {}), 0);
+    o.logit_bias = {{1, -100.0f}};
+    o.temperature = 1.0f;
+    std::vector<float> p;
+    Sampler(o, 4).distribution(l.data(), {}, p);
+    EXPECT_LT(p[1], 1e-30f);
+}
+
+// The mask comes first: a forbidden token is -inf whatever its logit, penalty or bias, greedy is
+// the masked argmax, draws come from the masked distribution; a mask of the wrong size or one
+// that allows nothing is refused.
+TEST(Sampler, MaskComesBeforeEverything) {
+    SamplerOptions o;
+    o.logit_bias = {{1, 50.0f}};
+    o.presence_penalty = -2.0f; // rewards token 1, which the mask forbids
+    const std::vector<float> l = {1.0f, 9.0f, 3.0f, 2.0f, 0.0f};
+    const std::vector<uint32_t> mask = {0b01101u}; // tokens 0, 2, 3
+    Sampler s(o, 5);
+    EXPECT_EQ(s.sample(l.data(), 0, std::vector<TokenId>{1}, mask), 2);
+    const auto w = s.processed_logits(l.data(), std::vector<TokenId>{1}, mask);
+    EXPECT_EQ(w[1], -INFINITY);
+    EXPECT_EQ(w[4], -INFINITY);
+    o.temperature = 1.0f;
+    Sampler t(o, 5);
+    std::vector<float> p;
+    t.distribution(l.data(), {}, p, mask);
+    EXPECT_EQ(p[1], 0.0f);
+    EXPECT_EQ(p[4], 0.0f);
+    EXPECT_NEAR(p[0] + p[2] + p[3], 1.0, 1e-6);
+    for (uint64_t pos = 0; pos < 200; ++pos) {
+        const TokenId x = t.sample(l.data(), static_cast<int64_t>(pos), {}, mask);
+        EXPECT_TRUE(x == 0 || x == 2 || x == 3) << x;
+    }
+    EXPECT_THROW(s.sample(l.data(), 0, {}, std::vector<uint32_t>{0u}), Error);       // allows nothing
+    EXPECT_THROW(s.sample(l.data(), 0, {}, std::vector<uint32_t>{1u, 1u}), Error);   // wrong size
+    EXPECT_THROW(t.sample(l.data(), 0, {}, std::vector<uint32_t>{0u}), Error);
+    // Every allowed token at -inf: no candidate.
+    const std::vector<float> dead = {-INFINITY, 1.0f, -INFINITY, -INFINITY, 1.0f};
+    EXPECT_THROW(Sampler({}, 5).sample(dead.data(), 0, {}, mask), Error);
+}
+
 TEST(Sampler, BadOptionsThrow) {
     auto bad = [](auto mutate) {
         SamplerOptions o = sampled();
@@ -267,7 +362,15 @@ TEST(Sampler, BadOptionsThrow) {
     EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.min_p = -0.1f; }), 10), Error);
     EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.min_p = 1.1f; }), 10), Error);
     EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.repeat_penalty = 0.0f; }), 10), Error);
-    EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.repeat_last_n = -1; }), 10), Error);
+    EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.repeat_last_n = -2; }), 10), Error);
+    EXPECT_NO_THROW(Sampler(bad([](SamplerOptions& o) { o.repeat_last_n = -1; }), 10)); // the whole history
+    EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.frequency_penalty = 2.5f; }), 10), Error);
+    EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.presence_penalty = -2.1f; }), 10), Error);
+    EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.presence_penalty = NAN; }), 10), Error);
+    EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.logit_bias = {{10, 1.0f}}; }), 10), Error);
+    EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.logit_bias = {{-1, 1.0f}}; }), 10), Error);
+    EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.logit_bias = {{3, 100.5f}}; }), 10), Error);
+    EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.logit_bias = {{3, INFINITY}}; }), 10), Error);
     EXPECT_THROW(Sampler(bad([](SamplerOptions& o) { o.temperature = NAN; }), 10), Error);
     EXPECT_THROW(Sampler(sampled(), 0), Error);
 

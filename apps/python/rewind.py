@@ -129,6 +129,16 @@ class _ContextOptions(ctypes.Structure):
 _TokenCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_void_p)
 
 
+class _Logprobs(ctypes.Structure):
+    _fields_ = [
+        ("top_n", ctypes.c_int32),
+        ("processed", ctypes.c_int),
+        ("logprob", ctypes.POINTER(ctypes.c_float)),
+        ("top_tokens", ctypes.POINTER(ctypes.c_int32)),
+        ("top_logprobs", ctypes.POINTER(ctypes.c_float)),
+    ]
+
+
 class GenerateOptions(ctypes.Structure):
     _fields_ = [
         ("max_tokens", ctypes.c_int64),
@@ -144,6 +154,12 @@ class GenerateOptions(ctypes.Structure):
         ("n_stop_strings", ctypes.c_size_t),
         ("on_token", _TokenCallback),
         ("user_data", ctypes.c_void_p),
+        ("frequency_penalty", ctypes.c_float),
+        ("presence_penalty", ctypes.c_float),
+        ("logit_bias_tokens", ctypes.POINTER(ctypes.c_int32)),
+        ("logit_bias_values", ctypes.POINTER(ctypes.c_float)),
+        ("n_logit_bias", ctypes.c_size_t),
+        ("logprobs", ctypes.POINTER(_Logprobs)),
     ]
 
 
@@ -175,6 +191,9 @@ class Stats(ctypes.Structure):
         ("generate_seconds", ctypes.c_double),
         ("stop", ctypes.c_int32),
     ]
+
+    # generate(logprobs=N) sets it: one (logprob, [(id, logprob), ...]) per generated token.
+    logprobs = None
 
     @property
     def acceptance_rate(self) -> float:
@@ -882,6 +901,42 @@ def _spec(source, k, adaptive, references, draft, keep, tree=0, k_policy=None):
     return spec
 
 
+def _penalties(opts, keep, frequency_penalty=0.0, presence_penalty=0.0, logit_bias=None):
+    """Sets the C options' frequency/presence penalties and logit_bias ({id: bias})."""
+    opts.frequency_penalty = frequency_penalty
+    opts.presence_penalty = presence_penalty
+    if logit_bias:
+        items = sorted(logit_bias.items())
+        ids = (ctypes.c_int32 * len(items))(*[int(t) for t, _ in items])
+        vals = (ctypes.c_float * len(items))(*[float(b) for _, b in items])
+        keep += [ids, vals]
+        opts.logit_bias_tokens = ids
+        opts.logit_bias_values = vals
+        opts.n_logit_bias = len(items)
+
+
+def _logprobs_buffers(opts, keep, max_tokens, top_n, processed):
+    """Caller-owned logprobs buffers for max_tokens tokens, hooked into `opts`."""
+    if not isinstance(top_n, int) or isinstance(top_n, bool):
+        raise ArgumentError(f"logprobs must be an int (alternatives per token, 0..20), not {top_n!r}")
+    n = max(max_tokens, 1)
+    lp = _Logprobs()
+    lp.top_n = top_n
+    lp.processed = int(processed)
+    bufs = [(ctypes.c_float * n)(), (ctypes.c_int32 * (n * max(top_n, 1)))(), (ctypes.c_float * (n * max(top_n, 1)))()]
+    lp.logprob, lp.top_tokens, lp.top_logprobs = bufs
+    keep += bufs + [lp]
+    opts.logprobs = ctypes.pointer(lp)
+    return lp
+
+
+def _read_logprobs(lp, n_tokens):
+    """[(logprob, [(id, logprob), ...]), ...] for the first n_tokens tokens."""
+    k = lp.top_n
+    return [(lp.logprob[i], [(lp.top_tokens[i * k + j], lp.top_logprobs[i * k + j]) for j in range(k)
+                             if lp.top_tokens[i * k + j] >= 0]) for i in range(n_tokens)]
+
+
 def _run(ctx, cache, max_tokens, opts, spec):
     """One rewind_generate(_speculative) call: (ids, Stats)."""
     out = (ctypes.c_int32 * max(max_tokens, 1))()
@@ -898,7 +953,9 @@ def generate(ctx: "Context", cache: "Cache", max_tokens: int = 128, source: "str
              adaptive: bool = False, references: "Sequence[str]" = (), draft: "Model | None" = None,
              temperature: float = 0.0, seed: int = 0, stop: "Sequence[str]" = (), stop_at_eog: bool = True,
              on_token=None, top_k: int = 0, top_p: float = 1.0, tree: int = 0,
-             k_policy: "str | None" = None) -> "Tuple[list[int], Stats]":
+             k_policy: "str | None" = None, frequency_penalty: float = 0.0, presence_penalty: float = 0.0,
+             logit_bias: "dict | None" = None, logprobs: "int | None" = None,
+             logprobs_processed: bool = False) -> "Tuple[list[int], Stats]":
     """Generates from the sequence in `cache`; the ids are appended to it and returned with the
     Stats. source None decodes plainly; "ngram", "ref", "draft", "auto" or "suffix" speculates
     (same tokens: speculation is lossless). tree > 1 lets the source propose token trees of up
@@ -909,10 +966,18 @@ def generate(ctx: "Context", cache: "Cache", max_tokens: int = 128, source: "str
     on_token: called with each token id as it is decided (before this returns); returning False
     stops the generation after that token (Stats.stop_reason "cancelled"), None or True goes on.
     An exception it raises stops the generation too and is raised from here, the tokens so far
-    kept in the cache."""
+    kept in the cache.
+
+    frequency_penalty, presence_penalty (OpenAI's, in [-2, 2]) and logit_bias ({id: bias in
+    [-100, 100]}) penalise as the C API does. logprobs N (0..20) sets Stats.logprobs to one
+    (logprob, [(id, logprob), ... N alternatives]) per generated token, the model's log-softmax
+    (or, with logprobs_processed, the distribution after penalties, bias and temperature): the
+    same values with or without speculation."""
     _settle(ctx, cache)
     keep = []
     opts = _options(max_tokens, temperature, seed, stop, stop_at_eog, keep, top_k, top_p)
+    _penalties(opts, keep, frequency_penalty, presence_penalty, logit_bias)
+    lp = _logprobs_buffers(opts, keep, max_tokens, logprobs, logprobs_processed) if logprobs is not None else None
     spec = _spec(source, k, adaptive, references, draft, keep, tree, k_policy) if source is not None else None
     errors = []
     if on_token is not None:
@@ -922,6 +987,8 @@ def generate(ctx: "Context", cache: "Cache", max_tokens: int = 128, source: "str
     result = _run(ctx, cache, max_tokens, opts, spec)
     if errors:
         raise errors[0]
+    if lp is not None:
+        result[1].logprobs = _read_logprobs(lp, len(result[0]))
     return result
 
 

@@ -72,6 +72,27 @@ class RewindTest(unittest.TestCase):
         with self.assertRaises(rewind.ArgumentError):
             self.session().generate(8, source="ngram", tree=-1)
 
+    def test_penalties_and_logprobs_equal_under_speculation(self):
+        kw = dict(temperature=0.8, seed=4, stop_at_eog=False, frequency_penalty=0.5, presence_penalty=0.25,
+                  logit_bias={self.model.tokenize("self", add_bos=False)[0]: 3.0}, logprobs=3)
+        free, _ = self.session().generate(40, temperature=0.8, seed=4, stop_at_eog=False)
+        for processed in (False, True):
+            plain, st = self.session().generate(40, logprobs_processed=processed, **kw)
+            self.assertNotEqual(plain, free)  # the penalties acted
+            self.assertEqual(len(st.logprobs), 40)
+            for lp, top in st.logprobs:
+                self.assertLessEqual(lp, 0.0)
+                self.assertEqual(len(top), 3)
+                self.assertGreaterEqual(top[0][1], lp)
+            text, spec = self.session().generate(40, source="draft", draft=self.draft, k=6, tree=2,
+                                                 logprobs_processed=processed, **kw)
+            self.assertEqual(text, plain)
+            self.assertEqual(spec.logprobs, st.logprobs)  # the same floats, exactly
+        with self.assertRaises(rewind.Error):
+            self.session().generate(8, frequency_penalty=2.5)
+        with self.assertRaises(rewind.Error):
+            self.session().generate(8, logprobs=21)
+
     def test_errors_carry_status(self):
         with self.assertRaises(rewind.Error) as e:
             rewind.Model("/nonexistent/model.gguf")

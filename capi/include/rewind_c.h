@@ -227,6 +227,19 @@ REWIND_C_API rewind_status rewind_next_logits(rewind_context* ctx, rewind_cache*
  * longjmp out. */
 typedef int (*rewind_token_callback)(rewind_token token, void* user_data);
 
+/* Where a generation writes each generated token's log-probability, computed from the logits that
+ * decided it (the same bits with or without speculation). Buffers are the caller's, with room for
+ * out_capacity tokens (the out_tokens capacity of the call): entry i belongs to token i. */
+typedef struct rewind_logprobs {
+    int32_t top_n;            /* alternatives per token, 0..20 */
+    int processed;            /* 0: the model's log-softmax; 1: after penalties, logit_bias and
+                               * temperature (greedy: 1), before top-k/top-p/min-p */
+    float* logprob;           /* [out_capacity]: each generated token's */
+    rewind_token* top_tokens; /* [out_capacity * top_n], most likely first (NULL when top_n is 0);
+                               * entries past the vocabulary's size are -1 */
+    float* top_logprobs;      /* [out_capacity * top_n], theirs (-inf past the vocabulary) */
+} rewind_logprobs;
+
 typedef struct rewind_generate_options {
     int64_t max_tokens;    /* >= 0 */
     float temperature;     /* <= 0: greedy */
@@ -242,8 +255,17 @@ typedef struct rewind_generate_options {
     rewind_token_callback on_token; /* NULL: none. rewind_generate and rewind_generate_speculative
                                      * call it; rewind_batch_add refuses it (argument) */
     void* user_data;                /* passed to on_token, never read by rewind */
+    /* Penalties beside repeat_penalty, over the same window of repeat_last_n tokens (-1: all). */
+    float frequency_penalty;        /* [-2, 2], 0: off; OpenAI's: minus count * penalty */
+    float presence_penalty;         /* [-2, 2], 0: off; OpenAI's: minus penalty if present */
+    const rewind_token* logit_bias_tokens; /* n_logit_bias ids whose logits get a bias */
+    const float* logit_bias_values;        /* their biases, each in [-100, 100] */
+    size_t n_logit_bias;
+    rewind_logprobs* logprobs;      /* NULL: none. rewind_generate and rewind_generate_speculative
+                                     * fill it; rewind_batch_add refuses it (argument) */
 } rewind_generate_options;
-/* 128 tokens, greedy, no filters, stop at EOS/EOT, no stop strings, no callback. */
+/* 128 tokens, greedy, no filters or penalties, stop at EOS/EOT, no stop strings, no callback, no
+ * logprobs. */
 REWIND_C_API rewind_generate_options rewind_generate_default_options(void);
 
 /* Why a generation ended. */
@@ -508,7 +530,7 @@ REWIND_C_API void rewind_chat_free(rewind_chat* chat);
 /* Adds `user` as the next user message and generates the assistant's reply on `ctx` (plain
  * decoding when spec is NULL; else speculation as rewind_generate_speculative, with the same
  * reply). opts as rewind_generate's (max_tokens >= 0 and no output buffer to bound it; NULL:
- * defaults); opts->on_token streams the reply's ids as they are decided and may stop it. The
+ * defaults; opts->logprobs is refused); opts->on_token streams the reply's ids as they are decided and may stop it. The
  * reply (its end-of-turn token left out) becomes an assistant message; read it with
  * rewind_chat_reply. turn may be NULL. On failure the messages and last reply are unchanged (the
  * cache may hold part of the new turn, which the next turn reuses). Errors: argument (NULL ctx,

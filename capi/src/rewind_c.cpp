@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <new>
 #include <span>
@@ -191,6 +192,25 @@ rwd::GenerateOptions generate_options(const rewind_generate_options* o, size_t o
     g.sampler.repeat_penalty = o->repeat_penalty;
     g.sampler.repeat_last_n = o->repeat_last_n;
     g.sampler.seed = o->seed;
+    g.sampler.frequency_penalty = o->frequency_penalty;
+    g.sampler.presence_penalty = o->presence_penalty;
+    if (o->n_logit_bias > 0) {
+        need(o->logit_bias_tokens, "logit_bias_tokens");
+        need(o->logit_bias_values, "logit_bias_values");
+    }
+    for (size_t i = 0; i < o->n_logit_bias; ++i) g.sampler.logit_bias.emplace_back(o->logit_bias_tokens[i], o->logit_bias_values[i]);
+    if (const rewind_logprobs* lp = o->logprobs) {
+        if (lp->top_n < 0 || lp->top_n > rwd::LogprobOptions::kMaxTop)
+            throw Error(ErrorCode::argument, "logprobs: top_n must be in [0, 20], got " + std::to_string(lp->top_n));
+        if (out_capacity > 0) {
+            need(lp->logprob, "logprobs->logprob");
+            if (lp->top_n > 0) {
+                need(lp->top_tokens, "logprobs->top_tokens");
+                need(lp->top_logprobs, "logprobs->top_logprobs");
+            }
+        }
+        g.logprobs = {.enabled = true, .top_n = lp->top_n, .processed = lp->processed != 0};
+    }
     g.stop_at_eog = o->stop_at_eog != 0;
     if (o->n_stop_strings > 0) need(o->stop_strings, "stop_strings");
     for (size_t i = 0; i < o->n_stop_strings; ++i) {
@@ -212,9 +232,21 @@ int32_t stop_of(rwd::StopReason r) {
 }
 
 // The common tail of both generate calls: the output.
-void finish(const rwd::GenerateResult& r, rewind_token* out, size_t* n_out) {
+void finish(const rwd::GenerateResult& r, rewind_token* out, size_t* n_out, const rewind_generate_options* o) {
     std::copy(r.tokens.begin(), r.tokens.end(), out);
     *n_out = r.tokens.size();
+    const rewind_logprobs* lp = o->logprobs;
+    if (!lp) return;
+    const auto n_top = static_cast<size_t>(lp->top_n);
+    for (size_t i = 0; i < r.logprobs.size(); ++i) {
+        const rwd::TokenLogprob& t = r.logprobs[i];
+        lp->logprob[i] = t.logprob;
+        for (size_t j = 0; j < n_top; ++j) {
+            const bool has = j < static_cast<size_t>(t.n_top);
+            lp->top_tokens[i * n_top + j] = has ? t.top[j].token : -1;
+            lp->top_logprobs[i * n_top + j] = has ? t.top[j].logprob : -std::numeric_limits<float>::infinity();
+        }
+    }
 }
 
 void fill_stats(rewind_stats* s, const rwd::GenerateResult& r) {
@@ -707,6 +739,12 @@ rewind_generate_options rewind_generate_default_options(void) {
     o.n_stop_strings = 0;
     o.on_token = nullptr;
     o.user_data = nullptr;
+    o.frequency_penalty = g.sampler.frequency_penalty;
+    o.presence_penalty = g.sampler.presence_penalty;
+    o.logit_bias_tokens = nullptr;
+    o.logit_bias_values = nullptr;
+    o.n_logit_bias = 0;
+    o.logprobs = nullptr;
     return o;
 }
 
@@ -718,7 +756,7 @@ rewind_status rewind_generate(rewind_context* ctx, rewind_cache* cache, const re
         const rwd::GenerateOptions g = generate_options(opts, out_capacity);
         if (g.max_tokens > 0) need(out_tokens, "out_tokens");
         const rwd::GenerateResult r = cache->session.generate(ctx->ctx, g, token_callback(opts));
-        finish(r, out_tokens, n_out);
+        finish(r, out_tokens, n_out, opts);
         if (stats) fill_stats(stats, r);
     });
 }
@@ -757,7 +795,7 @@ rewind_status rewind_generate_speculative(rewind_context* ctx, rewind_cache* cac
         auto source = sp::make_guess_source(ss, ctx->ctx.model(), kv.capacity());
         const sp::SpeculativeResult r =
             sp::generate_speculative(ctx->ctx, cache->session, *source, so, token_callback(opts));
-        finish(r, out_tokens, n_out);
+        finish(r, out_tokens, n_out, opts);
         if (stats) {
             fill_stats(stats, r);
             stats->passes = r.stats.passes;
@@ -826,6 +864,8 @@ rewind_status rewind_batch_add(rewind_batch* batch, const rewind_token* prompt, 
         const rwd::Model& model = *batch->model;
         const int64_t n_ctx = model.hparams().n_ctx_train;
         sp::BatchRequest req;
+        if (opts && opts->logprobs)
+            throw Error(ErrorCode::argument, "a batch request takes no logprobs buffers (not yet supported in C)");
         req.generate = generate_options(opts, SIZE_MAX); // no output buffer: any max_tokens >= 0
         if (opts->on_token)
             throw Error(ErrorCode::argument, "a batch request takes no on_token callback (read its tokens with "
@@ -1047,6 +1087,7 @@ rewind_status rewind_chat_say(rewind_context* ctx, rewind_chat* chat, const char
             throw Error(ErrorCode::state, "the chat belongs to " + session.model().path() + ", the context runs " +
                                               ctx->ctx.model().path());
         const rewind_generate_options go = opts ? *opts : rewind_generate_default_options();
+        if (go.logprobs) throw Error(ErrorCode::argument, "a chat turn takes no logprobs buffers (not yet supported in C)");
         const rwd::GenerateOptions g = generate_options(&go, SIZE_MAX); // no output buffer
         const rwd::TokenCallback cb = token_callback(&go);
         rwd::ChatTurn t;

@@ -52,7 +52,10 @@ constexpr int kAdaptiveStart = 1;
 
 DecodeState::DecodeState(const Model& model, const GenerateOptions& opts, int64_t capacity, Speculation spec)
     : model_(model), max_tokens_(opts.max_tokens), capacity_(capacity), spec_(spec),
-      sampler_(opts.sampler, model.n_vocab()), checker_(opts, model.tokenizer(), capacity) {
+      sampler_(opts.sampler, model.n_vocab()), checker_(opts, model.tokenizer(), capacity), lp_opts_(opts.logprobs) {
+    if (lp_opts_.top_n < 0 || lp_opts_.top_n > LogprobOptions::kMaxTop)
+        throw Error("decoding: logprobs.top_n must be in [0, " + std::to_string(LogprobOptions::kMaxTop) + "], got " +
+                    std::to_string(lp_opts_.top_n));
     if (spec_.k_max < 0 || spec_.k_max > kMaxK)
         throw Error("decoding: k must be in [0, " + std::to_string(kMaxK) + "], got " + std::to_string(spec_.k_max));
     if (spec_.verify != VerifyMode::Exact && spec_.verify != VerifyMode::Rejection)
@@ -65,15 +68,21 @@ DecodeState::DecodeState(const Model& model, const GenerateOptions& opts, int64_
                     &stack_, &cand_row_})
         v->reserve(R);
     cand_tok_.reserve(R);
+    snap_.reserve(R);
+    alive_.reserve(R);
+    mask_.resize(static_cast<size_t>((model.n_vocab() + 31) / 32));
 }
 
-void DecodeState::start(std::span<const TokenId> prompt) {
+void DecodeState::start(std::span<const TokenId> prompt, TokenConstraint* constraint) {
+    constraint_ = constraint;
     tokens_.assign(prompt.begin(), prompt.end());
     prompt_size_ = prompt.size();
     const auto P = static_cast<int64_t>(prompt.size());
     // (Written so that a huge max_tokens, e.g. INT64_MAX from the C API, cannot overflow.)
     const int64_t reach = max_tokens_ >= capacity_ - P ? capacity_ : P + max_tokens_;
     tokens_.reserve(static_cast<size_t>(std::max(reach, P) + spec_.k_max + 1));
+    logprobs_.clear();
+    if (lp_opts_.enabled) logprobs_.reserve(static_cast<size_t>(std::max<int64_t>(reach - P, 0) + spec_.k_max + 1));
     checker_.reset();
     done_ = false;
     stop_ = StopReason::MaxTokens;
@@ -101,7 +110,7 @@ int DecodeState::room(int64_t pc, int64_t limit) const {
 
 std::span<const TokenId> DecodeState::begin_pass(int64_t pc, std::span<const TokenId> guesses,
                                                  std::span<const int32_t> parents, std::span<const float> probs,
-                                                 int room, std::string_view source) {
+                                                 int room, std::string_view source, int forced) {
     const auto n_vocab = static_cast<size_t>(model_.n_vocab());
     if (!probs.empty() && probs.size() != guesses.size() * n_vocab)
         throw Error(ErrorCode::shape, "decoding: " + std::string(source) + " returned " + std::to_string(probs.size()) +
@@ -131,10 +140,69 @@ std::span<const TokenId> DecodeState::begin_pass(int64_t pc, std::span<const Tok
         cand_par_.push_back(a < 0 ? -1 : cand_row_[static_cast<size_t>(a)]);
         cand_src_.push_back(static_cast<int32_t>(i));
     }
+    if (constraint_ && !cand_tok_.empty()) cut_forbidden();
+    forced_ = forced;
     pc_ = pc;
     probs_ = probs;
     build_rows(cand_tok_.size());
     return rows_;
+}
+
+void DecodeState::cut_forbidden() {
+    const size_t m = cand_tok_.size();
+    // Children lists over candidates (node c + 1; 0 is the pending token).
+    first_child_.assign(m + 1, -1);
+    next_sibling_.assign(m + 1, -1);
+    for (size_t c = m; c-- > 0;) {
+        const auto p = static_cast<size_t>(cand_par_[c] + 1);
+        next_sibling_[c + 1] = first_child_[p];
+        first_child_[p] = static_cast<int32_t>(c + 1);
+    }
+    // Depth first: a popped node's parent is always the state reached last or one of its
+    // ancestors, so every rollback goes back along the path that led to the present state.
+    TokenConstraint& tc = *constraint_;
+    const TokenConstraint::Snapshot s0 = tc.snapshot();
+    snap_.assign(m, s0);
+    alive_.assign(m, 0);
+    stack_.clear();
+    for (int32_t n = first_child_[0]; n >= 0; n = next_sibling_[static_cast<size_t>(n)]) stack_.push_back(n);
+    while (!stack_.empty()) {
+        const auto c = static_cast<size_t>(stack_.back() - 1);
+        stack_.pop_back();
+        const int32_t p = cand_par_[c];
+        tc.rollback(p < 0 ? s0 : snap_[static_cast<size_t>(p)]);
+        if (eog(cand_tok_[c])) { // allowed where the text is complete; nothing follows it (push)
+            alive_[c] = tc.allows(cand_tok_[c]) ? 1 : 0;
+            continue;
+        }
+        if (!tc.accept(cand_tok_[c])) continue; // forbidden: it and its subtree go
+        alive_[c] = 1;
+        snap_[c] = tc.snapshot();
+        for (int32_t n = first_child_[c + 1]; n >= 0; n = next_sibling_[static_cast<size_t>(n)]) stack_.push_back(n);
+    }
+    tc.rollback(s0);
+    // Compact in the source's order; alive_[c] becomes c's new index.
+    size_t j = 0;
+    for (size_t c = 0; c < m; ++c) {
+        if (!alive_[c]) {
+            alive_[c] = -1;
+            continue;
+        }
+        const int32_t p = cand_par_[c];
+        cand_tok_[j] = cand_tok_[c];
+        cand_par_[j] = p < 0 ? -1 : alive_[static_cast<size_t>(p)];
+        cand_src_[j] = cand_src_[c];
+        alive_[c] = static_cast<int32_t>(j++);
+    }
+    cand_tok_.resize(j);
+    cand_par_.resize(j);
+    cand_src_.resize(j);
+}
+
+std::span<const uint32_t> DecodeState::next_mask() {
+    if (!constraint_) return {};
+    constraint_->fill_mask(mask_);
+    return mask_;
 }
 
 void DecodeState::build_rows(size_t m) {
@@ -203,8 +271,10 @@ void DecodeState::cancel() {
 
 int32_t DecodeState::decide(const float* row, int64_t pos, size_t cur, TokenId& out) {
     const int32_t first = first_child_[cur];
+    const std::span<const uint32_t> mask = next_mask();
+    last_mask_ = mask;
     if (first < 0 || spec_.verify == VerifyMode::Exact) {
-        out = sampler_.sample(row, pos, tokens_);
+        out = sampler_.sample(row, pos, tokens_, mask);
         for (int32_t c = first; c >= 0; c = next_sibling_[static_cast<size_t>(c)])
             if (rows_[static_cast<size_t>(c)] == out) return c;
         return -1;
@@ -214,7 +284,7 @@ int32_t DecodeState::decide(const float* row, int64_t pos, size_t cur, TokenId& 
     // with q = one-hot(x).
     const TokenId x = rows_[static_cast<size_t>(first)];
     const auto n_vocab = static_cast<size_t>(model_.n_vocab());
-    sampler_.distribution(row, tokens_, p_);
+    sampler_.distribution(row, tokens_, p_, mask);
     const float* q =
         probs_.empty() ? nullptr : probs_.data() + static_cast<size_t>(row_src_[static_cast<size_t>(first)]) * n_vocab;
     const double px = p_[static_cast<size_t>(x)];
@@ -241,9 +311,12 @@ int32_t DecodeState::decide(const float* row, int64_t pos, size_t cur, TokenId& 
 bool DecodeState::push(TokenId t, int64_t pos, const TokenCallback& on_token) {
     tokens_.push_back(t);
     const bool stop = checker_.push(t, pos);
+    // Under a constraint an end-of-generation token (allowed only where the text is complete)
+    // always ends the generation: nothing of the language can follow it.
+    const bool constrained_end = constraint_ && model_.tokenizer().is_eog(t);
     const bool go_on = on_token ? on_token(t) : true;
-    if (!stop && go_on) return false;
-    stop_ = stop ? checker_.reason() : StopReason::Cancelled;
+    if (!stop && !constrained_end && go_on) return false;
+    stop_ = constrained_end ? StopReason::EndOfGeneration : stop ? checker_.reason() : StopReason::Cancelled;
     done_ = true;
     return true;
 }
@@ -267,6 +340,12 @@ int DecodeState::judge(std::span<const float> logits, const TokenCallback& on_to
         const auto pos = static_cast<int64_t>(tokens_.size());
         TokenId t;
         const int32_t next = decide(logits.data() + cur * n_vocab, pos, cur, t);
+        if (lp_opts_.enabled) record_logprob(logits.data() + cur * n_vocab, t);
+        // The constraint follows the emitted path (the token came from its mask, or was a guess
+        // begin_pass checked against it); an end-of-generation token ends it instead (push).
+        if (constraint_ && !eog(t) && !constraint_->accept(t))
+            throw Error(ErrorCode::state, "decoding: the constraint refused token " + std::to_string(t) +
+                                              ", which its own mask allowed, at position " + std::to_string(pos));
         if (next >= 0) {
             ++stats_.accepted_at[static_cast<size_t>(accepted)];
             ++accepted;
@@ -278,8 +357,28 @@ int DecodeState::judge(std::span<const float> logits, const TokenCallback& on_to
     }
     stats_.accepted += accepted;
     stats_.emitted += emitted_;
+    if (forced_ > 0) {
+        for (size_t r = 1; r < rows_.size(); ++r) stats_.forced_proposed += row_src_[r] < forced_ ? 1 : 0;
+        for (size_t d = 1; d < path_.size(); ++d)
+            stats_.forced_accepted += row_src_[static_cast<size_t>(path_[d])] < forced_ ? 1 : 0;
+    }
     observe_k(max_depth_, accepted);
     return accepted;
+}
+
+// From the row that decided t (and, for the processed distribution, the mask and history it was
+// decided with: tokens_ does not hold t yet).
+void DecodeState::record_logprob(const float* row, TokenId t) {
+    const auto n_vocab = static_cast<size_t>(model_.n_vocab());
+    std::span<const float> r(row, n_vocab);
+    double inv_t = 1.0;
+    if (lp_opts_.processed) {
+        r = sampler_.processed_logits(row, tokens_, last_mask_);
+        const float temp = sampler_.options().temperature;
+        if (temp > 0.0f) inv_t = 1.0 / static_cast<double>(temp);
+    }
+    logprobs_.emplace_back();
+    compute_logprob(r, inv_t, t, lp_opts_.top_n, logprobs_.back());
 }
 
 void DecodeState::commit(KvCache& cache) const {

@@ -61,13 +61,14 @@ void StopChecker::reset() {
 }
 
 GenerateResult generate_plain(Context& ctx, KvCache& cache, const std::vector<TokenId>& prompt,
-                              const GenerateOptions& opts, const TokenCallback& on_token) {
+                              const GenerateOptions& opts, const TokenCallback& on_token,
+                              TokenConstraint* constraint) {
     using clock = std::chrono::steady_clock;
     const auto P = static_cast<int64_t>(prompt.size());
     const int64_t n0 = cache.size();
     check_prompt(ctx.model(), prompt, n0, cache.capacity(), "generate");
     DecodeState seq(ctx.model(), opts, cache.capacity());
-    seq.start(prompt);
+    seq.start(prompt, constraint);
 
     GenerateResult res;
     const std::span<const TokenId> pending(prompt.data() + n0, static_cast<size_t>(P - n0));
@@ -95,6 +96,7 @@ GenerateResult generate_plain(Context& ctx, KvCache& cache, const std::vector<To
         logits = ctx.forward(cache, std::span<const TokenId>(&id, 1), Logits::Last);
     }
     res.tokens.assign(seq.generated().begin(), seq.generated().end());
+    res.logprobs.assign(seq.logprobs().begin(), seq.logprobs().end());
     res.stop = seq.stop();
     res.generate_seconds = std::chrono::duration<double>(clock::now() - t1).count();
     return res;

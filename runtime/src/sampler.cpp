@@ -1,4 +1,4 @@
-// Sampler: the fixed filter chain (penalty -> top-k -> top-p -> min-p -> temperature -> draw,
+// Sampler: the fixed filter chain (mask -> penalties -> bias -> top-k -> top-p -> min-p -> temperature -> draw,
 // see sampler.h) over preallocated buffers, and counter-based randomness so that a position's
 // draw depends only on (seed, position, stream).
 #include "rewind/sampler.h"
@@ -32,34 +32,53 @@ Sampler::Sampler(SamplerOptions opts, int64_t n_vocab) : opts_(opts), n_vocab_(n
     if (!(opts.repeat_penalty > 0.0f) || std::isinf(opts.repeat_penalty))
         throw Error("sampler: repeat_penalty must be positive and finite (1 = off), got " +
                     std::to_string(opts.repeat_penalty));
-    if (opts.repeat_last_n < 0)
-        throw Error("sampler: repeat_last_n must be >= 0, got " + std::to_string(opts.repeat_last_n));
+    if (opts.repeat_last_n < -1)
+        throw Error("sampler: repeat_last_n must be >= -1 (-1: the whole history), got " +
+                    std::to_string(opts.repeat_last_n));
+    for (const float pen : {opts.frequency_penalty, opts.presence_penalty})
+        if (!(pen >= -2.0f && pen <= 2.0f))
+            throw Error("sampler: frequency_penalty and presence_penalty must be in [-2, 2] (0 = off), got " +
+                        std::to_string(pen));
+    for (const auto& [id, bias] : opts.logit_bias) {
+        if (id < 0 || id >= n_vocab)
+            throw Error("sampler: logit_bias names token " + std::to_string(id) + ", outside the vocabulary [0, " +
+                        std::to_string(n_vocab) + ")");
+        if (!(bias >= -100.0f && bias <= 100.0f))
+            throw Error("sampler: logit_bias of token " + std::to_string(id) + " must be in [-100, 100], got " +
+                        std::to_string(bias));
+    }
     const auto n = static_cast<size_t>(n_vocab);
     work_.resize(n);
     probs_.resize(n);
     idx_.resize(n);
     exps_.resize(n);
-    seen_.assign(n, 0);
+    count_.assign(n, 0);
 }
 
 void Sampler::penalise(std::span<const TokenId> history) {
-    if (opts_.repeat_penalty == 1.0f || opts_.repeat_last_n == 0 || history.empty()) return;
-    const size_t n = std::min(history.size(), static_cast<size_t>(opts_.repeat_last_n));
-    const auto recent = history.subspan(history.size() - n);
-    for (TokenId id : recent) {
-        if (id < 0 || id >= n_vocab_)
-            throw Error("sampler: history token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                        std::to_string(n_vocab_) + ")");
+    const bool counted = opts_.repeat_penalty != 1.0f || opts_.frequency_penalty != 0.0f || opts_.presence_penalty != 0.0f;
+    if (counted && opts_.repeat_last_n != 0 && !history.empty()) {
+        const size_t n = opts_.repeat_last_n < 0 ? history.size()
+                                                 : std::min(history.size(), static_cast<size_t>(opts_.repeat_last_n));
+        const auto recent = history.subspan(history.size() - n);
+        for (TokenId id : recent) {
+            if (id < 0 || id >= n_vocab_)
+                throw Error("sampler: history token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                            std::to_string(n_vocab_) + ")");
+        }
+        for (TokenId id : recent) ++count_[static_cast<size_t>(id)];
+        // Once per distinct id (its count then goes back to 0, which marks it done).
+        for (TokenId id : recent) {
+            int32_t& c = count_[static_cast<size_t>(id)];
+            if (c == 0) continue;
+            float& l = work_[static_cast<size_t>(id)];
+            if (opts_.repeat_penalty != 1.0f) l = l > 0.0f ? l / opts_.repeat_penalty : l * opts_.repeat_penalty;
+            if (opts_.frequency_penalty != 0.0f || opts_.presence_penalty != 0.0f)
+                l -= static_cast<float>(c) * opts_.frequency_penalty + opts_.presence_penalty;
+            c = 0;
+        }
     }
-    // llama.cpp's rule, once per distinct id: shrink positive logits, push negative ones down.
-    for (TokenId id : recent) {
-        auto& s = seen_[static_cast<size_t>(id)];
-        if (s) continue;
-        s = 1;
-        float& l = work_[static_cast<size_t>(id)];
-        l = l > 0.0f ? l / opts_.repeat_penalty : l * opts_.repeat_penalty;
-    }
-    for (TokenId id : recent) seen_[static_cast<size_t>(id)] = 0;
+    for (const auto& [id, bias] : opts_.logit_bias) work_[static_cast<size_t>(id)] += bias;
 }
 
 namespace {
@@ -107,23 +126,48 @@ int64_t argmax_lowest_index(const float* l, int64_t n) {
 
 } // namespace
 
-TokenId Sampler::greedy_pick(const float* logits, std::span<const TokenId> history) {
+void Sampler::apply_mask(std::span<const uint32_t> mask) {
+    if (mask.empty()) return;
+    if (static_cast<int64_t>(mask.size()) != mask_words())
+        throw Error(ErrorCode::shape, "sampler: a token mask of " + std::to_string(mask.size()) + " words for a vocabulary of " +
+                                          std::to_string(n_vocab_) + " tokens (needs " + std::to_string(mask_words()) + ")");
+    constexpr float kOut = -std::numeric_limits<float>::infinity();
+    bool any = false;
+    for (size_t w = 0; w < mask.size(); ++w) {
+        const uint32_t bits = mask[w];
+        any = any || bits != 0;
+        if (bits == 0xffffffffu) continue;
+        const size_t base = w * 32;
+        const size_t end = std::min(base + 32, static_cast<size_t>(n_vocab_));
+        for (size_t t = base; t < end; ++t)
+            if (!((bits >> (t - base)) & 1u)) work_[t] = kOut;
+    }
+    if (!any) throw Error("sampler: the token mask allows no token");
+}
+
+TokenId Sampler::greedy_pick(const float* logits, std::span<const TokenId> history, std::span<const uint32_t> mask) {
     const float* l = logits;
-    if (opts_.repeat_penalty != 1.0f) {
+    if (penalised() || !mask.empty()) {
         std::copy(logits, logits + n_vocab_, work_.begin());
+        apply_mask(mask);
         penalise(history);
         l = work_.data();
     }
-    return static_cast<TokenId>(argmax_lowest_index(l, n_vocab_));
+    const int64_t best = argmax_lowest_index(l, n_vocab_);
+    // Under a mask the argmax must be an allowed token: one with a finite logit.
+    if (!mask.empty() && l[best] == -std::numeric_limits<float>::infinity())
+        throw Error("sampler: every token the mask allows has logit -inf");
+    return static_cast<TokenId>(best);
 }
 
-void Sampler::compute(const float* logits, std::span<const TokenId> history) {
+void Sampler::compute(const float* logits, std::span<const TokenId> history, std::span<const uint32_t> mask) {
     const auto n = static_cast<size_t>(n_vocab_);
     for (size_t i = 0; i < n; ++i) {
         if (std::isnan(logits[i]) || logits[i] == std::numeric_limits<float>::infinity())
             throw Error("sampler: logit of token " + std::to_string(i) + " is NaN or +inf");
     }
     std::copy(logits, logits + n, work_.begin());
+    apply_mask(mask);
     penalise(history);
 
     const float* w = work_.data();
@@ -174,19 +218,29 @@ void Sampler::compute(const float* logits, std::span<const TokenId> history) {
     for (size_t i = 0; i < count; ++i) probs_[static_cast<size_t>(idx_[i])] = static_cast<float>(exps_[i] / total);
 }
 
-TokenId Sampler::sample(const float* logits, int64_t pos, std::span<const TokenId> history) {
-    if (opts_.greedy()) return greedy_pick(logits, history);
-    compute(logits, history);
+std::span<const float> Sampler::processed_logits(const float* logits, std::span<const TokenId> history,
+                                                std::span<const uint32_t> mask) {
+    std::copy(logits, logits + n_vocab_, work_.begin());
+    apply_mask(mask);
+    penalise(history);
+    return work_;
+}
+
+TokenId Sampler::sample(const float* logits, int64_t pos, std::span<const TokenId> history,
+                        std::span<const uint32_t> mask) {
+    if (opts_.greedy()) return greedy_pick(logits, history, mask);
+    compute(logits, history, mask);
     return sample_from(probs_, pos, kSampleStream);
 }
 
-void Sampler::distribution(const float* logits, std::span<const TokenId> history, std::vector<float>& probs) {
+void Sampler::distribution(const float* logits, std::span<const TokenId> history, std::vector<float>& probs,
+                           std::span<const uint32_t> mask) {
     probs.assign(static_cast<size_t>(n_vocab_), 0.0f);
     if (opts_.greedy()) {
-        probs[static_cast<size_t>(greedy_pick(logits, history))] = 1.0f;
+        probs[static_cast<size_t>(greedy_pick(logits, history, mask))] = 1.0f;
         return;
     }
-    compute(logits, history);
+    compute(logits, history, mask);
     std::copy(probs_.begin(), probs_.end(), probs.begin());
 }
 

@@ -77,8 +77,8 @@ class PlainContinuation final : public Continuation {
 public:
     explicit PlainContinuation(const GenerateOptions& opts) : opts_(opts) {}
     GenerateResult continue_tokens(Context& ctx, KvCache& cache, const std::vector<TokenId>& tokens,
-                                   const TokenCallback& on_token) override {
-        return generate_plain(ctx, cache, tokens, opts_, on_token);
+                                   const TokenCallback& on_token, TokenConstraint* constraint) override {
+        return generate_plain(ctx, cache, tokens, opts_, on_token, constraint);
     }
 
 private:
@@ -87,15 +87,17 @@ private:
 
 } // namespace
 
-GenerateResult Session::generate(Context& ctx, const GenerateOptions& opts, const TokenCallback& on_token) {
+GenerateResult Session::generate(Context& ctx, const GenerateOptions& opts, const TokenCallback& on_token,
+                                 TokenConstraint* constraint) {
     PlainContinuation plain(opts);
-    return generate(ctx, plain, on_token);
+    return generate(ctx, plain, on_token, constraint);
 }
 
-GenerateResult Session::generate(Context& ctx, Continuation& how, const TokenCallback& on_token) {
+GenerateResult Session::generate(Context& ctx, Continuation& how, const TokenCallback& on_token,
+                                 TokenConstraint* constraint) {
     if (tokens_.empty()) throw Error(ErrorCode::state, "session: nothing to generate from (append a prompt first)");
     check_context(ctx, "generate");
-    GenerateResult r = how.continue_tokens(ctx, cache_, tokens_, on_token);
+    GenerateResult r = how.continue_tokens(ctx, cache_, tokens_, on_token, constraint);
     tokens_.insert(tokens_.end(), r.tokens.begin(), r.tokens.end());
     return r;
 }

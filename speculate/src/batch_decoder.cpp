@@ -10,6 +10,7 @@
 #include <exception>
 
 #include "pass_cost_model.h"
+#include "rewind/speculate/forced_source.h"
 
 namespace rwd::speculate {
 namespace {
@@ -26,6 +27,8 @@ struct BatchDecoder::Request {
     KvCache cache;
     DecodeState seq;
     Proposal proposal;
+    std::unique_ptr<ForcedSource> forced; // req.source behind forced text, under a constraint
+    GuessSource* source = nullptr;        // what guesses: req.source (or forced wrapping it), or null
     BatchResult res;              // tokens and stats mirrored from seq after each pass
     uint64_t kv_bytes = 0;
     size_t m = 0;                 // guesses kept this pass (trim_guesses)
@@ -51,6 +54,8 @@ struct BatchDecoder::Request {
         if (res.tokens.empty() && !gen.empty())
             res.queue_to_first_token_seconds = std::chrono::duration<double>(Clock::now() - admitted).count();
         res.tokens.insert(res.tokens.end(), gen.begin() + static_cast<std::ptrdiff_t>(res.tokens.size()), gen.end());
+        const std::span<const TokenLogprob> lp = seq.logprobs();
+        res.logprobs.insert(res.logprobs.end(), lp.begin() + static_cast<std::ptrdiff_t>(res.logprobs.size()), lp.end());
         res.stats = seq.stats();
         if (seq.done()) res.stop = seq.stop();
     }
@@ -124,7 +129,7 @@ uint64_t BatchDecoder::submit(BatchRequest req) {
     r->admitted = Clock::now();
     r->kv_bytes = need;
     const std::vector<TokenId>& prompt = r->req.prompt;
-    r->seq.start(prompt);
+    r->seq.start(prompt, r->req.constraint.get());
     if (opts_.share_prefixes) {
         // The longest run of prompt tokens from position 0 that another cache holds (all but the
         // last prompt token at most: that one is the first pass's pending token).
@@ -160,8 +165,9 @@ uint64_t BatchDecoder::submit(BatchRequest req) {
     r->req.prefix_cache = nullptr;
     r->req.prefix_tokens = {};
     // As generate_plain: a request with nothing to generate retires at the next step.
-    if (!r->seq.nothing_to_generate(P) && r->req.source)
-        r->req.source->reset(GenerationStart{r->seq.tokens(), r->req.verify, r->req.generate.sampler});
+    if (r->req.source) r->source = &with_forced(*r->req.source, r->req.constraint.get(), r->forced);
+    if (!r->seq.nothing_to_generate(P) && r->source)
+        r->source->reset(GenerationStart{r->seq.tokens(), r->req.verify, r->req.generate.sampler, r->req.constraint.get()});
     r->mirror();
     r->id = next_id_++;
     r->res.id = r->id;
@@ -202,11 +208,11 @@ void BatchDecoder::judge(Request& r, std::span<const float> logits) {
     r.seq.commit(r.cache);
     emitted_this_pass_ += r.seq.emitted_last();
     if (accepted < static_cast<int>(r.seq.guesses())) ++r.rejections;
-    if (r.req.source) { // after its last pass too: a source that remembers outputs sees all of it
+    if (r.source) { // after its last pass too: a source that remembers outputs sees all of it
         try {
-            r.req.source->accept(r.seq.tokens());
+            r.source->accept(r.seq.tokens());
         } catch (const Error& e) {
-            fail(r, e.code(), std::string("guess source '") + std::string(r.req.source->name()) + "': " + e.what());
+            fail(r, e.code(), std::string("guess source '") + std::string(r.source->name()) + "': " + e.what());
         }
     }
 }
@@ -275,19 +281,19 @@ void BatchDecoder::prefill_chunks(int64_t decoding, int64_t& prefill_rows) {
 // and its rows [pending token, guesses...]. A source that throws fails the request alone.
 void BatchDecoder::propose(Request& r, int64_t guess_budget) {
     const int64_t pc = r.cache.size();
-    const int room = r.req.source ? r.seq.room(pc, guess_budget) : 0;
+    const int room = r.source ? r.seq.room(pc, guess_budget) : 0;
     r.proposal.clear();
     if (room >= 1) {
         try {
-            r.req.source->propose(r.seq.tokens(), room, r.proposal);
+            r.source->propose(r.seq.tokens(), room, r.proposal);
         } catch (const Error& e) {
-            fail(r, e.code(), std::string("guess source '") + std::string(r.req.source->name()) + "': " + e.what());
+            fail(r, e.code(), std::string("guess source '") + std::string(r.source->name()) + "': " + e.what());
             return;
         }
     }
     try {
         r.seq.begin_pass(pc, r.proposal.tokens, r.proposal.parents, r.proposal.probs, room,
-                         r.req.source ? r.req.source->name() : std::string_view("guess source"));
+                         r.source ? r.source->name() : std::string_view("guess source"), r.proposal.forced);
     } catch (const Error& e) {
         fail(r, e.code(), e.what());
         return;

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "rewind/error.h"
+#include "rewind/speculate/forced_source.h"
 #include "tree_budget.h"
 
 namespace rwd::speculate {
@@ -33,6 +34,11 @@ std::string format_stats(const DecodeStats& s) {
                       s.mean_depth());
         out += buf;
     }
+    if (s.forced_proposed > 0) {
+        std::snprintf(buf, sizeof buf, "forced text: %lld/%lld forced guesses accepted\n",
+                      static_cast<long long>(s.forced_accepted), static_cast<long long>(s.forced_proposed));
+        out += buf;
+    }
     std::snprintf(buf, sizeof buf, "time: propose %.2f ms, verify %.2f ms, prompt %.2f ms, total %.2f ms\n",
                   1e3 * s.propose_seconds, 1e3 * s.verify_seconds, 1e3 * s.prompt_seconds, 1e3 * s.total_seconds);
     out += buf;
@@ -53,12 +59,14 @@ class SpeculativeDecoder {
 public:
     // Keeps references to target, cache and source; all must outlive the decoder.
     SpeculativeDecoder(Context& target, KvCache& cache, GuessSource& source, const SpeculativeOptions& opts);
-    SpeculativeResult generate(const std::vector<TokenId>& prompt, const TokenCallback& on_token);
+    SpeculativeResult generate(const std::vector<TokenId>& prompt, const TokenCallback& on_token,
+                               TokenConstraint* constraint);
 
 private:
     Context& ctx_;
     KvCache& cache_;
-    GuessSource& source_;
+    GuessSource& given_;                   // the caller's source
+    std::unique_ptr<ForcedSource> forced_; // given_ behind forced text, under a constraint
     const SpeculativeOptions& opts_;
     DecodeState seq_;   // the verification core
     Proposal proposal_; // reused: nothing is allocated per token once warm
@@ -76,7 +84,7 @@ Speculation speculation_of(const SpeculativeOptions& o, const Context& target) {
 
 SpeculativeDecoder::SpeculativeDecoder(Context& target, KvCache& cache, GuessSource& source,
                                        const SpeculativeOptions& opts)
-    : ctx_(target), cache_(cache), source_(source), opts_(opts),
+    : ctx_(target), cache_(cache), given_(source), opts_(opts),
       seq_(target.model(), opts_.generate, cache.capacity(), speculation_of(opts_, target)),
       budget_(opts_.pass_seconds) {
     if (!cache_.belongs_to(target.model()))
@@ -88,12 +96,14 @@ SpeculativeDecoder::SpeculativeDecoder(Context& target, KvCache& cache, GuessSou
                     "with the pass size; speculation needs Numerics::Exact");
 }
 
-SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& prompt, const TokenCallback& on_token) {
+SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& prompt, const TokenCallback& on_token,
+                                               TokenConstraint* constraint) {
     const auto t_start = Clock::now();
     const auto P = static_cast<int64_t>(prompt.size());
     const int64_t n0 = cache_.size();
     check_prompt(ctx_.model(), prompt, n0, cache_.capacity(), "speculative decoding");
-    seq_.start(prompt);
+    seq_.start(prompt, constraint);
+    GuessSource& source = with_forced(given_, constraint, forced_);
     DecodeStats& st = seq_.stats();
     SpeculativeResult res;
 
@@ -113,7 +123,7 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& promp
     const auto t_gen = Clock::now();
     {
         const auto t = Clock::now();
-        source_.reset(GenerationStart{seq_.tokens(), opts_.verify, opts_.generate.sampler});
+        source.reset(GenerationStart{seq_.tokens(), opts_.verify, opts_.generate.sampler, constraint});
         st.propose_seconds += seconds_since(t);
     }
     while (!seq_.done()) {
@@ -122,12 +132,13 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& promp
         proposal_.clear();
         if (room >= 1) {
             const auto t = Clock::now();
-            source_.propose(seq_.tokens(), room, proposal_);
+            source.propose(seq_.tokens(), room, proposal_);
             if (opts_.k_policy == KPolicy::Cost) room = budget_.choose(proposal_, st, room);
             st.propose_seconds += seconds_since(t);
         }
         const auto t_verify = Clock::now();
-        const auto rows = seq_.begin_pass(pc, proposal_.tokens, proposal_.parents, proposal_.probs, room, source_.name());
+        const auto rows = seq_.begin_pass(pc, proposal_.tokens, proposal_.parents, proposal_.probs, room, source.name(),
+                                          proposal_.forced);
         const std::span<const float> logits =
             seq_.parents().empty() ? ctx_.forward(cache_, rows, Logits::All) : ctx_.forward_tree(cache_, rows, seq_.parents());
         const double t_pass = seconds_since(t_verify);
@@ -138,13 +149,14 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& promp
         {
             // After the last pass too: a source that remembers outputs (suffix) sees all of it.
             const auto t = Clock::now();
-            source_.accept(seq_.tokens());
+            source.accept(seq_.tokens());
             st.propose_seconds += seconds_since(t);
         }
         if (opts_.on_pass)
             opts_.on_pass(PassReport{cache_, seq_.tokens(), static_cast<int>(seq_.guesses()), accepted, room});
     }
     res.tokens.assign(seq_.generated().begin(), seq_.generated().end());
+    res.logprobs.assign(seq_.logprobs().begin(), seq_.logprobs().end());
     res.stop = seq_.stop();
     res.generate_seconds = seconds_since(t_gen);
     st.total_seconds = seconds_since(t_start);
@@ -156,9 +168,9 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& promp
 
 SpeculativeResult generate_speculative(Context& target, KvCache& cache, const std::vector<TokenId>& prompt,
                                        GuessSource& source, const SpeculativeOptions& opts,
-                                       const TokenCallback& on_token) {
+                                       const TokenCallback& on_token, TokenConstraint* constraint) {
     SpeculativeDecoder dec(target, cache, source, opts);
-    return dec.generate(prompt, on_token);
+    return dec.generate(prompt, on_token, constraint);
 }
 
 } // namespace rwd::speculate

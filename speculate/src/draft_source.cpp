@@ -84,7 +84,11 @@ DraftSource::DraftSource(std::shared_ptr<const Model> draft, const Model& target
 
 void DraftSource::reset(const GenerationStart& start) {
     verify_ = start.verify;
-    sampler_ = Sampler(start.sampler, n_common_);
+    // The target's settings over the ids both vocabularies have (a bias on an id only the target
+    // has cannot apply to the draft's logits).
+    SamplerOptions so = start.sampler;
+    std::erase_if(so.logit_bias, [&](const auto& b) { return b.first >= n_common_; });
+    sampler_ = Sampler(so, n_common_);
     // Keep whatever prefix of the cache the new prompt shares (a rerun of the same prompt
     // costs nothing).
     rollback_to(start.prompt);

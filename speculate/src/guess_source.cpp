@@ -36,6 +36,11 @@ void order_best_first(Proposal& p, std::vector<double>& chance, BestFirstScratch
                                   p.probs.begin() + static_cast<std::ptrdiff_t>((i + 1) * V));
         s.chance.push_back(chance[i]);
     }
+    // Forced guesses keep their mark while they keep their places (a child never rises above its
+    // parent, so a forced chain, the root's only child, stays first).
+    int32_t forced = 0;
+    while (forced < p.forced && s.where[static_cast<size_t>(forced)] == forced) ++forced;
+    s.tmp.forced = forced;
     std::swap(p, s.tmp);
     std::swap(chance, s.chance);
 }

@@ -44,6 +44,7 @@ void check_spec(const SourceSpec& spec, const char* name) {
         break;
     case SourceKind::Auto: break;
     case SourceKind::Suffix:
+    case SourceKind::Forced:
         if (!spec.references.empty()) throw Error(who + "reference documents are only used by 'ref' and 'auto'");
         if (drafted) throw Error(who + "a draft model is only used by 'draft' and 'auto'");
         break;
@@ -57,6 +58,7 @@ void parse_source_kind(std::string_view name, SourceSpec& spec) {
     else if (name == "ref") spec.kind = SourceKind::Ref;
     else if (name == "draft") spec.kind = SourceKind::Draft;
     else if (name == "suffix") spec.kind = SourceKind::Suffix;
+    else if (name == "forced") spec.kind = SourceKind::Forced;
     else if (name == "auto" || name == "auto-first") {
         spec.kind = SourceKind::Auto;
         spec.compose = name == "auto" ? ComposePolicy::Longest : ComposePolicy::First;
@@ -74,6 +76,7 @@ const char* source_kind_name(SourceKind kind, ComposePolicy compose) {
     case SourceKind::Draft: return "draft";
     case SourceKind::Auto: return compose == ComposePolicy::First ? "auto-first" : "auto";
     case SourceKind::Suffix: return "suffix";
+    case SourceKind::Forced: return "forced";
     }
     return "?";
 }
@@ -113,6 +116,7 @@ std::unique_ptr<GuessSource> make_guess_source(const SourceSpec& given, const Mo
         return std::make_unique<CompositeSource>(std::move(members), spec.compose);
     }
     case SourceKind::Suffix: return std::make_unique<SuffixSource>(spec.suffix_cache, spec.suffix);
+    case SourceKind::Forced: return std::make_unique<ForcedSource>();
     }
     throw Error("guess source: unknown kind");
 }

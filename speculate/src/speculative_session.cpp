@@ -10,8 +10,8 @@ public:
     SpeculativeContinuation(GuessSource& source, const SpeculativeOptions& opts) : source_(source), opts_(opts) {}
 
     GenerateResult continue_tokens(Context& ctx, KvCache& cache, const std::vector<TokenId>& tokens,
-                                   const TokenCallback& on_token) override {
-        result = generate_speculative(ctx, cache, tokens, source_, opts_, on_token); // validates first
+                                   const TokenCallback& on_token, TokenConstraint* constraint) override {
+        result = generate_speculative(ctx, cache, tokens, source_, opts_, on_token, constraint); // validates first
         return result;
     }
 
@@ -25,9 +25,10 @@ private:
 } // namespace
 
 SpeculativeResult generate_speculative(Context& target, Session& session, GuessSource& source,
-                                       const SpeculativeOptions& opts, const TokenCallback& on_token) {
+                                       const SpeculativeOptions& opts, const TokenCallback& on_token,
+                                       TokenConstraint* constraint) {
     SpeculativeContinuation how(source, opts);
-    session.generate(target, how, on_token);
+    session.generate(target, how, on_token, constraint);
     return std::move(how.result);
 }
 

@@ -12,6 +12,10 @@ namespace rwd {
 
 // One sequence's constraint state. Deterministic: the same tokens accepted give the same masks,
 // so constrained speculative decoding decides exactly as constrained plain decoding.
+// How the verification core uses it (DecodeState, docs/constrained-decoding.md): fill_mask once
+// per decided position; accept() for each emitted token but an end-of-generation one (that token
+// ends a constrained generation); to cut guesses, snapshot/accept/rollback along a depth-first
+// walk that only ever rolls back to a state on the present path, ending where it started.
 // Threads: belongs to one thread at a time (like the DecodeState that uses it).
 class TokenConstraint {
 public:

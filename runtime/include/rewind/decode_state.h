@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "rewind/constraint.h"
 #include "rewind/generate.h"
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
@@ -51,6 +52,8 @@ struct DecodeStats {
     std::vector<int64_t> accepted_at; // [i]: passes that accepted a guess at depth i + 1
     int64_t tree_passes = 0;    // passes whose guesses branched (a tree, not a chain)
     int64_t depth_sum = 0;      // over passes: the depth of the verified guesses (a chain's length)
+    int64_t forced_proposed = 0; // of `proposed`: guesses that were text a constraint forces
+    int64_t forced_accepted = 0; // of `accepted`: forced guesses that stood
     double prompt_seconds = 0;  // prompt prefill (all but the last prompt token)
     double propose_seconds = 0; // inside the guess source (propose + accept)
     double verify_seconds = 0;  // target forward passes and the accept/reject decisions
@@ -86,20 +89,28 @@ void check_prompt(const Model& model, std::span<const TokenId> prompt, int64_t c
 // (all but the newest emitted token, which is the next pass's pending one): a truncation for a
 // chain, KvCache::keep_path for a tree. The first pass after a prompt may instead be the
 // prompt's last row alone (Logits::Last): it is judged like a pass without guesses.
+// Under a constraint (start()'s `constraint`), every position is decided among the tokens the
+// constraint allows there (the sampler's step 0), the constraint advances with each emitted
+// token (the accepted path only), and begin_pass cuts the guesses it forbids. An end-of-generation
+// token (allowed where the text is complete) is never passed to TokenConstraint::accept: it ends
+// the generation (StopReason::EndOfGeneration) even when stop_at_eog is off.
 // Threads: belongs to one thread at a time. Allocates only while tokens() grows beyond what
 // start() reserved.
 class DecodeState {
 public:
     // Throws rwd::Error (argument) on invalid sampler options, negative max_tokens, an empty stop
-    // string, or spec.k_max outside [0, kMaxK].
+    // string, logprobs.top_n outside [0, LogprobOptions::kMaxTop], or spec.k_max outside [0, kMaxK].
     DecodeState(const Model& model, const GenerateOptions& opts, int64_t capacity, Speculation spec = {});
 
     static constexpr int kMaxK = 255;
 
     // A new generation from `prompt` (checked by the caller: check_prompt). Clears the stop
     // rules' progress and sizes the statistics; keeps the k controller's state only between the
-    // passes of one generation.
-    void start(std::span<const TokenId> prompt);
+    // passes of one generation. `constraint` (null: none; not owned, it must outlive the
+    // generation) constrains the generated tokens from its present state (a fresh constraint
+    // constrains the whole output; it is not reset here) and is advanced past each emitted token
+    // but an end-of-generation one.
+    void start(std::span<const TokenId> prompt, TokenConstraint* constraint = nullptr);
 
     // Nothing can be generated from the prompt (max_tokens 0, or a prompt filling the cache):
     // the stop reason then is final (MaxTokens or ContextFull) and done() is true.
@@ -111,7 +122,8 @@ public:
     int room(int64_t pc, int64_t limit) const;
 
     // The next pass: keeps the first `room` guesses (in the source's order, which puts parents
-    // first) minus any whose id is outside the vocabulary and their descendants, and returns the
+    // first) minus any whose id is outside the vocabulary or that the constraint forbids after
+    // its ancestors (they could never stand), and their descendants, and returns the
     // pass's rows [pending, kept guesses...]. `parents` is empty (a chain) or one per guess in
     // [-1, i) (-1: follows the pending token); a tree's rows come in depth-first order (each
     // node's children in the source's order), so a path's rows are runs of consecutive rows. In
@@ -120,10 +132,10 @@ public:
     // by; it is read, not copied, so it must stay valid until judge() returns. `pc` is the cache
     // position of the pending token. Throws rwd::Error (shape) naming `source` if probs or
     // parents has another size or a parent is outside [-1, i). The span stays valid until the
-    // next call.
+    // next call. The first `forced` guesses are forced text (counted apart in the statistics).
     std::span<const TokenId> begin_pass(int64_t pc, std::span<const TokenId> guesses, std::span<const int32_t> parents,
                                         std::span<const float> probs, int room,
-                                        std::string_view source = "guess source");
+                                        std::string_view source = "guess source", int forced = 0);
     // Fewer guesses than begin_pass kept (a batch trims them): keeps the first `m` in the
     // source's order (a tree stays a tree).
     void keep_guesses(size_t m);
@@ -155,6 +167,8 @@ public:
     std::span<const TokenId> generated() const {
         return std::span<const TokenId>(tokens_).subspan(prompt_size_);
     }
+    // One per generated token when the options asked for log-probabilities, else empty.
+    std::span<const TokenLogprob> logprobs() const { return logprobs_; }
     DecodeStats& stats() { return stats_; }
     const DecodeStats& stats() const { return stats_; }
 
@@ -168,6 +182,12 @@ private:
     int32_t decide(const float* row, int64_t pos, size_t cur, TokenId& out);
     // rows_ and its tree from the first m kept candidates.
     void build_rows(size_t m);
+    // Drops the candidates the constraint refuses after their ancestors (and their descendants),
+    // walking them depth first with snapshot/rollback; the constraint ends where it started.
+    void cut_forbidden();
+    // Fills mask_ from the constraint: the mask of the next position.
+    std::span<const uint32_t> next_mask();
+    bool eog(TokenId t) const { return model_.tokenizer().is_eog(t); }
     bool push(TokenId t, int64_t pos, const TokenCallback& on_token);
     void observe_k(int proposed, int accepted);
 
@@ -191,12 +211,21 @@ private:
     std::vector<int32_t> stack_, cand_row_; // build_rows scratch
     bool chain_ = true;
     int max_depth_ = 0;
+    int forced_ = 0; // this pass's guesses with a proposal index below it are forced text
     int64_t pc_ = 0, emitted_ = 0;
     int k_cur_ = 0;
     bool done_ = false;
     StopReason stop_ = StopReason::MaxTokens;
     DecodeStats stats_;
     std::vector<float> p_, residual_; // rejection mode scratch [n_vocab]
+    TokenConstraint* constraint_ = nullptr;     // this generation's, or null
+    std::vector<uint32_t> mask_;                // [(n_vocab + 31) / 32] the next position's allowed tokens
+    std::vector<TokenConstraint::Snapshot> snap_; // cut_forbidden: each candidate's state after it
+    std::vector<int32_t> alive_;                // cut_forbidden: candidate kept (1) or not, then its new index
+    LogprobOptions lp_opts_;
+    std::vector<TokenLogprob> logprobs_;        // [generated] when lp_opts_.enabled
+    std::span<const uint32_t> last_mask_;       // the mask decide() used (logprobs of processed rows)
+    void record_logprob(const float* row, TokenId t);
 };
 
 } // namespace rwd

@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "rewind/constraint.h"
 #include "rewind/context.h"
 #include "rewind/kv_cache.h"
+#include "rewind/logprobs.h"
 #include "rewind/sampler.h"
 
 namespace rwd {
@@ -22,6 +24,7 @@ struct GenerateOptions {
     SamplerOptions sampler;
     std::vector<std::string> stop_strings; // generation ends after the token that completes one
     bool stop_at_eog = true;               // end on EOS/EOT (the token is kept in the output)
+    LogprobOptions logprobs;               // per-token log-probabilities (off by default)
 };
 
 // Called with each token as it is decided; return false to stop (StopReason::Cancelled).
@@ -32,6 +35,7 @@ struct GenerateResult {
     StopReason stop = StopReason::MaxTokens;
     double prompt_seconds = 0, generate_seconds = 0;
     int64_t prompt_tokens = 0;   // tokens run for the prompt (excludes a reused prefix)
+    std::vector<TokenLogprob> logprobs; // [tokens.size()] when opts.logprobs.enabled, else empty
 };
 
 // Tracks the stop rules as tokens arrive; shared by plain and speculative decoding so they stop
@@ -77,7 +81,13 @@ private:
 // vocabulary, bad sampler options, negative max_tokens or an empty stop string (argument),
 // cache.size() >= prompt.size() or a cache of another model (state), or a prompt that does not
 // fit in the cache (capacity).
+// `constraint` (null: none; not owned) restricts every generated token to those it allows, from
+// its present state, and is advanced past each one (DecodeState::start): an end-of-generation
+// token only where its text is complete, and it then ends the generation even with stop_at_eog
+// off, so a generation that ends with StopReason::EndOfGeneration holds a complete sentence,
+// and one cut by max_tokens, a stop string or a full context may not.
 GenerateResult generate_plain(Context& ctx, KvCache& cache, const std::vector<TokenId>& prompt,
-                              const GenerateOptions& opts, const TokenCallback& on_token = {});
+                              const GenerateOptions& opts, const TokenCallback& on_token = {},
+                              TokenConstraint* constraint = nullptr);
 
 } // namespace rwd

@@ -1,10 +1,19 @@
-// Token sampling: greedy, temperature, top-k, top-p, min-p, repetition penalty. Randomness comes
+// Token sampling: constraint masks, penalties (repetition, frequency, presence), logit bias,
+// greedy, temperature, top-k, top-p, min-p. Randomness comes
 // from a counter-based generator keyed by (seed, absolute position), so a position samples the
 // same token however the forward passes were batched; speculative decoding relies on it.
 // Threads: a Sampler keeps scratch buffers and belongs to one thread at a time.
 //
 // The filters always run in this fixed order (llama.cpp's common order):
-//   1. repetition penalty over the last repeat_last_n history tokens (each distinct id once);
+//   0. constraint mask (optional, a TokenConstraint's bits): a token outside it gets logit -inf,
+//      so every later step sees only the allowed tokens;
+//   1. penalties over the last repeat_last_n history tokens (all of them when -1; the history is
+//      every token before the position: prompt, earlier output, accepted guesses), each distinct
+//      id once with c its count in that window: the repetition penalty first (llama.cpp's rule:
+//      a positive logit is divided by it, a negative one multiplied), then
+//      logit -= c * frequency_penalty + (c > 0 ? presence_penalty : 0) (OpenAI's definitions,
+//      in llama.cpp's order and window);
+//   1b. logit_bias: each (id, bias) adds bias to that id's logit, in order (a repeated id adds up);
 //   2. greedy stops here: argmax of the penalised logits, lowest id on ties;
 //   3. top-k: keep the k largest logits (ties broken by lower id);
 //   4. top-p: softmax of the kept logits at temperature 1, keep the smallest prefix (largest
@@ -16,6 +25,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "rewind/tokenizer.h"
@@ -27,8 +37,11 @@ struct SamplerOptions {
     int32_t top_k = 0;           // 0: off
     float top_p = 1.0f;          // 1: off
     float min_p = 0.0f;          // 0: off
-    float repeat_penalty = 1.0f; // 1: off (llama.cpp's rule: divide positive logits, multiply negative)
-    int32_t repeat_last_n = 64;  // how many previous tokens the penalty looks at
+    float repeat_penalty = 1.0f; // > 0; 1: off (llama.cpp's rule: divide positive logits, multiply negative)
+    int32_t repeat_last_n = 64;  // how many previous tokens the penalties look at (-1: all, 0: none)
+    float frequency_penalty = 0.0f; // [-2, 2]; 0: off. Subtracted once per occurrence in the window
+    float presence_penalty = 0.0f;  // [-2, 2]; 0: off. Subtracted once if the id occurs in the window
+    std::vector<std::pair<TokenId, float>> logit_bias; // (id in the vocabulary, bias in [-100, 100])
     uint64_t seed = 0;
     bool greedy() const { return temperature <= 0.0f; }
 };
@@ -38,7 +51,8 @@ double counter_uniform(uint64_t seed, uint64_t position, uint64_t stream);
 
 class Sampler {
 public:
-    // Throws rwd::Error (argument) on out-of-range options (negative top_k, top_p outside (0,1], ...).
+    // Throws rwd::Error (argument) on out-of-range options (negative top_k, top_p outside (0,1],
+    // repeat_last_n < -1, a penalty or bias outside its range, a biased id outside the vocabulary).
     Sampler(SamplerOptions opts, int64_t n_vocab);
 
     const SamplerOptions& options() const { return opts_; }
@@ -46,16 +60,28 @@ public:
     // Stream 0 is sample()'s; speculative decoding uses others for its accept/reject draws.
     static constexpr uint64_t kSampleStream = 0;
 
+    // Words of a mask over the vocabulary: token t is bit (t % 32) of mask[t / 32].
+    int64_t mask_words() const { return (n_vocab_ + 31) / 32; }
+
     // The token for absolute position `pos` (the position the token will occupy), given the
-    // logits [n_vocab] computed there and the tokens before it (for the repetition penalty).
-    // Deterministic in (options, pos, logits, history). Reuses internal buffers. Throws
-    // rwd::Error (argument) on a history id outside the vocabulary, a NaN / +inf logit, or logits
-    // that leave no candidate (all -inf).
-    TokenId sample(const float* logits, int64_t pos, std::span<const TokenId> history);
+    // logits [n_vocab] computed there and the tokens before it (for the penalties), among the
+    // tokens `mask` allows (empty: all; else mask_words() words, step 0 above). Deterministic in
+    // (options, pos, logits, history, mask). Reuses internal buffers. Throws rwd::Error
+    // (argument) on a history id outside the vocabulary, a NaN / +inf logit, or logits that
+    // leave no candidate (every allowed token at -inf, or a mask allowing none); (shape) on a
+    // mask of another size.
+    TokenId sample(const float* logits, int64_t pos, std::span<const TokenId> history,
+                   std::span<const uint32_t> mask = {});
 
     // The distribution sample() draws from, over the whole vocabulary (zeros outside the
     // kept set). For greedy, one-hot on the argmax.
-    void distribution(const float* logits, std::span<const TokenId> history, std::vector<float>& probs);
+    void distribution(const float* logits, std::span<const TokenId> history, std::vector<float>& probs,
+                      std::span<const uint32_t> mask = {});
+
+    // Steps 0-1 (the mask, the penalties) applied to `logits`: what greedy takes the argmax of and
+    // the truncations start from. Valid until the next call. Throws as sample().
+    std::span<const float> processed_logits(const float* logits, std::span<const TokenId> history,
+                                            std::span<const uint32_t> mask = {});
 
     // Draws from an explicit distribution [n_vocab] (non-negative, any positive total: it is
     // normalised) with the randomness of (seed, pos, stream): the first id, in id order, at which
@@ -64,9 +90,10 @@ public:
     TokenId sample_from(std::span<const float> probs, int64_t pos, uint64_t stream) const;
 
 private:
-    // Steps 1-6 above into probs_ (zeros outside the kept set).
-    void compute(const float* logits, std::span<const TokenId> history);
-    TokenId greedy_pick(const float* logits, std::span<const TokenId> history);
+    // Steps 0-6 above into probs_ (zeros outside the kept set).
+    void compute(const float* logits, std::span<const TokenId> history, std::span<const uint32_t> mask);
+    TokenId greedy_pick(const float* logits, std::span<const TokenId> history, std::span<const uint32_t> mask);
+    void apply_mask(std::span<const uint32_t> mask); // step 0 on work_
     void penalise(std::span<const TokenId> history); // step 1 on work_
 
     SamplerOptions opts_;
@@ -75,7 +102,11 @@ private:
     std::vector<float> probs_;  // [n_vocab] final distribution
     std::vector<int32_t> idx_;  // [n_vocab] candidate ids
     std::vector<double> exps_;  // [n_vocab] exp((logit - max) / T) of the candidates, in idx_ order
-    std::vector<uint8_t> seen_; // [n_vocab] penalty bookkeeping
+    std::vector<int32_t> count_; // [n_vocab] penalty bookkeeping: occurrences in the window (0 between calls)
+    bool penalised() const {
+        return opts_.repeat_penalty != 1.0f || opts_.frequency_penalty != 0.0f || opts_.presence_penalty != 0.0f ||
+               !opts_.logit_bias.empty();
+    }
 };
 
 } // namespace rwd

@@ -26,9 +26,10 @@ public:
     virtual ~Continuation() = default;
     // Continues `tokens` under generate_plain's contract: the cache holds tokens[0, cache.size())
     // with cache.size() < tokens.size(); afterwards it holds `tokens` and every generated token
-    // but the last. Throws rwd::Error, before running anything, on invalid options.
+    // but the last. `constraint` (null: none) restricts the generated tokens as generate_plain's
+    // does. Throws rwd::Error, before running anything, on invalid options.
     virtual GenerateResult continue_tokens(Context& ctx, KvCache& cache, const std::vector<TokenId>& tokens,
-                                           const TokenCallback& on_token) = 0;
+                                           const TokenCallback& on_token, TokenConstraint* constraint) = 0;
 };
 
 class Session {
@@ -51,10 +52,13 @@ public:
     void append_tokens(Context& ctx, std::span<const TokenId> tokens);
     // Generates from the current state (generate_plain over tokens()); generated tokens become
     // part of the session. Throws rwd::Error if the session is empty or the context runs another
-    // model (state), or as generate_plain.
-    GenerateResult generate(Context& ctx, const GenerateOptions& opts, const TokenCallback& on_token = {});
+    // model (state), or as generate_plain. `constraint` (null: none; not owned) restricts the
+    // generated tokens from its present state, as generate_plain's does (a guidance-style gen()).
+    GenerateResult generate(Context& ctx, const GenerateOptions& opts, const TokenCallback& on_token = {},
+                            TokenConstraint* constraint = nullptr);
     // The same, continued by `how` (e.g. speculative decoding) instead of generate_plain.
-    GenerateResult generate(Context& ctx, Continuation& how, const TokenCallback& on_token = {});
+    GenerateResult generate(Context& ctx, Continuation& how, const TokenCallback& on_token = {},
+                            TokenConstraint* constraint = nullptr);
     // Keeps the first n tokens (and their cache). Throws rwd::Error (argument) unless
     // 0 <= n <= tokens().size().
     void truncate(int64_t n);

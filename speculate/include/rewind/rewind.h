@@ -12,7 +12,9 @@
 #include "rewind/kv_cache.h"
 #include "rewind/context.h"
 #include "rewind/sampler.h"
+#include "rewind/constraint.h"
 #include "rewind/generate.h"
+#include "rewind/logprobs.h"
 #include "rewind/session.h"
 #include "rewind/chat_session.h"
 
@@ -21,6 +23,7 @@
 #include "rewind/speculate/reference_source.h"
 #include "rewind/speculate/draft_source.h"
 #include "rewind/speculate/composite_source.h"
+#include "rewind/speculate/forced_source.h"
 #include "rewind/speculate/source_factory.h"
 #include "rewind/speculate/decoder.h"
 #include "rewind/speculate/speculative_session.h"

@@ -30,6 +30,10 @@ struct BatchRequest {
     std::vector<TokenId> prompt;           // >= 1 token (BOS included if the model wants one)
     GenerateOptions generate;              // max tokens, sampler, stop strings: as generate_plain
     std::unique_ptr<GuessSource> source;   // null: plain decoding, one token per pass
+    // Null: none. Otherwise this request's own constraint (a grammar, a schema), used from its
+    // present state: every token is decided among those it allows and guesses it forbids are
+    // cut, so the tokens equal constrained generate_plain's (exact mode).
+    std::unique_ptr<TokenConstraint> constraint;
     int k = 8;                             // guesses per pass, [1, SpeculativeOptions::kMaxK]
     KPolicy k_policy = KPolicy::Fixed;
     // Exact: the tokens equal generate_plain's. Rejection: speculative sampling (a draft source
@@ -95,6 +99,7 @@ struct DecodeLevel {
 struct BatchResult {
     uint64_t id = 0;
     std::vector<TokenId> tokens;           // generated ids (prompt excluded), as generate_plain
+    std::vector<TokenLogprob> logprobs;    // [tokens] when generate.logprobs.enabled, else empty
     StopReason stop = StopReason::MaxTokens; // Cancelled: cancel() ended it
     bool failed = false;                   // it ended with its own error (below); tokens so far kept
     ErrorCode error_code = ErrorCode::state;

@@ -61,8 +61,10 @@ struct SpeculativeResult : GenerateResult {
 // or the sampler options are invalid (argument), the cache belongs to another model or the
 // target does not use Numerics::Exact (state); while running (shape) if the source returns
 // probabilities that do not match its guesses. (The session form is in speculative_session.h.)
+// `constraint` (null: none; not owned) restricts the output as generate_plain's does; guesses it
+// forbids are cut before the pass, so in exact mode the tokens equal constrained generate_plain's.
 SpeculativeResult generate_speculative(Context& target, KvCache& cache, const std::vector<TokenId>& prompt,
                                        GuessSource& source, const SpeculativeOptions& opts,
-                                       const TokenCallback& on_token = {});
+                                       const TokenCallback& on_token = {}, TokenConstraint* constraint = nullptr);
 
 } // namespace rwd::speculate

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "rewind/constraint.h"
 #include "rewind/decode_state.h"
 #include "rewind/sampler.h"
 #include "rewind/tokenizer.h"
@@ -23,6 +24,9 @@ struct GenerationStart {
     std::span<const TokenId> prompt;
     VerifyMode verify = VerifyMode::Exact;
     SamplerOptions sampler; // the target's sampling settings (a draft model mimics them)
+    // The generation's constraint, or null. Read only inside propose() (forced text); a source
+    // must not advance it (the verification core does).
+    TokenConstraint* constraint = nullptr;
 };
 
 // Guesses for the tokens after a context: a chain (parents empty: guess i follows guess i - 1,
@@ -40,11 +44,15 @@ struct Proposal {
     // Empty when the guesses are plain tokens (a point mass for rejection sampling). Otherwise
     // the distribution each guess was drawn from, [tokens.size(), n_vocab] row-major.
     std::vector<float> probs;
+    // The first `forced` guesses (a chain from the context) are text the constraint forces
+    // (ForcedSource): counted apart in DecodeStats.
+    int32_t forced = 0;
     void clear() {
         tokens.clear();
         parents.clear();
         weights.clear();
         probs.clear();
+        forced = 0;
     }
     bool is_chain() const { return parents.empty(); }
     // Guess i's parent (-1: the context), for chains and trees alike.

@@ -13,6 +13,7 @@
 #include "rewind/model.h"
 #include "rewind/speculate/composite_source.h"
 #include "rewind/speculate/draft_source.h"
+#include "rewind/speculate/forced_source.h"
 #include "rewind/speculate/guess_source.h"
 #include "rewind/speculate/ngram_source.h"
 #include "rewind/speculate/reference_source.h"
@@ -27,12 +28,14 @@ enum class SourceKind {
     Auto,  // a CompositeSource of ref (when references are given), ngram, and draft (when a draft
            // model is given), in that order of preference, chosen by SourceSpec::compose
     Suffix, // suffix trees over the request's text and a cache of earlier outputs (SourceSpec::suffix_cache)
+    Forced, // only the text a constraint forces (ForcedSource); no guesses without a constraint
 };
 
 // Every name parse_source_kind() accepts, in this order: "ngram", "ref", "draft", "auto",
 // "auto-first" (auto with ComposePolicy::First: the first non-empty proposal wins, as "auto" did
-// before; kept so `rewind bench` can compare the two), "suffix".
-inline constexpr const char* kSourceNames[] = {"ngram", "ref", "draft", "auto", "auto-first", "suffix"};
+// before; kept so `rewind bench` can compare the two), "suffix", "forced" (under a constraint
+// every other source is composed with forced text anyway; this one guesses nothing else).
+inline constexpr const char* kSourceNames[] = {"ngram", "ref", "draft", "auto", "auto-first", "suffix", "forced"};
 
 struct SourceSpec {
     SourceKind kind = SourceKind::Ngram;
@@ -68,8 +71,8 @@ const char* source_kind_name(SourceKind kind, ComposePolicy compose = ComposePol
 // Builds the source `spec` describes for `target`, whose KV cache holds `target_capacity`
 // positions (a draft model must reach all of them). Throws rwd::Error, building nothing:
 // ErrorCode::argument when the spec lacks what its kind needs (no references for Ref, no draft
-// for Draft), carries what its kind would ignore (references for Ngram/Draft/Suffix, a draft for
-// Ngram/Ref/Suffix, a suffix cache for any kind but Suffix), or has an empty, invalid or too large
+// for Draft), carries what its kind would ignore (references for Ngram/Draft/Suffix/Forced, a
+// draft for Ngram/Ref/Suffix/Forced, a suffix cache for any kind but Suffix), or has an empty, invalid or too large
 // reference set or invalid options; ErrorCode::state when the draft's vocabulary is not the
 // target's, ErrorCode::capacity when its context is shorter than target_capacity (see
 // DraftSource).

@@ -22,8 +22,10 @@ namespace rwd::speculate {
 // session text as its prompt (a draft model keeps the prefix its cache shares with it, so it runs
 // only what was appended since). `source` may be used again for later calls, on this session or
 // another. Throws rwd::Error, with the session unchanged, if the session is empty or the options
-// are invalid (see generate_speculative in decoder.h).
+// are invalid (see generate_speculative in decoder.h). `constraint` (null: none; not owned)
+// restricts the generated tokens from its present state, as Session::generate's does.
 SpeculativeResult generate_speculative(Context& target, Session& session, GuessSource& source,
-                                       const SpeculativeOptions& opts, const TokenCallback& on_token = {});
+                                       const SpeculativeOptions& opts, const TokenCallback& on_token = {},
+                                       TokenConstraint* constraint = nullptr);
 
 } // namespace rwd::speculate
