@@ -34,6 +34,9 @@ Context::Context(std::shared_ptr<const Model> model, ContextOptions opts) : mode
         if (opts_.numerics != Numerics::Exact)
             throw Error(ErrorCode::unsupported, "Context: Numerics::LlamaCpp is CPU-only (device " +
                                                     device_name(opts_.device) + ")");
+        if (hp.is_moe())
+            throw Error(ErrorCode::unsupported, "Context: mixture-of-experts models run on the CPU only (device " +
+                                                    device_name(opts_.device) + ")");
         cuda_ = std::make_unique<CudaBackend>(*model_, opts_);
         return; // no CPU pool or buffers: opts.pool and n_threads do not apply
     }
