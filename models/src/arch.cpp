@@ -118,9 +118,6 @@ const ArchInfo kArchs[] = {
     {.name = "qwen3", .rope = RopeMode::Neox, .act = FfnAct::Silu, .q_prescaled = false, .embd_scaled = false,
      .swa_pattern = 0, .swa_disabled = false, .final_softcap = false, .globals = kGlobals, .layer = kQwen3Layer,
      .refused = {}},
-    {.name = "qwen3moe", .rope = RopeMode::Neox, .act = FfnAct::Silu, .q_prescaled = false, .embd_scaled = false,
-     .swa_pattern = 0, .swa_disabled = false, .final_softcap = false, .moe = MoeUse::Required, .globals = kGlobals,
-     .layer = kQwen3MoeLayer, .refused = {}},
     // llama.cpp reads phi3's sliding_window but runs without it ("Phi SWA is currently
     // disabled", llama.cpp PR 13676); so does rewind, to give the same outputs.
     {.name = "phi3", .rope = RopeMode::Neox, .act = FfnAct::Silu, .q_prescaled = true, .embd_scaled = false,
@@ -129,6 +126,9 @@ const ArchInfo kArchs[] = {
     {.name = "gemma3", .rope = RopeMode::Neox, .act = FfnAct::GeluTanh, .q_prescaled = true, .embd_scaled = true,
      .swa_pattern = 6, .swa_disabled = false, .final_softcap = true, .globals = kGlobals, .layer = kGemma3Layer,
      .refused = {}},
+    {.name = "qwen3moe", .rope = RopeMode::Neox, .act = FfnAct::Silu, .q_prescaled = false, .embd_scaled = false,
+     .swa_pattern = 0, .swa_disabled = false, .final_softcap = false, .moe = MoeUse::Required, .globals = kGlobals,
+     .layer = kQwen3MoeLayer, .refused = {}},
 };
 
 } // namespace
