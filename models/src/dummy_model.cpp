@@ -107,6 +107,28 @@ std::vector<PlannedTensor> plan(const DummyShape& s, const ArchInfo& arch, Dummy
     return out;
 }
 
+// The architecture written: `name`, else the shape's own, else llama; one that cannot hold the
+// shape's FFN (experts or not) is refused.
+const ArchInfo* dummy_arch(const DummyShape& shape, const std::string& name) {
+    const std::string arch_name = !name.empty() ? name : !shape.arch.empty() ? shape.arch : "llama";
+    const ArchInfo* arch = find_arch(arch_name);
+    if (!arch)
+        throw Error("make-dummy: unknown architecture '" + arch_name + "' (choose from " + supported_arch_names() + ")");
+    if ((shape.n_expert > 0 && arch->moe == MoeUse::None) || (shape.n_expert == 0 && arch->moe == MoeUse::Required))
+        throw Error("make-dummy: shape '" + shape.name + "' " + (shape.n_expert > 0 ? "has" : "has no") +
+                    " experts, architecture '" + arch_name + "' " + (shape.n_expert > 0 ? "none" : "needs them"));
+    return arch;
+}
+
+// The expert keys as llama.cpp's converter writes them (llama's experts are feed_forward_length wide).
+void add_expert_keys(GgufWriter& w, const DummyShape& shape, const ArchInfo& arch) {
+    if (shape.n_expert == 0) return;
+    const std::string k = std::string(arch.name) + ".";
+    w.add(k + "expert_count", static_cast<uint32_t>(shape.n_expert));
+    w.add(k + "expert_used_count", static_cast<uint32_t>(shape.n_expert_used));
+    if (arch.moe == MoeUse::Required) w.add(k + "expert_feed_forward_length", static_cast<uint32_t>(shape.n_ff_exp));
+}
+
 std::string lower(std::string_view s) {
     std::string out(s);
     for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -225,13 +247,7 @@ DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void
         throw Error(ErrorCode::format, opts.vocab_path + ": no tokenizer (tokenizer.ggml.model and tokenizer.ggml.tokens are needed)");
     const auto n_vocab = static_cast<int64_t>(tokens->size());
 
-    const std::string arch_name = !opts.arch.empty() ? opts.arch : !shape.arch.empty() ? shape.arch : "llama";
-    const ArchInfo* arch = find_arch(arch_name);
-    if (!arch)
-        throw Error("make-dummy: unknown architecture '" + arch_name + "' (choose from " + supported_arch_names() + ")");
-    if ((shape.n_expert > 0 && arch->moe == MoeUse::None) || (shape.n_expert == 0 && arch->moe == MoeUse::Required))
-        throw Error("make-dummy: shape '" + shape.name + "' " + (shape.n_expert > 0 ? "has" : "has no") +
-                    " experts, architecture '" + arch_name + "' " + (shape.n_expert > 0 ? "none" : "needs them"));
+    const ArchInfo* arch = dummy_arch(shape, opts.arch);
     const std::vector<PlannedTensor> tensors = plan(shape, *arch, ft, n_vocab);
     DummyReport report;
     report.n_vocab = n_vocab;
@@ -262,11 +278,7 @@ DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void
     w.add(k + "rope.dimension_count", u32(shape.head_size()));
     w.add(k + "attention.key_length", u32(shape.head_size()));
     w.add(k + "attention.value_length", u32(shape.head_size()));
-    if (shape.n_expert > 0) {
-        w.add(k + "expert_count", u32(shape.n_expert));
-        w.add(k + "expert_used_count", u32(shape.n_expert_used));
-        if (arch->moe == MoeUse::Required) w.add(k + "expert_feed_forward_length", u32(shape.n_ff_exp));
-    }
+    add_expert_keys(w, shape, *arch);
     // A sliding-window architecture needs its window: Gemma 3's own (1024), at most the context.
     if (arch->swa_pattern > 0) w.add(k + "attention.sliding_window", u32(std::min<int64_t>(1024, shape.n_ctx)));
     w.add("general.file_type", static_cast<uint32_t>(ft));
