@@ -278,6 +278,26 @@ TEST_P(MoeExact, BatchAndTreeRowsAreTheirAloneRows) {
     }
 }
 
+// A pass reads each expert its tokens chose once per layer: a 1-token pass n_expert_used per
+// layer, a wider one the union of its tokens' choices (at most n_expert); dense models none.
+TEST(MoeExpertsRead, EachChosenExpertOncePerLayerAndPass) {
+    const auto model = model_test::load("dummy-qwen3-moe-tiny-q8_0");
+    const LlamaHparams& hp = model->hparams();
+    Context ctx(model, {.n_threads = 2, .max_batch = 64});
+    EXPECT_EQ(ctx.experts_read(), 0);
+    std::mt19937 rng(5);
+    KvCache c(*model);
+    ctx.forward(c, model_test::random_tokens(rng, 1, model->n_vocab()), Logits::Last);
+    EXPECT_EQ(ctx.experts_read(), hp.n_layer * hp.n_expert_used);
+    ctx.forward(c, model_test::random_tokens(rng, 64, model->n_vocab()), Logits::All);
+    EXPECT_GT(ctx.experts_read(), hp.n_layer * hp.n_expert_used);
+    EXPECT_LE(ctx.experts_read(), hp.n_layer * hp.n_expert);
+    Context dense(model_test::load("pycode-4m"));
+    KvCache d(dense.model());
+    dense.forward(d, std::vector<TokenId>{1, 2, 3}, Logits::Last);
+    EXPECT_EQ(dense.experts_read(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, MoeExact, ::testing::ValuesIn(model_test::kMoeModels),
                          model_test::model_param_name<::testing::TestParamInfo<const char*>>);
 

@@ -48,6 +48,8 @@ Context::Context(std::shared_ptr<const Model> model, ContextOptions opts) : mode
 
 Context::~Context() = default;
 
+int64_t Context::experts_read() const { return cpu_ ? cpu_->experts_read() : 0; }
+
 namespace {
 
 // The checks forward() and forward_batch() share, before anything changes. `seq` < 0: forward()'s
@@ -119,6 +121,7 @@ std::span<const float> Context::forward_tree(KvCache& cache, std::span<const Tok
                                              " (a tree is one pass)");
     check_fits(cache, n, "forward_tree", -1);
     cpu_->fit_attention(cache.capacity());
+    cpu_->reset_experts_read();
     PassSegment seg{&cache, tokens.data(), n, cache.size(), 0, Logits::All};
     seg.parents = parents.data();
     run_forward(*cpu_, &seg, 1, n);
@@ -144,6 +147,7 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
         return out;
     }
     cpu_->fit_attention(cache.capacity());
+    cpu_->reset_experts_read();
 
     // Chunks of at most max_batch tokens, each one internal pass; logits from the final one.
     const int64_t n0 = cache.size();
@@ -201,6 +205,7 @@ void Context::forward_batch(std::span<BatchItem> items) {
     }
 
     for (const BatchItem& it : items) cpu_->fit_attention(it.cache->capacity());
+    cpu_->reset_experts_read();
     // Every item has >= 1 token and total <= max_batch, so the preallocated segments suffice.
     PassSegment* segs = cpu_->segments();
     int64_t off = 0;

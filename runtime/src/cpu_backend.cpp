@@ -339,6 +339,7 @@ void CpuBackend::moe_ffn(const Layer& L, const float* xn, int64_t rows, float* o
     for (int64_t e = 0; e < NE; ++e) {
         const int32_t p0 = b.moe_off[static_cast<size_t>(e)], n = b.moe_off[static_cast<size_t>(e) + 1] - p0;
         if (n == 0) continue;
+        ++experts_read_;
         const int32_t* pairs = b.moe_pairs.data() + p0;
         for (int32_t i = 0; i < n; ++i) std::memcpy(b.xe.data() + i * E, xn + (pairs[i] / K) * E, row_bytes);
         const auto ue = static_cast<size_t>(e);
