@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -296,6 +298,47 @@ TEST(MoeExpertsRead, EachChosenExpertOncePerLayerAndPass) {
     KvCache d(dense.model());
     dense.forward(d, std::vector<TokenId>{1, 2, 3}, Logits::Last);
     EXPECT_EQ(dense.experts_read(), 0);
+}
+
+// Experts no token chose are never read: poisoning one expert's weights with NaN (in both layers,
+// weights in the file's layout) changes nothing unless a layer chose it, and then the logits
+// turn NaN. Exactly the experts the pass read (experts_read) are the ones that matter.
+TEST(MoeExpertsRead, ExpertsNoTokenChoseAreNeverTouched) {
+    using namespace gguf_test;
+    const std::string path = model_test::dummy_path("dummy-mixtral-tiny-f32");
+    const auto clean = Model::load(path, ModelOptions{.repack = false});
+    const LlamaHparams& hp = clean->hparams();
+    const std::vector<TokenId> token = {7};
+    Context ctx(clean, {.n_threads = 1, .max_batch = 8});
+    KvCache c0(*clean);
+    const auto want = copy(ctx.forward(c0, token, Logits::Last));
+    const int64_t read = ctx.experts_read();
+    int64_t poisoned_read = 0;
+    for (int64_t e = 0; e < hp.n_expert; ++e) {
+        Builder b = Builder::load(path);
+        for (int64_t il = 0; il < hp.n_layer; ++il) {
+            std::string& d = b.tensor("blk." + std::to_string(il) + ".ffn_up_exps.weight")->data;
+            const size_t slice = d.size() / static_cast<size_t>(hp.n_expert);
+            const float nan = std::numeric_limits<float>::quiet_NaN();
+            for (size_t at = slice * static_cast<size_t>(e); at < slice * static_cast<size_t>(e + 1); at += 4)
+                std::memcpy(&d[at], &nan, 4);
+        }
+        const std::string bytes = b.serialize();
+        const auto m = Model::load_from_memory(std::as_bytes(std::span(bytes.data(), bytes.size())), "poisoned",
+                                               ModelOptions{.repack = false});
+        Context pc(m, {.n_threads = 1, .max_batch = 8});
+        KvCache c(*m);
+        const auto got = pc.forward(c, token, Logits::Last);
+        if (std::isnan(got[0])) {
+            ++poisoned_read;
+        } else {
+            EXPECT_TRUE(same_bits(got, want)) << "expert " << e;
+        }
+    }
+    // Each chosen (layer, expert) is one read; an expert chosen by both layers is one poisoning.
+    EXPECT_GE(poisoned_read, read / hp.n_layer);
+    EXPECT_LE(poisoned_read, read);
+    EXPECT_LT(poisoned_read, hp.n_expert);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, MoeExact, ::testing::ValuesIn(model_test::kMoeModels),
