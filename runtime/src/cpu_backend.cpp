@@ -105,9 +105,10 @@ CpuBackend::CpuBackend(const Model& model, const ContextOptions& opts, std::shar
     if (fused_qkv) b.qkv.resize(B * (Q + 2 * KV));
     b.attn.resize(B * Q);
     b.proj.resize(B * E);
-    b.gate.resize(B * F);
-    b.up.resize(B * F * (fused_up ? 2 : 1));
-    if (hp.is_moe()) {
+    if (!hp.is_moe()) { // an expert FFN has buffers of its own, below
+        b.gate.resize(B * F);
+        b.up.resize(B * F * (fused_up ? 2 : 1));
+    } else {
         const auto NE = static_cast<size_t>(hp.n_expert), K = static_cast<size_t>(hp.n_expert_used);
         const auto Fe = static_cast<size_t>(hp.n_ff_exp);
         b.router.resize(B * NE);
