@@ -16,6 +16,7 @@
 #include "model_test_util.h"
 #include "rewind/context.h"
 #include "rewind/kernels/moe.h"
+#include "rewind/kernels/thread_pool.h"
 #include "rewind/kv_cache.h"
 #include "rewind/llama_model.h"
 
@@ -93,11 +94,15 @@ TEST(MoeRouting, GroupingListsEachExpertsRowsInPassOrder) {
 TEST(MoeRouting, PortableProductIsTheSameForAnyTokenCountAndCloseToDouble) {
     std::mt19937 rng(9);
     std::normal_distribution<float> d;
-    const int64_t rows = 16, cols = 2048 + 7, n = 5;
+    const int64_t rows = 64, cols = 2048 + 7, n = 33; // over the size from which the pool is used
     std::vector<float> w(rows * cols), x(n * cols), y(n * rows), y1(rows);
     for (float& v : w) v = d(rng);
     for (float& v : x) v = d(rng);
     matmul_f32_portable(w.data(), rows, cols, x.data(), n, y.data());
+    ThreadPool pool(3);
+    std::vector<float> y3(n * rows);
+    matmul_f32_portable(w.data(), rows, cols, x.data(), n, y3.data(), &pool);
+    EXPECT_TRUE(same_bits(y3, y)) << "3 threads";
     for (int64_t t = 0; t < n; ++t) {
         matmul_f32_portable(w.data(), rows, cols, x.data() + t * cols, 1, y1.data());
         EXPECT_TRUE(same_bits(y1, std::span<const float>(y).subspan(t * rows, rows)));

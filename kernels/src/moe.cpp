@@ -5,6 +5,7 @@
 #include <string>
 
 #include "rewind/error.h"
+#include "rewind/kernels/thread_pool.h"
 #include "simd_math_model.h"
 
 namespace rwd {
@@ -30,11 +31,18 @@ float dot_portable(const float* a, const float* b, int64_t n) {
 
 } // namespace
 
-void matmul_f32_portable(const float* w, int64_t rows, int64_t cols, const float* x, int64_t n_tokens, float* y) {
+void matmul_f32_portable(const float* w, int64_t rows, int64_t cols, const float* x, int64_t n_tokens, float* y,
+                         ThreadPool* pool) {
     require(w && x && y, "matmul_f32_portable", "null pointer");
     require(rows > 0 && cols > 0 && n_tokens > 0, "matmul_f32_portable", "sizes must be positive");
-    for (int64_t t = 0; t < n_tokens; ++t)
-        for (int64_t r = 0; r < rows; ++r) y[t * rows + r] = dot_portable(w + r * cols, x + t * cols, cols);
+    // Threads take runs of weight rows, each row then over every token (read once per pass). Below
+    // about 4M multiply-adds a dispatch to the pool costs more than it saves (one token through a
+    // 128 x 2048 router: 0.02 ms alone, 0.1 ms through a 2-thread pool on a busy 2-core machine).
+    if (n_tokens * rows * cols < (int64_t{1} << 22)) pool = nullptr;
+    parallel_rows(pool, rows, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+            for (int64_t t = 0; t < n_tokens; ++t) y[t * rows + r] = dot_portable(w + r * cols, x + t * cols, cols);
+    }, 8);
 }
 
 void route_top_k(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm, int32_t* ids,

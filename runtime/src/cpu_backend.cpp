@@ -331,7 +331,8 @@ void CpuBackend::moe_ffn(const Layer& L, const float* xn, int64_t rows, float* o
     const int64_t E = hp.n_embd, NE = hp.n_expert, K = hp.n_expert_used, Fe = hp.n_ff_exp;
     Buffers& b = *buf_;
     if (L.ffn_gate_inp.type == DType::F32 && !L.ffn_gate_inp.packed && opts_.numerics == Numerics::Exact)
-        matmul_f32_portable(static_cast<const float*>(L.ffn_gate_inp.data), NE, E, xn, rows, b.router.data());
+        matmul_f32_portable(static_cast<const float*>(L.ffn_gate_inp.data), NE, E, xn, rows, b.router.data(),
+                            pool_.get());
     else
         matmul(L.ffn_gate_inp, xn, rows, b.router.data());
     route_top_k(b.router.data(), rows, NE, K, true, b.moe_ids.data(), b.moe_w.data());

@@ -5,12 +5,16 @@
 
 namespace rwd {
 
+class ThreadPool;
+
 // y[t*rows + r] = sum_k w[r*cols + k] * x[t*cols + k] for t < n_tokens, r < rows. Each sum is 16
 // partial sums over k mod 16 (k ascending in each), then added pairwise; the code is compiled once
 // for the baseline ISA and never dispatched, so every machine, SIMD level, thread count and pass
 // size gives the same bits. For the router's small product (n_expert x n_embd), where one differing
-// bit may choose another expert. Throws rwd::Error (argument) on null pointers or non-positive sizes.
-void matmul_f32_portable(const float* w, int64_t rows, int64_t cols, const float* x, int64_t n_tokens, float* y);
+// bit may choose another expert. `pool` (may be null) splits the outputs, never a sum. Throws
+// rwd::Error (argument) on null pointers or non-positive sizes.
+void matmul_f32_portable(const float* w, int64_t rows, int64_t cols, const float* x, int64_t n_tokens, float* y,
+                         ThreadPool* pool = nullptr);
 
 // The most experts route_top_k takes (llama.cpp's limit too).
 inline constexpr int64_t kRouteMaxExperts = 512;
