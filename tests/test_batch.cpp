@@ -153,7 +153,8 @@ TEST_P(Batch, StepwiseDecodeMatchesSoloDecode) {
 INSTANTIATE_TEST_SUITE_P(Models, Batch,
                          ::testing::Values("pycode-4m", "bundled", "pycode-4m-f16", "pycode-4m-q4_0",
                                            "pycode-4m-q4_k_m", "pycode-4m-q5_k_m", "pycode-4m-q6_k", "arch-llama3",
-                                           "arch-qwen2", "arch-qwen3", "arch-phi3", "arch-gemma3"),
+                                           "arch-qwen2", "arch-qwen3", "arch-phi3", "arch-gemma3",
+                                           "dummy-qwen3-moe-tiny-q4_k_m", "dummy-mixtral-tiny-f32"),
                          model_test::model_param_name<::testing::TestParamInfo<const char*>>);
 
 // Every bad batch throws rwd::Error with the right code before any cache or counter changes.

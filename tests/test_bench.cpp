@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model_test_util.h"
 #include "rewind/error.h"
 #include "rewind/bench/bench_cost.h"
 #include "rewind/bench/bench_memory.h"
@@ -508,6 +509,20 @@ TEST(BenchScale, WeightBytesPerToken) {
     EXPECT_EQ(rb::weight_bytes_per_token(*plain) - swapped + static_cast<int64_t>(packed->packed_bytes()),
               rb::weight_bytes_per_token(*packed));
     EXPECT_GT(rb::weight_bytes_per_token(*packed), rb::weight_bytes_per_token(*plain));
+}
+
+TEST(BenchScale, WeightBytesPerTokenOfExpertModels) {
+    // make-dummy's qwen3-moe-tiny (F32, nothing repacked): a 1-token pass reads 4 of 16 experts.
+    auto moe = rwd::model_test::load("dummy-qwen3-moe-tiny-f32");
+    const auto& hp = moe->hparams();
+    int64_t all = 0, experts = 0;
+    for (const auto& t : moe->file().gguf().tensors()) {
+        all += static_cast<int64_t>(t.n_bytes);
+        if (t.name.find("_exps.") != std::string::npos) experts += static_cast<int64_t>(t.n_bytes);
+    }
+    const auto& e = moe->file().weights().tok_embd;
+    EXPECT_EQ(rb::weight_bytes_per_token(*moe), all - static_cast<int64_t>(e.n_bytes) + e.cols * 4 - experts +
+                                                    experts * hp.n_expert_used / hp.n_expert);
 }
 
 // A seeded prefix (no prefill pass) gives a curve of every n, on a cache of exactly that many

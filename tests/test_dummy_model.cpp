@@ -57,6 +57,28 @@ TEST(DummyModel, ShapesAndNames) {
     EXPECT_NE(error_of([] { parse_dummy_file_type("q5_k_s"); }).find("known: f32"), std::string::npos);
 }
 
+// The full-size expert shape (its 18 GB file is for benchmarks, not made here): Qwen3-30B-A3B's
+// sizes, and llama-quantize's types for its expert tensors in a Q4_K_M file.
+TEST(DummyModel, Qwen3MoeShapeAndExpertTypes) {
+    const DummyShape& s = find_dummy_shape("qwen3-30b-a3b");
+    EXPECT_EQ(s.arch, "qwen3moe");
+    EXPECT_EQ(s.n_layer, 48);
+    EXPECT_EQ(s.n_embd, 2048);
+    EXPECT_EQ(s.head_size() * s.n_head, 4096); // 32 heads of 128
+    EXPECT_EQ(s.n_head_kv, 4);
+    EXPECT_EQ(s.n_expert, 128);
+    EXPECT_EQ(s.n_expert_used, 8);
+    EXPECT_EQ(s.n_ff_exp, 768);
+    const auto ft = DummyFileType::Q4_K_M;
+    EXPECT_EQ(dummy_tensor_type(ft, "blk.3.ffn_gate_inp.weight", 2048, 3, 48, false, 128), TensorType::F32);
+    EXPECT_EQ(dummy_tensor_type(ft, "blk.3.ffn_gate_exps.weight", 2048, 3, 48, false, 128), TensorType::Q4_K);
+    EXPECT_EQ(dummy_tensor_type(ft, "blk.47.ffn_down_exps.weight", 768, 47, 48, false, 128), TensorType::Q6_K);
+    EXPECT_EQ(dummy_tensor_type(ft, "blk.7.ffn_down_exps.weight", 768, 7, 48, false, 128), TensorType::Q4_K);
+    EXPECT_EQ(dummy_tensor_type(ft, "blk.3.ffn_down_exps.weight", 768, 3, 48, false, 128), TensorType::Q6_K); // first eighth
+    EXPECT_EQ(dummy_tensor_type(ft, "blk.3.attn_k.weight", 2048, 3, 48, false, 128), TensorType::Q4_K);
+    EXPECT_EQ(dummy_tensor_type(ft, "blk.3.attn_k.weight", 2048, 3, 48, false, 8), TensorType::Q8_0); // Mixtral's 8
+}
+
 // llama-quantize's choices: the head (the token embedding when tied) to Q6_K, attn_v and ffn_down
 // of the "more bits" layers to Q6_K in Q4_K_M, fallbacks where rows are not a multiple of 256.
 TEST(DummyModel, LlamaQuantizeTypeChoices) {

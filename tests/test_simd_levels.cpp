@@ -101,6 +101,14 @@ TEST(SimdLevels, KQuantModelsSameBitsAtEveryLevel) {
     expect_same_bits(widened, "pycode-4m-q4_0 (widened)", Order::Shared);
 }
 
+TEST(SimdLevels, ExpertModelsSameBitsAtEveryLevel) {
+    // The router's F32 product is one portable body, so no level picks other experts; the experts'
+    // products are the packed bodies' (K-quants, Q8_0, Q4_0 in the file's layout).
+    for (const char* name : {"dummy-qwen3-moe-tiny-q4_k_m", "dummy-qwen3-moe-tiny-q8_0", "dummy-qwen3-moe-tiny-q4_0",
+                             "dummy-mixtral-tiny-q5_k_m", "dummy-mixtral-tiny-q6_k"})
+        expect_same_bits(model_test::load(name), name, Order::Shared);
+}
+
 TEST(SimdLevels, WideningAtLoadKeepsTheFileLayoutsBits) {
     // pycode-4m-q4_0: Q4_0 in the file's layout by default, widened to the packed Q8_0 layout with
     // widen_q4 (its Q8_0 tensors are repacked either way): the same logits, at every level.

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf_test_util.h"
+#include "model_test_util.h"
 #include "rewind/context.h"
 #include "rewind/gguf.h"
 #include "rewind/error.h"
@@ -202,8 +203,25 @@ TEST_F(Speculative, LosslessOnEveryArchitecture) {
     }
     const auto items = std::vector<Item>{load_items("ref").at(0)};
     check_lossless({qwen3, qwen3}, items, {4}, all, KPolicy::Adaptive, kSanitized ? 16 : 32);
+
     check_lossless({llama3, phi3}, items, {4}, all, KPolicy::Adaptive, kSanitized ? 16 : 32);
     check_lossless({phi3, gemma3}, items, {4}, all, KPolicy::Adaptive, kSanitized ? 16 : 32);
+}
+
+// Mixture-of-experts files (make-dummy's qwen3moe and Mixtral-style llama, with the pycode
+// vocabulary, so pycode-600k drafts): every source, chains and trees (suffix), fixed and adaptive k.
+TEST_F(Speculative, LosslessOnExpertModels) {
+    const std::vector<std::string> all = {"ngram", "ref", "draft", "auto", "suffix"};
+    for (const char* name : {"dummy-qwen3-moe-tiny-q4_k_m", "dummy-mixtral-tiny-q8_0"}) {
+        const auto moe = model_test::load(name);
+        for (const std::string kind : {"edit", "ref", "free"}) {
+            auto items = load_items(kind);
+            items.resize(1);
+            check_lossless({moe, draft_}, items, kSanitized ? std::vector<int>{4} : std::vector<int>{1, 8}, all,
+                           KPolicy::Fixed, kSanitized ? 16 : 40);
+        }
+        check_lossless({moe, draft_}, {load_items("edit").at(0)}, {4}, all, KPolicy::Adaptive, kSanitized ? 16 : 32);
+    }
 }
 
 TEST_F(Speculative, LosslessWithAdaptiveK) {

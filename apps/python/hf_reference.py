@@ -1,8 +1,11 @@
 """Test helpers for test_hf.py, numpy only: a small GGUF reader (F32 and F16 tensors) and a
-reference forward pass of llama and qwen2 models in Hugging Face's convention, written from the
-transformers modeling code's equations (not rewind's): Q/K weights un-permuted back from the GGUF
-converter's layout for llama, rotate-half rope, keys stored after rope in past_key_values.
-Computed in float64 so that it is a reference, not another float32 implementation."""
+reference forward pass of llama, qwen2 and qwen3moe models (and llama files with experts, as
+Mixtral) in Hugging Face's convention, written from the transformers modeling code's equations
+(not rewind's): Q/K weights un-permuted back from the GGUF converter's layout for llama,
+rotate-half rope, keys stored after rope in past_key_values; qwen3moe's per-head Q/K RMSNorm;
+the sparse MoE block (softmax over the router's logits, top-k, the k weights renormalised, the
+weighted sum of the chosen experts' SwiGLU outputs). Computed in float64 so that it is a
+reference, not another float32 implementation."""
 import struct
 
 import numpy as np
@@ -92,14 +95,15 @@ def _unpermute(w, n_head):
 
 
 class Reference:
-    """A llama or qwen2 GGUF model in Hugging Face's convention (LlamaForCausalLM /
-    Qwen2ForCausalLM without rope scaling)."""
+    """A llama, qwen2 or qwen3moe GGUF model in Hugging Face's convention (LlamaForCausalLM,
+    MixtralForCausalLM when a llama file has experts, Qwen2ForCausalLM, Qwen3MoeForCausalLM with
+    norm_topk_prob; no rope scaling)."""
 
     def __init__(self, path):
         g = GGUF(path)
         arch = g.meta["general.architecture"]
-        if arch not in ("llama", "qwen2"):
-            raise ValueError(f"{path}: the reference runs llama and qwen2, not {arch}")
+        if arch not in ("llama", "qwen2", "qwen3moe"):
+            raise ValueError(f"{path}: the reference runs llama, qwen2 and qwen3moe, not {arch}")
         p = arch + "."
         self.n_layer = int(g.meta[p + "block_count"])
         self.n_head = int(g.meta[p + "attention.head_count"])
@@ -108,6 +112,8 @@ class Reference:
         self.head_dim = int(g.meta.get(p + "attention.key_length", self.n_embd // self.n_head))
         self.eps = float(g.meta.get(p + "attention.layer_norm_rms_epsilon", 1e-5))
         self.rope_base = float(g.meta.get(p + "rope.freq_base", 10000.0))
+        self.n_expert = int(g.meta.get(p + "expert_count", 0))
+        self.n_expert_used = int(g.meta.get(p + "expert_used_count", 0))
         if g.has("rope_freqs.weight") or g.meta.get(p + "rope.scaling.type", "none") not in ("none",):
             raise ValueError(f"{path}: rope scaling is outside this reference")
         permuted = arch == "llama"  # the converter permutes llama's Q/K only
@@ -121,7 +127,12 @@ class Reference:
             L = {"attn_norm": t("attn_norm.weight"), "wq": t("attn_q.weight"), "wk": t("attn_k.weight"),
                  "wv": t("attn_v.weight"), "wo": t("attn_output.weight"), "bq": opt("attn_q.bias"),
                  "bk": opt("attn_k.bias"), "bv": opt("attn_v.bias"), "ffn_norm": t("ffn_norm.weight"),
-                 "gate": t("ffn_gate.weight"), "up": t("ffn_up.weight"), "down": t("ffn_down.weight")}
+                 "q_norm": opt("attn_q_norm.weight"), "k_norm": opt("attn_k_norm.weight")}
+            if self.n_expert > 0:  # [n_expert, n_embd]; [n_expert, rows, cols] per expert
+                L.update({"router": t("ffn_gate_inp.weight"), "gate_exps": t("ffn_gate_exps.weight"),
+                          "up_exps": t("ffn_up_exps.weight"), "down_exps": t("ffn_down_exps.weight")})
+            else:
+                L.update({"gate": t("ffn_gate.weight"), "up": t("ffn_up.weight"), "down": t("ffn_down.weight")})
             if permuted:
                 L["wq"] = _unpermute(L["wq"], self.n_head)
                 L["wk"] = _unpermute(L["wk"], self.n_head_kv)
@@ -143,6 +154,26 @@ class Reference:
         x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
         return x * np.cos(emb) + np.concatenate([-x2, x1], axis=-1) * np.sin(emb)
 
+    @staticmethod
+    def _swiglu(h, gate, up, down):
+        g = h @ gate.T
+        return ((g / (1 + np.exp(-g))) * (h @ up.T)) @ down.T
+
+    def _moe(self, h, L):
+        """The sparse MoE block, token by token: softmax over the router's logits, the top
+        n_expert_used (torch.topk names no order for ties; a stable sort takes the lower index, as
+        rewind does), their weights renormalised to sum 1, the weighted sum of those experts."""
+        z = h @ L["router"].T
+        p = np.exp(z - z.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+        out = np.zeros_like(h)
+        for t in range(h.shape[0]):
+            top = np.argsort(-p[t], kind="stable")[: self.n_expert_used]
+            w = p[t, top] / p[t, top].sum()
+            for e, we in zip(top, w):
+                out[t] += we * self._swiglu(h[t:t + 1], L["gate_exps"][e], L["up_exps"][e], L["down_exps"][e])[0]
+        return out
+
     def forward(self, ids):
         """The logits of every position of `ids` and the past_key_values of all of them: per layer
         (key, value) float64 arrays [1, n_head_kv, T, head_dim], keys after rope."""
@@ -157,8 +188,11 @@ class Reference:
             q = h @ L["wq"].T + (L["bq"] if L["bq"] is not None else 0)
             k = h @ L["wk"].T + (L["bk"] if L["bk"] is not None else 0)
             v = h @ L["wv"].T + (L["bv"] if L["bv"] is not None else 0)
-            q = self._rope(q.reshape(T, H, hd).transpose(1, 0, 2), pos)
-            k = self._rope(k.reshape(T, Hkv, hd).transpose(1, 0, 2), pos)
+            q, k = q.reshape(T, H, hd), k.reshape(T, Hkv, hd)
+            if L["q_norm"] is not None:  # qwen3moe: RMSNorm of each head before rope
+                q, k = self._norm(q, L["q_norm"]), self._norm(k, L["k_norm"])
+            q = self._rope(q.transpose(1, 0, 2), pos)
+            k = self._rope(k.transpose(1, 0, 2), pos)
             v = v.reshape(T, Hkv, hd).transpose(1, 0, 2)
             pkv.append((np.ascontiguousarray(k[None]), np.ascontiguousarray(v[None])))
             rep = H // Hkv
@@ -169,7 +203,6 @@ class Reference:
             a = (s @ vv).transpose(1, 0, 2).reshape(T, H * hd)
             x = x + a @ L["wo"].T
             h = self._norm(x, L["ffn_norm"])
-            g = h @ L["gate"].T
-            x = x + ((g / (1 + np.exp(-g))) * (h @ L["up"].T)) @ L["down"].T
+            x = x + (self._moe(h, L) if self.n_expert > 0 else self._swiglu(h, L["gate"], L["up"], L["down"]))
         logits = self._norm(x, self.out_norm) @ self.out.T
         return logits, pkv

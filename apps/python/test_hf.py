@@ -7,6 +7,8 @@ names), with Debian's python3 and numpy:
   imported into rewind, the next-token logits equal rewind's own prefill's within 1e-4 and the
   greedy continuation is the same, for a llama and a qwen2 file (the shared ones, and F16 files
   made for the test by `rewind make-dummy` when REWIND_CLI names the CLI);
+- the same reference's sparse MoE block on make-dummy's qwen3moe and Mixtral-style files: rewind's
+  logits within 1e-4 and the same greedy continuation (when REWIND_CLI is set);
 - export -> import -> export gives back the same arrays and logits on every shared architecture,
   F32 and F16;
 - every bad input raises a rewind.Error subclass naming what, the session unchanged;
@@ -135,6 +137,35 @@ class ReferenceTest(unittest.TestCase):
         self.assertLess(float(np.abs(s.next_logits() - own.next_logits()).max()), 1e-4)
         a = model.generate([ids], past_key_values=as_f32(pkv), max_new_tokens=12, stop_at_eog=False)
         np.testing.assert_array_equal(a, model.generate([ids], max_new_tokens=12, stop_at_eog=False))
+
+
+@unittest.skipUnless(CLI, "REWIND_CLI (the rewind executable) is not set: it makes the expert files")
+class MoeReferenceTest(unittest.TestCase):
+    """Mixture-of-experts files (`rewind make-dummy`: qwen3moe F32, Mixtral-style llama F16) against
+    the numpy reference's sparse MoE block: the logits of every prompt position within 1e-4, and
+    the same greedy continuation."""
+
+    def test_expert_models_match_the_reference(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for shape, ftype in (("qwen3-moe-tiny", "f32"), ("mixtral-tiny", "f16")):
+                with self.subTest(shape=shape):
+                    path = os.path.join(tmp, f"{shape}.gguf")
+                    subprocess.run([CLI, "make-dummy", "--shape", shape, "--type", ftype, "-t", "1", "--seed", "3",
+                                    "-o", path], check=True, capture_output=True, env=CLI_ENV)
+                    model = rewind.Model(path)
+                    ref = hf_reference.Reference(path)
+                    self.assertGreater(ref.n_expert, ref.n_expert_used)
+                    ids = model.tokenize(PROMPT)
+                    own = rewind.Session(model, capacity=128)
+                    own.append_tokens(ids)
+                    want, _ = ref.forward(ids)
+                    self.assertLess(float(np.abs(own.next_logits() - want[-1]).max()), 1e-4)
+                    own.generate(12, stop_at_eog=False)
+                    got = own.cache.tokens()
+                    seq = list(ids)
+                    for _ in range(12):
+                        seq.append(int(np.argmax(ref.forward(seq)[0][-1])))
+                    self.assertEqual(got[len(ids):], seq[len(ids):])
 
 
 class RoundTripTest(unittest.TestCase):

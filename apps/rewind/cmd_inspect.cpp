@@ -163,9 +163,15 @@ void print_hparams(const LlamaModelFile& mf) {
     if (l0.post_attn_norm.data) attn += ", post-attention norm";
     row("attention", attn);
     std::string ffn = arch.act == FfnAct::GeluTanh ? "GELU (tanh)" : "SiLU";
-    ffn += l0.ffn_gate.data ? " gate, up" : " gate+up fused in ffn_up";
+    ffn += hp.is_moe() ? " gate, up per expert" : l0.ffn_gate.data ? " gate, up" : " gate+up fused in ffn_up";
     if (l0.post_ffn_norm.data) ffn += ", post-FFN norm";
     row("feed-forward", ffn);
+    if (hp.is_moe())
+        row("experts", std::to_string(hp.n_expert) + " of width " + std::to_string(hp.n_ff_exp) + ", " +
+                           std::to_string(hp.n_expert_used) + " used per token (router " +
+                           tensor_type_name(l0.ffn_gate_inp.type) +
+                           "; softmax, top " + std::to_string(hp.n_expert_used) +
+                           " with ties to the lower index, weights renormalised)");
     if (arch.embd_scaled) row("embeddings", "scaled by sqrt(embedding length)");
     if (hp.final_logit_softcap > 0.0f) row("final logit soft-cap", std::to_string(hp.final_logit_softcap));
     std::ostringstream eps;
@@ -226,7 +232,7 @@ void print_repack(const LlamaModelFile& mf) {
         if (!by_default && !repacked_at_load(*dt, ModelOptions{.widen_q4 = true})) return;
         const bool q8 = packed_layout(*dt) == PackedLayout::Q8;
         if (r.cols % (q8 ? kQ8Block : 256) != 0) return; // the loader refuses these widths
-        const uint64_t n = packed_bytes(*dt, r.rows, r.cols);
+        const uint64_t n = packed_bytes(*dt, r.rows, r.cols) * static_cast<uint64_t>(r.experts);
         if (!by_default) { // Q4_0 / Q4_1: widened only with ModelOptions::widen_q4 (--widen-q4)
             four += r.n_bytes;
             four_packed += n;
@@ -249,7 +255,9 @@ void print_repack(const LlamaModelFile& mf) {
     };
     add(w.output);
     for (const LlamaLayerWeights& l : w.layers)
-        for (const WeightRef* r : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) add(*r);
+        for (const WeightRef* r : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp,
+                                   &l.ffn_gate_exps, &l.ffn_up_exps, &l.ffn_down_exps})
+            add(*r);
     if (packed > 0) {
         std::cout << "repacked at load: " << human_bytes(packed) << " of " << names(packed_types) << " weights (" << packed
                   << " bytes) into memory the model owns, in place of " << human_bytes(original)

@@ -20,7 +20,7 @@ struct MakeDummyOptions {
     uint64_t seed = 0;
     int threads = 0;
     std::string chat_template_file;
-    std::string arch = "llama";
+    std::string arch; // "": the shape's own
 };
 
 int run_make_dummy(const MakeDummyOptions& o) {
@@ -60,7 +60,9 @@ void register_make_dummy(CLI::App& app, Runner& run) {
     auto o = std::make_shared<MakeDummyOptions>();
     CLI::App* cmd = app.add_subcommand(
         "make-dummy", "Write a GGUF file of a real model's shape with seeded random weights (llama architecture)");
-    cmd->add_option("--shape", o->shape, "tiny, llama-1b, llama-3b, llama-8b, qwen-0.5b, qwen-7b (qwen: written as llama, no biases)")
+    cmd->add_option("--shape", o->shape,
+                    "tiny, llama-1b, llama-3b, llama-8b, qwen-0.5b, qwen-7b (qwen: written as llama, no biases); with experts: "
+                    "qwen3-30b-a3b, qwen3-moe-tiny (qwen3moe), mixtral-tiny (llama)")
         ->required();
     cmd->add_option("--type", o->type, "f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k (per-tensor types as llama-quantize picks them)")
         ->required();
@@ -68,8 +70,9 @@ void register_make_dummy(CLI::App& app, Runner& run) {
     cmd->add_option("--seed", o->seed, "Seed of the random weights")->capture_default_str();
     cmd->add_option("-t,--threads", o->threads, "Threads generating weights (0: all the machine's)")->capture_default_str();
     cmd->add_option("-o,--output", o->out, "Output file (written under a temporary name, then renamed)")->required();
-    cmd->add_option("--arch", o->arch, "Architecture written: llama, qwen2, qwen3, phi3 or gemma3 (its tensors and keys)")
-        ->capture_default_str();
+    cmd->add_option("--arch", o->arch,
+                    "Architecture written: llama, qwen2, qwen3, phi3, gemma3 or qwen3moe (its tensors and keys); default: "
+                    "the shape's (llama for the dense shapes)");
     cmd->add_option("--chat-template-file", o->chat_template_file,
                     "Write this chat template (a Jinja text, as a model's tokenizer_config holds it) as tokenizer.chat_template");
     cmd->callback([o, &run] { run = [o] { return run_make_dummy(*o); }; });

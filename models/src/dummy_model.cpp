@@ -57,15 +57,16 @@ void fill_uniform(std::mt19937_64& g, float center, float half, float* x, int64_
 
 struct PlannedTensor {
     std::string name;
-    int64_t rows = 1, cols = 0; // a vector: rows 1
+    int64_t rows = 1, cols = 0; // a vector: rows 1; an expert tensor: rows of all experts
     bool vector = false;
     TensorType type = TensorType::F32;
+    int64_t experts = 1;        // > 1: ggml dims {cols, rows / experts, experts}
 };
 
 // The tensors of `arch` (its table in arch.cpp: every required tensor, and the head unless the
 // shape ties it to the embeddings), sized by the shape.
 std::vector<PlannedTensor> plan(const DummyShape& s, const ArchInfo& arch, DummyFileType ft, int64_t n_vocab) {
-    const int64_t E = s.n_embd, hd = s.n_embd / s.n_head, Q = hd * s.n_head, KV = hd * s.n_head_kv, F = s.n_ff;
+    const int64_t E = s.n_embd, hd = s.head_size(), Q = hd * s.n_head, KV = hd * s.n_head_kv, F = s.n_ff;
     auto dim = [&](ArchDim d) -> int64_t {
         switch (d) {
         case ArchDim::One: return 1;
@@ -78,17 +79,22 @@ std::vector<PlannedTensor> plan(const DummyShape& s, const ArchInfo& arch, Dummy
         case ArchDim::HeadDim: return hd;
         case ArchDim::RotHalf: return hd / 2;
         case ArchDim::Vocab: return n_vocab;
+        case ArchDim::Expert: return s.n_expert;
+        case ArchDim::FfExp: return s.n_ff_exp;
         }
         return 0;
     };
     std::vector<PlannedTensor> out;
     auto add = [&](const std::string& name, const ArchTensor& t, int64_t layer) {
         const bool vector = t.rows == ArchDim::One;
-        PlannedTensor p{name, dim(t.rows), dim(t.cols), vector, TensorType::F32};
-        if (!vector) p.type = dummy_tensor_type(ft, name, p.cols, layer, s.n_layer, s.tied_output);
+        const int64_t experts = t.experts == ArchDim::One ? 1 : dim(t.experts);
+        PlannedTensor p{name, dim(t.rows) * experts, dim(t.cols), vector, TensorType::F32, experts};
+        if (!vector) p.type = dummy_tensor_type(ft, name, p.cols, layer, s.n_layer, s.tied_output, s.n_expert);
         out.push_back(std::move(p));
     };
+    const FfnPart skipped = s.n_expert > 0 ? FfnPart::Dense : FfnPart::Moe;
     auto wanted = [&](const ArchTensor& t) {
+        if (t.part == skipped) return false;
         return t.required || (std::string_view(t.name) == "output.weight" && !s.tied_output);
     };
     for (const ArchTensor& t : arch.globals)
@@ -101,6 +107,28 @@ std::vector<PlannedTensor> plan(const DummyShape& s, const ArchInfo& arch, Dummy
     return out;
 }
 
+// The architecture written: `name`, else the shape's own, else llama; one that cannot hold the
+// shape's FFN (experts or not) is refused.
+const ArchInfo* dummy_arch(const DummyShape& shape, const std::string& name) {
+    const std::string arch_name = !name.empty() ? name : !shape.arch.empty() ? shape.arch : "llama";
+    const ArchInfo* arch = find_arch(arch_name);
+    if (!arch)
+        throw Error("make-dummy: unknown architecture '" + arch_name + "' (choose from " + supported_arch_names() + ")");
+    if ((shape.n_expert > 0 && arch->moe == MoeUse::None) || (shape.n_expert == 0 && arch->moe == MoeUse::Required))
+        throw Error("make-dummy: shape '" + shape.name + "' " + (shape.n_expert > 0 ? "has" : "has no") +
+                    " experts, architecture '" + arch_name + "' " + (shape.n_expert > 0 ? "none" : "needs them"));
+    return arch;
+}
+
+// The expert keys as llama.cpp's converter writes them (llama's experts are feed_forward_length wide).
+void add_expert_keys(GgufWriter& w, const DummyShape& shape, const ArchInfo& arch) {
+    if (shape.n_expert == 0) return;
+    const std::string k = std::string(arch.name) + ".";
+    w.add(k + "expert_count", static_cast<uint32_t>(shape.n_expert));
+    w.add(k + "expert_used_count", static_cast<uint32_t>(shape.n_expert_used));
+    if (arch.moe == MoeUse::Required) w.add(k + "expert_feed_forward_length", static_cast<uint32_t>(shape.n_ff_exp));
+}
+
 std::string lower(std::string_view s) {
     std::string out(s);
     for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -111,12 +139,20 @@ std::string lower(std::string_view s) {
 
 const std::vector<DummyShape>& dummy_shapes() {
     static const std::vector<DummyShape> shapes = {
-        {"tiny", 256, 2, 4, 2, 512, 2048, 10000.0f, 1e-5f, false, "tiny test"},
-        {"llama-1b", 2048, 16, 32, 8, 8192, 131072, 500000.0f, 1e-5f, true, "Llama 3.2 1B"},
-        {"llama-3b", 3072, 28, 24, 8, 8192, 131072, 500000.0f, 1e-5f, true, "Llama 3.2 3B"},
-        {"llama-8b", 4096, 32, 32, 8, 14336, 131072, 500000.0f, 1e-5f, false, "Llama 3.1 8B"},
-        {"qwen-0.5b", 896, 24, 14, 2, 4864, 32768, 1000000.0f, 1e-6f, true, "Qwen2.5 0.5B"},
-        {"qwen-7b", 3584, 28, 28, 4, 18944, 32768, 1000000.0f, 1e-6f, false, "Qwen2.5 7B"},
+        {"tiny", 256, 2, 4, 2, 512, 2048, 10000.0f, 1e-5f, false, "tiny test", "", 0, 0, 0, 0},
+        {"llama-1b", 2048, 16, 32, 8, 8192, 131072, 500000.0f, 1e-5f, true, "Llama 3.2 1B", "", 0, 0, 0, 0},
+        {"llama-3b", 3072, 28, 24, 8, 8192, 131072, 500000.0f, 1e-5f, true, "Llama 3.2 3B", "", 0, 0, 0, 0},
+        {"llama-8b", 4096, 32, 32, 8, 14336, 131072, 500000.0f, 1e-5f, false, "Llama 3.1 8B", "", 0, 0, 0, 0},
+        {"qwen-0.5b", 896, 24, 14, 2, 4864, 32768, 1000000.0f, 1e-6f, true, "Qwen2.5 0.5B", "", 0, 0, 0, 0},
+        {"qwen-7b", 3584, 28, 28, 4, 18944, 32768, 1000000.0f, 1e-6f, false, "Qwen2.5 7B", "", 0, 0, 0, 0},
+        // Qwen3-30B-A3B (and Qwen3-Coder-30B-A3B): feed_forward_length is the family's dense width.
+        {"qwen3-30b-a3b", 2048, 48, 32, 4, 6144, 40960, 1000000.0f, 1e-6f, false, "Qwen3-30B-A3B", "qwen3moe", 128,
+         128, 8, 768},
+        // Small files with experts for the tests: heads wider than n_embd / n_head, as Qwen3's.
+        {"qwen3-moe-tiny", 256, 2, 4, 2, 768, 2048, 1000000.0f, 1e-6f, false, "tiny qwen3moe test", "qwen3moe", 128,
+         16, 4, 256},
+        {"mixtral-tiny", 256, 2, 4, 2, 256, 2048, 1000000.0f, 1e-5f, false, "tiny Mixtral-style test", "llama", 0,
+         8, 2, 256},
     };
     return shapes;
 }
@@ -153,7 +189,9 @@ const char* dummy_file_type_name(DummyFileType t) {
 }
 
 TensorType dummy_tensor_type(DummyFileType ft, const std::string& name, int64_t cols, int64_t layer,
-                             int64_t n_layer, bool tied_output) {
+                             int64_t n_layer, bool tied_output, int64_t n_expert) {
+    // The convert script keeps the router F32 and llama-quantize leaves it so.
+    if (ends_with(name, "ffn_gate_inp.weight")) return TensorType::F32;
     TensorType t;
     switch (ft) {
     case DummyFileType::F32: return TensorType::F32;
@@ -173,10 +211,13 @@ TensorType dummy_tensor_type(DummyFileType ft, const std::string& name, int64_t 
         else if (t != TensorType::Q8_0) t = TensorType::Q6_K;
     } else if (name == "token_embd.weight") {
         // the file type's own type
-    } else if (ends_with(name, "attn_v.weight") || ends_with(name, "ffn_down.weight")) {
+    } else if (ends_with(name, "attn_v.weight") || ends_with(name, "ffn_down.weight") ||
+               ends_with(name, "ffn_down_exps.weight")) {
         const bool k_m = ft == DummyFileType::Q4_K_M || ft == DummyFileType::Q5_K_M;
         if (k_m && layer >= 0 && use_more_bits(layer, n_layer)) t = TensorType::Q6_K;
     }
+    // llama-quantize gives 8-expert models (Mixtral) Q8_0 keys and values.
+    if (n_expert == 8 && (ends_with(name, "attn_v.weight") || ends_with(name, "attn_k.weight"))) t = TensorType::Q8_0;
     if (ucols % block_of(t) != 0) {
         switch (t) {
         case TensorType::Q4_K: t = TensorType::Q5_0; break;
@@ -206,9 +247,7 @@ DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void
         throw Error(ErrorCode::format, opts.vocab_path + ": no tokenizer (tokenizer.ggml.model and tokenizer.ggml.tokens are needed)");
     const auto n_vocab = static_cast<int64_t>(tokens->size());
 
-    const ArchInfo* arch = find_arch(opts.arch);
-    if (!arch)
-        throw Error("make-dummy: unknown architecture '" + opts.arch + "' (choose from " + supported_arch_names() + ")");
+    const ArchInfo* arch = dummy_arch(shape, opts.arch);
     const std::vector<PlannedTensor> tensors = plan(shape, *arch, ft, n_vocab);
     DummyReport report;
     report.n_vocab = n_vocab;
@@ -236,9 +275,10 @@ DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void
     w.add(k + "rope.freq_base", shape.rope_base);
     w.add(k + "attention.layer_norm_rms_epsilon", shape.rms_eps);
     w.add(k + "vocab_size", u32(n_vocab));
-    w.add(k + "rope.dimension_count", u32(shape.n_embd / shape.n_head));
-    w.add(k + "attention.key_length", u32(shape.n_embd / shape.n_head));
-    w.add(k + "attention.value_length", u32(shape.n_embd / shape.n_head));
+    w.add(k + "rope.dimension_count", u32(shape.head_size()));
+    w.add(k + "attention.key_length", u32(shape.head_size()));
+    w.add(k + "attention.value_length", u32(shape.head_size()));
+    add_expert_keys(w, shape, *arch);
     // A sliding-window architecture needs its window: Gemma 3's own (1024), at most the context.
     if (arch->swa_pattern > 0) w.add(k + "attention.sliding_window", u32(std::min<int64_t>(1024, shape.n_ctx)));
     w.add("general.file_type", static_cast<uint32_t>(ft));
@@ -248,10 +288,12 @@ DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void
         if (kv.key.rfind("tokenizer.", 0) == 0 && !(kv.key == "tokenizer.chat_template" && !opts.chat_template.empty()))
             w.add(kv);
     if (!opts.chat_template.empty()) w.add("tokenizer.chat_template", opts.chat_template);
-    for (const PlannedTensor& t : tensors)
-        w.add_tensor(t.name, t.type,
-                     t.vector ? std::vector<uint64_t>{static_cast<uint64_t>(t.cols)}
-                              : std::vector<uint64_t>{static_cast<uint64_t>(t.cols), static_cast<uint64_t>(t.rows)});
+    for (const PlannedTensor& t : tensors) {
+        std::vector<uint64_t> dims{static_cast<uint64_t>(t.cols)};
+        if (!t.vector) dims.push_back(static_cast<uint64_t>(t.rows / t.experts));
+        if (t.experts > 1) dims.push_back(static_cast<uint64_t>(t.experts));
+        w.add_tensor(t.name, t.type, dims);
+    }
     report.file_bytes = w.file_size();
 
     const int threads = opts.threads > 0 ? opts.threads : std::max(1u, std::thread::hardware_concurrency());

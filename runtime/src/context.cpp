@@ -34,6 +34,9 @@ Context::Context(std::shared_ptr<const Model> model, ContextOptions opts) : mode
         if (opts_.numerics != Numerics::Exact)
             throw Error(ErrorCode::unsupported, "Context: Numerics::LlamaCpp is CPU-only (device " +
                                                     device_name(opts_.device) + ")");
+        if (hp.is_moe())
+            throw Error(ErrorCode::unsupported, "Context: mixture-of-experts models run on the CPU only (device " +
+                                                    device_name(opts_.device) + ")");
         cuda_ = std::make_unique<CudaBackend>(*model_, opts_);
         return; // no CPU pool or buffers: opts.pool and n_threads do not apply
     }
@@ -44,6 +47,8 @@ Context::Context(std::shared_ptr<const Model> model, ContextOptions opts) : mode
 }
 
 Context::~Context() = default;
+
+int64_t Context::experts_read() const { return cpu_ ? cpu_->experts_read() : 0; }
 
 namespace {
 
@@ -116,6 +121,7 @@ std::span<const float> Context::forward_tree(KvCache& cache, std::span<const Tok
                                              " (a tree is one pass)");
     check_fits(cache, n, "forward_tree", -1);
     cpu_->fit_attention(cache.capacity());
+    cpu_->reset_experts_read();
     PassSegment seg{&cache, tokens.data(), n, cache.size(), 0, Logits::All};
     seg.parents = parents.data();
     run_forward(*cpu_, &seg, 1, n);
@@ -141,6 +147,7 @@ std::span<const float> Context::forward(KvCache& cache, std::span<const TokenId>
         return out;
     }
     cpu_->fit_attention(cache.capacity());
+    cpu_->reset_experts_read();
 
     // Chunks of at most max_batch tokens, each one internal pass; logits from the final one.
     const int64_t n0 = cache.size();
@@ -198,6 +205,7 @@ void Context::forward_batch(std::span<BatchItem> items) {
     }
 
     for (const BatchItem& it : items) cpu_->fit_attention(it.cache->capacity());
+    cpu_->reset_experts_read();
     // Every item has >= 1 token and total <= max_batch, so the preallocated segments suffice.
     PassSegment* segs = cpu_->segments();
     int64_t off = 0;

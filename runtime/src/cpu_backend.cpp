@@ -16,6 +16,7 @@
 #include "rewind/kernels/dtype.h"
 #include "rewind/kernels/ggml_compat.h"
 #include "rewind/kernels/matmul.h"
+#include "rewind/kernels/moe.h"
 #include "rewind/kernels/packed.h"
 #include "kv_storage.h"
 
@@ -74,6 +75,14 @@ struct CpuBackend::Buffers {
     std::vector<float> att_scratch;     // attention_scratch_upto(numerics, att_capacity's calls, threads)
     int64_t att_capacity = 0;           // the longest cache att_scratch serves every call of
     std::vector<std::byte> mm_scratch;  // max matmul_scratch_bytes over the model's weights
+    // Expert FFN (files with experts; else empty). NE = n_expert, K = n_expert_used, Fe = n_ff_exp.
+    RunBuffer<float> router;            // [B, NE] router logits
+    std::vector<int32_t> moe_ids;       // [B, K] each row's experts, by descending weight
+    std::vector<float> moe_w;           // [B, K] their weights
+    std::vector<int32_t> moe_off;       // [NE + 1] group_by_expert's offsets
+    std::vector<int32_t> moe_pairs;     // [B * K] (row, slot) pairs grouped by expert
+    RunBuffer<float> xe, ge, ue, de;    // [B, E], [B, Fe], [B, Fe], [B, E] one expert's rows
+    RunBuffer<float> eo;                // [B, K, E] each (row, slot)'s expert output
 };
 
 CpuBackend::CpuBackend(const Model& model, const ContextOptions& opts, std::shared_ptr<ThreadPool> pool)
@@ -85,7 +94,7 @@ CpuBackend::CpuBackend(const Model& model, const ContextOptions& opts, std::shar
     bool fused_qkv = false, fused_up = false;
     for (const Model::Layer& l : m_.layers) {
         fused_qkv = fused_qkv || l.wqkv.data != nullptr;
-        fused_up = fused_up || l.ffn_gate.data == nullptr;
+        fused_up = fused_up || (l.ffn_gate.data == nullptr && !l.is_moe());
     }
     Buffers& b = *buf_;
     b.x.resize(B * E);
@@ -96,8 +105,23 @@ CpuBackend::CpuBackend(const Model& model, const ContextOptions& opts, std::shar
     if (fused_qkv) b.qkv.resize(B * (Q + 2 * KV));
     b.attn.resize(B * Q);
     b.proj.resize(B * E);
-    b.gate.resize(B * F);
-    b.up.resize(B * F * (fused_up ? 2 : 1));
+    if (!hp.is_moe()) { // an expert FFN has buffers of its own, below
+        b.gate.resize(B * F);
+        b.up.resize(B * F * (fused_up ? 2 : 1));
+    } else {
+        const auto NE = static_cast<size_t>(hp.n_expert), K = static_cast<size_t>(hp.n_expert_used);
+        const auto Fe = static_cast<size_t>(hp.n_ff_exp);
+        b.router.resize(B * NE);
+        b.moe_ids.resize(B * K);
+        b.moe_w.resize(B * K);
+        b.moe_off.resize(NE + 1);
+        b.moe_pairs.resize(B * K);
+        b.xe.resize(B * E);
+        b.ge.resize(B * Fe);
+        b.ue.resize(B * Fe);
+        b.de.resize(B * E);
+        b.eo.resize(B * K * E);
+    }
     b.logits.resize(B * static_cast<size_t>(m_.n_vocab()));
     b.ids.resize(B);
     b.pos.resize(B);
@@ -114,8 +138,10 @@ CpuBackend::CpuBackend(const Model& model, const ContextOptions& opts, std::shar
     auto fit = [&](const MatrixView& w) { mm = std::max(mm, matmul_scratch_bytes(w.type, opts_.max_batch, w.cols)); };
     fit(m_.output);
     for (const Model::Layer& l : m_.layers) {
-        for (const MatrixView* w : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
+        for (const MatrixView* w : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.ffn_gate_inp})
             if (w->data) fit(*w);
+        for (const std::vector<MatrixView>* ex : {&l.gate_exps, &l.up_exps, &l.down_exps})
+            for (const MatrixView& w : *ex) fit(w);
     }
     b.mm_scratch.resize(mm);
 }
@@ -293,6 +319,46 @@ void CpuBackend::softcap(float* x, int64_t n, float c) {
     scale_inplace(x, n, 1.0f / c);
     for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
     scale_inplace(x, n, c);
+}
+
+// Router logits (F32 routers, the converters' choice, by the portable product: the same bits on
+// every machine and SIMD level, so no level picks other experts), softmax top-k renormalised,
+// then expert by expert over the rows routed to it, each expert's weights read once per pass;
+// experts no row chose are never touched. Each (row, slot) output lands in eo, and a row's sum
+// runs over its own slots in order: the same bits whatever else shares the pass.
+void CpuBackend::moe_ffn(const Layer& L, const float* xn, int64_t rows, float* out) {
+    const LlamaHparams& hp = m_.hparams();
+    const int64_t E = hp.n_embd, NE = hp.n_expert, K = hp.n_expert_used, Fe = hp.n_ff_exp;
+    Buffers& b = *buf_;
+    if (L.ffn_gate_inp.type == DType::F32 && !L.ffn_gate_inp.packed && opts_.numerics == Numerics::Exact)
+        matmul_f32_portable(static_cast<const float*>(L.ffn_gate_inp.data), NE, E, xn, rows, b.router.data(),
+                            pool_.get());
+    else
+        matmul(L.ffn_gate_inp, xn, rows, b.router.data());
+    route_top_k(b.router.data(), rows, NE, K, true, b.moe_ids.data(), b.moe_w.data());
+    group_by_expert(b.moe_ids.data(), rows, K, NE, b.moe_off.data(), b.moe_pairs.data());
+    const auto row_bytes = static_cast<size_t>(E) * sizeof(float);
+    for (int64_t e = 0; e < NE; ++e) {
+        const int32_t p0 = b.moe_off[static_cast<size_t>(e)], n = b.moe_off[static_cast<size_t>(e) + 1] - p0;
+        if (n == 0) continue;
+        ++experts_read_;
+        const int32_t* pairs = b.moe_pairs.data() + p0;
+        for (int32_t i = 0; i < n; ++i) std::memcpy(b.xe.data() + i * E, xn + (pairs[i] / K) * E, row_bytes);
+        const auto ue = static_cast<size_t>(e);
+        matmul_many({{&L.gate_exps[ue], b.ge.data()}, {&L.up_exps[ue], b.ue.data()}}, b.xe.data(), n);
+        glu(hp.arch->act, b.ge.data(), b.ue.data(), n, Fe, Fe, b.ge.data());
+        matmul(L.down_exps[ue], b.ge.data(), n, b.de.data());
+        for (int32_t i = 0; i < n; ++i) std::memcpy(b.eo.data() + pairs[i] * E, b.de.data() + i * E, row_bytes);
+    }
+    // llama.cpp's order: each slot's output times its weight, then added slot after slot.
+    for (int64_t t = 0; t < rows; ++t) {
+        float* o = out + t * E;
+        const float* w = b.moe_w.data() + t * K;
+        const float* eo = b.eo.data() + t * K * E;
+        for (int64_t c = 0; c < E; ++c) o[c] = eo[c] * w[0];
+        for (int64_t j = 1; j < K; ++j)
+            for (int64_t c = 0; c < E; ++c) o[c] += eo[j * E + c] * w[j];
+    }
 }
 
 } // namespace rwd

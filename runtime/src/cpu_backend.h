@@ -53,6 +53,12 @@ public:
     void glu(FfnAct act, const float* gate, const float* up, int64_t rows, int64_t cols, int64_t in_stride, float* out);
     void add(float* y, const float* x, int64_t n);
     void softcap(float* x, int64_t n, float c);
+    // The expert FFN of a layer with experts over `rows` normed rows xn, into out [rows, n_embd]
+    // (forward_graph.h's graph::moe_ffn states the arithmetic).
+    void moe_ffn(const Layer& L, const float* xn, int64_t rows, float* out);
+    // Experts moe_ffn read (one per layer and pass each) since the last reset.
+    int64_t experts_read() const { return experts_read_; }
+    void reset_experts_read() { experts_read_ = 0; }
 
 private:
     struct Buffers;
@@ -63,6 +69,7 @@ private:
     std::shared_ptr<ThreadPool> pool_;
     std::unique_ptr<Buffers> buf_;
     PassBuffers bufs_{};
+    int64_t experts_read_ = 0;
 };
 
 } // namespace rwd

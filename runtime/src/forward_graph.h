@@ -8,6 +8,7 @@
 #include <initializer_list>
 
 #include "rewind/context.h"
+#include "rewind/error.h"
 #include "rewind/kernels/ops.h"
 
 namespace rwd {
@@ -225,7 +226,23 @@ int64_t attend(B& be, const PassBuffers& b, int64_t il, PassSegment* segs, int64
     return last ? packed : nt;
 }
 
-// attn -> wo -> (post-norm) -> + x; x -> norm -> gate, up -> act(gate) * up -> down -> (post-norm) -> + x.
+// The expert FFN of the an rows in xn into proj: router logits (F32) -> softmax -> the top
+// n_expert_used experts (ties: the lower index) with their weights renormalised to sum 1 -> for
+// each expert some row chose, its rows gathered and run through gate, up, act(gate) * up, down
+// (each touched expert's weights read once per pass, untouched ones never) -> each row's outputs
+// times their weights, added in its own descending-weight order. A row's bits depend on that row
+// alone. Backends without the op (CUDA) are refused such models before a pass (Context).
+template <ForwardBackend B>
+void moe_ffn(B& be, const PassBuffers& b, const typename B::Layer& L, int64_t an) {
+    if constexpr (requires { be.moe_ffn(L, b.xn, an, b.proj); }) {
+        be.moe_ffn(L, b.xn, an, b.proj);
+    } else {
+        throw Error(ErrorCode::unsupported, "forward: this backend does not run mixture-of-experts layers");
+    }
+}
+
+// attn -> wo -> (post-norm) -> + x; x -> norm -> gate, up -> act(gate) * up -> down -> (post-norm) -> + x
+// (or, with experts, norm -> moe_ffn -> + x).
 template <ForwardBackend B>
 void attn_out_and_ffn(B& be, const PassBuffers& b, int64_t il, int64_t an) {
     const LlamaHparams& hp = be.hparams();
@@ -236,7 +253,9 @@ void attn_out_and_ffn(B& be, const PassBuffers& b, int64_t il, int64_t an) {
     be.add(b.x, b.proj, an * E);
 
     be.rms_norm(b.x, L.ffn_norm, an, E, hp.rms_eps, b.xn);
-    if (L.ffn_gate.data) {
+    if (hp.is_moe()) {
+        moe_ffn(be, b, L, an);
+    } else if (L.ffn_gate.data) {
         be.matmul_many({{&L.ffn_gate, b.gate}, {&L.ffn_up, b.up}}, b.xn, an);
         be.glu(hp.arch->act, b.gate, b.up, an, F, F, b.gate);
     } else {
@@ -244,7 +263,7 @@ void attn_out_and_ffn(B& be, const PassBuffers& b, int64_t il, int64_t an) {
         be.matmul(L.ffn_up, b.xn, an, b.up);
         be.glu(hp.arch->act, b.up, b.up + F, an, F, 2 * F, b.gate);
     }
-    be.matmul(L.ffn_down, b.gate, an, b.proj);
+    if (!hp.is_moe()) be.matmul(L.ffn_down, b.gate, an, b.proj);
     if (L.post_ffn_norm) be.rms_norm(b.proj, L.post_ffn_norm, an, E, hp.rms_eps, b.proj);
     be.add(b.x, b.proj, an * E);
 }

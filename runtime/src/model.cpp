@@ -30,6 +30,18 @@ MatrixView to_matrix(const WeightRef& w) { return MatrixView{tensor_dtype(w.type
 // LlamaModelFile checked; null when the architecture or the file has none.
 const float* to_vector(const WeightRef& w) { return static_cast<const float*>(w.data); }
 
+// The experts of a 3-D tensor, one matrix each (n_bytes is a whole number of slices: the loader
+// checked the dims), or none when the file has no such tensor.
+std::vector<MatrixView> expert_matrices(const WeightRef& w) {
+    std::vector<MatrixView> out;
+    if (!w.data) return out;
+    const uint64_t slice = w.n_bytes / static_cast<uint64_t>(w.experts);
+    for (int64_t e = 0; e < w.experts; ++e)
+        out.push_back(MatrixView{tensor_dtype(w.type).value(), static_cast<const std::byte*>(w.data) + e * slice,
+                                 w.rows, w.cols});
+    return out;
+}
+
 std::string where(const std::string& path, const WeightRef& w) { return path + ": tensor '" + w.name + "'"; }
 
 // Drops the pages of [p, p + n) from this process's memory; they come back from the file if
@@ -140,18 +152,26 @@ std::shared_ptr<const Model> Model::from_file(std::unique_ptr<LlamaModelFile> fi
         l.wqkv = opt_matrix(lw.wqkv);
         l.wo = to_matrix(lw.wo);
         l.ffn_gate = opt_matrix(lw.ffn_gate);
-        l.ffn_down = to_matrix(lw.ffn_down);
-        l.ffn_up = to_matrix(lw.ffn_up);
-        m->layers.push_back(l);
+        l.ffn_down = opt_matrix(lw.ffn_down);
+        l.ffn_up = opt_matrix(lw.ffn_up);
+        l.ffn_gate_inp = opt_matrix(lw.ffn_gate_inp);
+        l.gate_exps = expert_matrices(lw.ffn_gate_exps);
+        l.up_exps = expert_matrices(lw.ffn_up_exps);
+        l.down_exps = expert_matrices(lw.ffn_down_exps);
+        m->layers.push_back(std::move(l));
     }
 
     if (opts.repack) {
         // K-quant widths that are not whole super-blocks never reach here (the loader refuses them).
         auto repackable = [&](const MatrixView& v) { return repacked_at_load(v.type, opts); };
         std::vector<MatrixView*> mats;
-        for (Layer& l : m->layers)
-            for (MatrixView* v : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.ffn_gate, &l.ffn_down, &l.ffn_up})
+        for (Layer& l : m->layers) {
+            for (MatrixView* v : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.ffn_gate, &l.ffn_down, &l.ffn_up, &l.ffn_gate_inp})
                 if (v->data && repackable(*v)) mats.push_back(v); // absent ones have no data
+            for (std::vector<MatrixView>* ex : {&l.gate_exps, &l.up_exps, &l.down_exps})
+                for (MatrixView& v : *ex)
+                    if (repackable(v)) mats.push_back(&v);
+        }
         if (m->output.data && repackable(m->output)) mats.push_back(&m->output);
         if (opts.load_threads < 0)
             throw Error(ErrorCode::argument, "Model::load: load_threads " + std::to_string(opts.load_threads) + " is negative");

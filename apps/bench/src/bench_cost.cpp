@@ -76,6 +76,7 @@ std::vector<CostPoint> measure_cost_curve(Context& ctx, const CostCurveOptions& 
                 ctx.forward(cache, tokens, Logits::All);
                 const double s = seconds_since(t0);
                 if (i >= opts.warmup) p.samples.push_back(s);
+                p.experts_per_layer = static_cast<double>(ctx.experts_read()) / static_cast<double>(model.hparams().n_layer);
             }
         }
     }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "rewind/error.h"
+#include "rewind/kernels/packed.h"
 
 namespace rwd::bench {
 
@@ -182,8 +183,9 @@ int64_t weight_bytes_per_token(const Model& model) {
     int64_t total = bytes(w.output_norm) + bytes(w.output);
     if (w.tok_embd.rows > 0) total += bytes(w.tok_embd) / w.tok_embd.rows; // one row, looked up
     for (const LlamaLayerWeights& l : w.layers)
-        for (const WeightRef* r : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.ffn_gate, &l.ffn_down,
-                                   &l.ffn_up})
+        for (const WeightRef* r : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wqkv, &l.bq, &l.bk, &l.bv, &l.attn_q_norm,
+                                   &l.attn_k_norm, &l.wo, &l.post_attn_norm, &l.ffn_norm, &l.ffn_gate, &l.ffn_down,
+                                   &l.ffn_up, &l.post_ffn_norm, &l.ffn_gate_inp})
             total += bytes(*r);
     // The repacked matrices are read in their packed form: swap their file bytes for it.
     int64_t packed_file_bytes = 0;
@@ -192,7 +194,22 @@ int64_t weight_bytes_per_token(const Model& model) {
     };
     add_packed(model.output);
     for (const Model::Layer& l : model.layers)
-        for (const MatrixView* v : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.ffn_gate, &l.ffn_down, &l.ffn_up}) add_packed(*v);
+        for (const MatrixView* v : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.ffn_gate, &l.ffn_down, &l.ffn_up, &l.ffn_gate_inp})
+            add_packed(*v);
+    // Experts: the router, and n_expert_used of each layer's n_expert experts in the form they are
+    // read in (their packed copies are in packed_bytes(): only that share of them counts).
+    const LlamaHparams& hp = model.hparams();
+    int64_t expert_bytes = 0, expert_packed = 0;
+    for (const Model::Layer& l : model.layers) {
+        for (const std::vector<MatrixView>* ex : {&l.gate_exps, &l.up_exps, &l.down_exps})
+            for (const MatrixView& v : *ex) {
+                const auto b = static_cast<int64_t>(v.packed ? packed_bytes(v.type, v.rows, v.cols)
+                                                             : dtype_row_bytes(v.type, v.cols) * static_cast<size_t>(v.rows));
+                expert_bytes += b;
+                if (v.packed) expert_packed += b;
+            }
+    }
+    if (hp.is_moe()) total += expert_bytes * hp.n_expert_used / hp.n_expert - expert_packed;
     return total - packed_file_bytes + static_cast<int64_t>(model.packed_bytes());
 }
 

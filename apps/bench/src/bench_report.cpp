@@ -329,15 +329,18 @@ void write_cost_markdown(std::ostream& out, const BenchResult& r, std::span<cons
                           fmt("%.3f", 1e3 * t.decode_wall_seconds / static_cast<double>(t.decode_tokens)) + " ms/token"
                     : std::string())
             << ")\n\n";
-    out << "| n | ms per pass | ÷ 1-token pass | ms per token |";
+    // Mixture-of-experts models: the distinct experts each pass read, per layer (the bytes it streams).
+    const bool moe = std::any_of(r.cost_curve.begin(), r.cost_curve.end(), [](const CostPoint& p) { return p.experts_per_layer > 0; });
+    out << "| n | ms per pass | ÷ 1-token pass | ms per token |" << (moe ? " experts read per layer |" : "");
     if (two) out << " ms per pass, " << sc.long_prefix << " cached | ÷ 1-token pass |";
-    out << "\n| ---: | ---: | ---: | ---: |" << (two ? " ---: | ---: |" : "") << "\n";
+    out << "\n| ---: | ---: | ---: | ---: |" << (moe ? " ---: |" : "") << (two ? " ---: | ---: |" : "") << "\n";
     const double one = r.cost_curve.empty() ? 0 : r.cost_curve.front().seconds;
     for (const auto& c : r.cost_curve) {
         if (!show.empty() && std::find(show.begin(), show.end(), c.n) == show.end()) continue;
         out << "| " << c.n << " | " << fmt("%.3f", 1e3 * c.seconds) << " | "
             << (one > 0 ? fmt("%.2fx", c.seconds / one) : std::string("-")) << " | "
             << fmt("%.3f", 1e3 * c.seconds / static_cast<double>(c.n)) << " |";
+        if (moe) out << " " << fmt("%.1f", c.experts_per_layer) << " |";
         if (two) {
             const auto it = std::find_if(sc.long_curve.begin(), sc.long_curve.end(),
                                          [&](const CostPoint& p) { return p.n == c.n; });
@@ -464,7 +467,8 @@ std::string to_json(const BenchResult& r, int indent) {
     j["summary"] = summary;
 
     json cost = json::array();
-    for (const auto& c : r.cost_curve) cost.push_back({{"n", c.n}, {"seconds", c.seconds}, {"samples", c.samples}});
+    for (const auto& c : r.cost_curve)
+        cost.push_back({{"n", c.n}, {"seconds", c.seconds}, {"samples", c.samples}, {"experts_per_layer", c.experts_per_layer}});
     j["cost_curve"] = {{"prefix_tokens", r.cost_prefix}, {"points", cost}};
     const ScaleInfo& sc = r.scale;
     auto curve_json = [](const std::vector<CostPoint>& curve) {

@@ -29,16 +29,30 @@ enum class ArchDim {
     HeadDim, // head_dim (per-head norms)
     RotHalf, // n_rot / 2 (rope frequency factors)
     Vocab,   // n_vocab
+    Expert,  // n_expert (router outputs; the experts of a 3-D tensor)
+    FfExp,   // n_ff_exp (one expert's feed-forward width)
 };
 
+// Which feed-forward a tensor belongs to: every file (Any), files without experts (Dense) or
+// files with them (Moe, `<arch>.expert_count` > 0). A file's FFN is one or the other.
+enum class FfnPart { Any, Dense, Moe };
+
+// Whether an architecture's files have experts: never, as their `expert_count` says (llama:
+// Mixtral-style files), or always (qwen3moe).
+enum class MoeUse { None, Optional, Required };
+
 // One tensor of the layout. Matrices are [rows (outputs), cols (inputs)], ggml dims {cols, rows};
-// a vector (rows == One) has ggml dims {cols} and must be F32.
+// a vector (rows == One) has ggml dims {cols} and must be F32. An expert tensor (experts ==
+// Expert) is one such matrix per expert, ggml dims {cols, rows, n_expert}, as llama.cpp writes
+// `ffn_{gate,up,down}_exps`.
 struct ArchTensor {
     const char* name;                       // "attn_q.weight" (after "blk.N.") or a global name
     WeightRef LlamaLayerWeights::*layer;    // where a per-layer tensor goes (null for globals)
     WeightRef LlamaWeights::*global;        // where a global tensor goes (null for per-layer)
     ArchDim rows, cols;
     bool required;
+    FfnPart part = FfnPart::Any;
+    ArchDim experts = ArchDim::One;         // One: a 2-D matrix (or a vector)
 };
 
 // A tensor name this build knows and refuses, with the reason given to the user.
@@ -58,6 +72,11 @@ struct ArchInfo {
     int swa_pattern;           // > 0: layer il uses the sliding window when il % pattern < pattern - 1
     bool swa_disabled;         // `<arch>.attention.sliding_window` is read but not applied, as llama.cpp does
     bool final_softcap;        // reads `<arch>.final_logit_softcapping`: logits = c * tanh(logits / c)
+    // Experts: `<arch>.expert_count`, `.expert_used_count`, `.expert_feed_forward_length` (else
+    // feed_forward_length / expert_used_count, llama.cpp's fallback; llama's experts are
+    // feed_forward_length wide). Routing: softmax over the router's logits, the top
+    // expert_used_count (ties: the lower expert index), their weights renormalised to sum 1.
+    MoeUse moe = MoeUse::None;
     std::span<const ArchTensor> globals;
     std::span<const ArchTensor> layer;
     std::span<const RefusedTensor> refused;
@@ -65,7 +84,7 @@ struct ArchInfo {
 
 // The description of `name`, or null when this build does not support it.
 const ArchInfo* find_arch(std::string_view name);
-// "llama, qwen2, qwen3, phi3, gemma3" (for error messages and the README).
+// "llama, qwen2, qwen3, phi3, gemma3, qwen3moe" (for error messages and the README).
 std::string supported_arch_names();
 
 } // namespace rwd

@@ -1,4 +1,5 @@
-// Model files of the supported architectures (rewind/arch.h: llama, qwen2, qwen3, phi3, gemma3):
+// Model files of the supported architectures (rewind/arch.h: llama, qwen2, qwen3, phi3, gemma3,
+// qwen3moe):
 // hyperparameters read from `<arch>.*` metadata and the weight tensors the architecture lists,
 // each shape checked against them. Weights stay in the GGUF mapping (zero copy) with their type.
 #pragma once
@@ -43,6 +44,12 @@ struct LlamaHparams {
     float rope_freq_base_swa = 10000.0f;
     float attn_scale = 0.0f;    // Q pre-scale for q_prescaled architectures
     float final_logit_softcap = 0.0f; // .final_logit_softcapping (0: none)
+    // Experts (ArchInfo::moe): 0 / 0 / 0 for a dense file. n_ff is then .feed_forward_length if
+    // present (qwen3moe's dense width, unused), else 0.
+    int64_t n_expert = 0;       // .expert_count (at most kMaxExperts)
+    int64_t n_expert_used = 0;  // .expert_used_count (1 .. n_expert)
+    int64_t n_ff_exp = 0;       // .expert_feed_forward_length, else n_ff / n_expert_used (llama: n_ff)
+    bool is_moe() const { return n_expert > 0; }
 
     int64_t head_dim() const { return n_embd_head > 0 ? n_embd_head : n_embd / n_head; }
     int64_t n_embd_q() const { return head_dim() * n_head; }
@@ -52,15 +59,21 @@ struct LlamaHparams {
     }
 };
 
+// The most experts a file may have (llama.cpp's LLAMA_MAX_EXPERTS).
+inline constexpr int64_t kMaxExperts = 512;
+
 // A 2-D (or 1-D: rows == 1) weight as stored in the file: row-major, `rows` rows of `cols`
 // elements each, `type` blocks along each row. For a matmul weight, rows = outputs, cols = inputs.
+// An expert tensor holds `experts` such matrices back to back (expert e at data + e * n_bytes /
+// experts); every other tensor has experts == 1.
 struct WeightRef {
     std::string name;
     TensorType type = TensorType::F32;
     const void* data = nullptr;
     int64_t rows = 0;
     int64_t cols = 0;
-    uint64_t n_bytes = 0;
+    uint64_t n_bytes = 0; // all experts
+    int64_t experts = 1;
 };
 
 // Which of these a file has is set by its architecture (rewind/arch.h); absent ones have data null.
@@ -79,6 +92,11 @@ struct LlamaLayerWeights {
     WeightRef ffn_down;  // [n_embd rows, n_ff cols]   (w2)
     WeightRef ffn_up;    // [n_ff rows, n_embd cols]   (w3); phi3: [2 n_ff rows] = [gate; up]
     WeightRef post_ffn_norm; // [n_embd] F32 (gemma3)
+    // Expert FFN (files with experts; then ffn_gate/up/down are absent).
+    WeightRef ffn_gate_inp;  // [n_expert rows, n_embd cols] the router
+    WeightRef ffn_gate_exps; // n_expert x [n_ff_exp rows, n_embd cols]
+    WeightRef ffn_down_exps; // n_expert x [n_embd rows, n_ff_exp cols]
+    WeightRef ffn_up_exps;   // n_expert x [n_ff_exp rows, n_embd cols]
 };
 
 struct LlamaWeights {
@@ -107,7 +125,8 @@ public:
     // file or a vocabulary whose size is not the model's; shape for a tensor whose shape disagrees
     // with the hyperparameters (and rope.scale_linear disagreeing with rope.scaling.factor);
     // unsupported for another architecture, tensor type or tensor, or a
-    // feature rewind lacks (a rope scaling kind, soft-capping, experts, a sliding-window layout).
+    // feature rewind lacks (a rope scaling kind, soft-capping, experts on an architecture without
+    // them, a sliding-window layout).
     static std::unique_ptr<LlamaModelFile> open(const std::string& path);
     // The same from a file held in memory (copied); `name` stands for the path in errors.
     static std::unique_ptr<LlamaModelFile> from_memory(const std::string& name, std::span<const uint8_t> bytes);
@@ -121,6 +140,11 @@ public:
 
 private:
     static std::unique_ptr<LlamaModelFile> from_gguf(GgufFile gguf);
+    // from_gguf's steps, in order (llama_model.cpp).
+    void read_hparams();
+    void bind_weights();
+    void read_tokenizer();
+    void compute_fingerprint();
     LlamaModelFile(GgufFile gguf) : gguf_(std::move(gguf)) {}
     GgufFile gguf_;
     LlamaHparams hparams_;

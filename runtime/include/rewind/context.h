@@ -142,6 +142,11 @@ public:
 
     // Tokens run through forward() and forward_batch() so far (tests use it to prove a prefix was reused).
     uint64_t tokens_processed() const { return tokens_processed_; }
+    // Mixture-of-experts models: how many experts the last forward, forward_tree or forward_batch
+    // call read, summed over layers (each expert counts once per layer and internal pass, however
+    // many of the pass's tokens chose it); divide by n_layer for experts per layer. 0 for a model
+    // without experts, before any call, and on a CUDA device.
+    int64_t experts_read() const;
 
 private:
     void check_tree_support(const char* fn) const;

@@ -61,9 +61,15 @@ public:
         MatrixView ffn_gate, ffn_down, ffn_up; // gate, up: [n_ff, n_embd] (fused: gate empty, up [2 n_ff, n_embd]); down: [n_embd, n_ff]
         const float* ffn_norm = nullptr;  // [n_embd]
         const float* post_ffn_norm = nullptr; // [n_embd] or null
+        // Files with experts (then ffn_gate/up/down are empty): the router and one matrix per
+        // expert, each a slice of the file's 3-D tensor (or its repacked copy).
+        MatrixView ffn_gate_inp;               // [n_expert, n_embd]
+        std::vector<MatrixView> gate_exps, up_exps; // [n_expert] of [n_ff_exp, n_embd]
+        std::vector<MatrixView> down_exps;     // [n_expert] of [n_embd, n_ff_exp]
+        bool is_moe() const { return !gate_exps.empty(); }
     };
 
-    // Loads a GGUF file of a supported architecture (llama, qwen2, qwen3, phi3, gemma3). Throws
+    // Loads a GGUF file of a supported architecture (llama, qwen2, qwen3, phi3, gemma3, qwen3moe). Throws
     // rwd::Error naming the file and tensor when a weight has a type the kernels cannot compute
     // with (llama_weight_type_supported), or when a shape or hyperparameter makes the model
     // impossible to run. Codes: those of LlamaModelFile::open (io, format, shape, unsupported);

@@ -17,7 +17,8 @@ namespace rwd::bench {
 MemoryBandwidth measure_memory_bandwidth(int threads, int64_t bytes = int64_t{512} << 20, int repeats = 5);
 
 // Bytes a one-token decode pass reads from the weights: every layer matrix and norm, the output
-// head, and one row of the token embedding (the head counted once even when tied to it); a
+// head, and one row of the token embedding (the head counted once even when tied to it); with
+// experts, the router and n_expert_used of each layer's experts (their mean size); a
 // repacked matrix counts its packed form (Q5_0 widened to the Q8_0 layout reads 34 bytes per 32
 // weights, not the file's 22).
 int64_t weight_bytes_per_token(const Model& model);

@@ -89,6 +89,7 @@ struct CostPoint {
     int64_t n = 0;
     double seconds = 0;
     std::vector<double> samples;
+    double experts_per_layer = 0; // mixture-of-experts models: distinct experts a pass read per layer (else 0)
 };
 
 // Plain forward-pass throughput: one pass over a whole prompt, then single-token decode passes.
