@@ -50,9 +50,9 @@ TEST(ServeParse, ChatRequestWithEveryField) {
     EXPECT_EQ(r.messages[0].role, "system");
     EXPECT_EQ(r.messages[1].content, "ab");
     EXPECT_EQ(*r.max_tokens, 7); // max_completion_tokens wins
-    EXPECT_FLOAT_EQ(r.temperature, 0.5f);
-    EXPECT_EQ(r.top_k, 40);
-    EXPECT_EQ(r.seed, 42u);
+    EXPECT_FLOAT_EQ(*r.temperature, 0.5f);
+    EXPECT_EQ(*r.top_k, 40);
+    EXPECT_EQ(*r.seed, 42u);
     EXPECT_EQ(r.stop, (std::vector<std::string>{"x", "y"}));
     EXPECT_TRUE(r.stream && r.include_usage);
     EXPECT_EQ(*r.prediction, "pred");
@@ -69,8 +69,8 @@ TEST(ServeParse, CompletionPromptAsTextOrIds) {
     EXPECT_TRUE(ids.prompt_is_ids);
     EXPECT_EQ(ids.prompt_ids, (std::vector<int64_t>{1, 2, 3}));
     EXPECT_EQ(ids.stop, std::vector<std::string>{"s"});
-    // OpenAI's defaults.
-    EXPECT_FLOAT_EQ(ids.temperature, 1.0f);
+    // Absent: the server's defaults (ServerOptions::sampling, OpenAI's unless given).
+    EXPECT_FALSE(ids.temperature.has_value());
     EXPECT_FALSE(ids.max_tokens.has_value());
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "commands.h"
+#include "options.h"
 #include "rewind/dummy_model.h"
 #include "rewind/file_io.h"
 
@@ -70,8 +71,8 @@ void register_make_dummy(CLI::App& app, Runner& run) {
     cmd->add_option("-o,--output", o->out, "Output file (written under a temporary name, then renamed)")->required();
     cmd->add_option("--arch", o->arch, "Architecture written: llama, qwen2, qwen3, phi3 or gemma3 (its tensors and keys)")
         ->capture_default_str();
-    cmd->add_option("--chat-template-file", o->chat_template_file,
-                    "Write this chat template (a Jinja text, as a model's tokenizer_config holds it) as tokenizer.chat_template");
+    // Written as the file's tokenizer.chat_template.
+    add_chat_template_file_flag(*cmd, o->chat_template_file);
     cmd->callback([o, &run] { run = [o] { return run_make_dummy(*o); }; });
 }
 

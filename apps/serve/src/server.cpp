@@ -470,11 +470,12 @@ struct Server::Impl {
                                                r.endpoint == Endpoint::Chat ? "messages" : "prompt");
         GenerateOptions& g = job->generate;
         g.max_tokens = max_tokens;
-        g.sampler.temperature = r.temperature;
-        g.sampler.top_p = r.top_p;
-        g.sampler.top_k = r.top_k;
-        g.sampler.min_p = r.min_p;
-        g.sampler.seed = r.seed;
+        g.sampler = opts.sampling;
+        g.sampler.temperature = r.temperature.value_or(g.sampler.temperature);
+        g.sampler.top_p = r.top_p.value_or(g.sampler.top_p);
+        g.sampler.top_k = r.top_k.value_or(g.sampler.top_k);
+        g.sampler.min_p = r.min_p.value_or(g.sampler.min_p);
+        g.sampler.seed = r.seed.value_or(g.sampler.seed);
         g.stop_strings = r.stop;
         job->source = r.speculation.source.empty() ? opts.spec : r.speculation.source;
         // Refused here, before a stream has begun, rather than as an error event inside it.

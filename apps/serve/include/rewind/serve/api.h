@@ -45,8 +45,9 @@ struct SpeculationRequest {
     std::vector<std::string> references; // documents to copy guesses from
 };
 
-// A validated request. Sampling fields keep OpenAI's defaults (temperature 1, top_p 1); a seed
-// absent from the request is 0, so an answer is reproducible unless the client varies the seed.
+// A validated request. Sampling fields absent from it take the server's defaults, which are
+// OpenAI's (temperature 1, top_p 1) unless `rewind serve` was given sampling flags; the default
+// seed is 0, so an answer is reproducible unless the client varies the seed.
 struct ServeRequest {
     Endpoint endpoint = Endpoint::Chat;
     std::string model;
@@ -55,11 +56,12 @@ struct ServeRequest {
     std::vector<int64_t> prompt_ids;     // Completions, token ids (then prompt_is_ids)
     bool prompt_is_ids = false;
     std::optional<int64_t> max_tokens;   // absent: up to the context
-    float temperature = 1.0f;
-    float top_p = 1.0f;
-    int32_t top_k = 0;
-    float min_p = 0.0f;
-    uint64_t seed = 0;
+    // Sampling; absent: the server's defaults (ServerOptions::sampling).
+    std::optional<float> temperature;
+    std::optional<float> top_p;
+    std::optional<int32_t> top_k;
+    std::optional<float> min_p;
+    std::optional<uint64_t> seed;
     std::vector<std::string> stop;
     bool stream = false;
     bool include_usage = false;
