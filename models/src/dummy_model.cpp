@@ -193,6 +193,78 @@ TensorType dummy_tensor_type(DummyFileType ft, const std::string& name, int64_t 
 
 bool dummy_can_write(TensorType t) { return tensor_dtype(t).has_value(); }
 
+namespace {
+
+// The header's metadata: the architecture's hyperparameters from the shape, the file type, and
+// every tokenizer.* key of the vocabulary file (the chat template replaced when one is given).
+void write_metadata(GgufWriter& w, const DummyShape& shape, const ArchInfo* arch, DummyFileType ft, int64_t n_vocab,
+                    const GgufFile& vocab, const DummyOptions& opts) {
+    const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+    const std::string k = std::string(arch->name) + "."; // every hyperparameter key carries the prefix
+    w.add("general.architecture", std::string(arch->name));
+    w.add("general.type", std::string("model"));
+    w.add("general.name", "rewind dummy " + shape.name + " (" + shape.model_name + " shape, " + arch->name +
+                              " architecture, random weights)");
+    w.add(k + "block_count", u32(shape.n_layer));
+    w.add(k + "context_length", u32(shape.n_ctx));
+    w.add(k + "embedding_length", u32(shape.n_embd));
+    w.add(k + "feed_forward_length", u32(shape.n_ff));
+    w.add(k + "attention.head_count", u32(shape.n_head));
+    w.add(k + "attention.head_count_kv", u32(shape.n_head_kv));
+    w.add(k + "rope.freq_base", shape.rope_base);
+    w.add(k + "attention.layer_norm_rms_epsilon", shape.rms_eps);
+    w.add(k + "vocab_size", u32(n_vocab));
+    w.add(k + "rope.dimension_count", u32(shape.n_embd / shape.n_head));
+    w.add(k + "attention.key_length", u32(shape.n_embd / shape.n_head));
+    w.add(k + "attention.value_length", u32(shape.n_embd / shape.n_head));
+    // A sliding-window architecture needs its window: Gemma 3's own (1024), at most the context.
+    if (arch->swa_pattern > 0) w.add(k + "attention.sliding_window", u32(std::min<int64_t>(1024, shape.n_ctx)));
+    w.add("general.file_type", static_cast<uint32_t>(ft));
+    if (ft != DummyFileType::F32 && ft != DummyFileType::F16 && ft != DummyFileType::BF16)
+        w.add("general.quantization_version", uint32_t{2});
+    for (const GgufKeyValue& kv : vocab.metadata())
+        if (kv.key.rfind("tokenizer.", 0) == 0 && !(kv.key == "tokenizer.chat_template" && !opts.chat_template.empty()))
+            w.add(kv);
+    if (!opts.chat_template.empty()) w.add("tokenizer.chat_template", opts.chat_template);
+}
+
+// The tensors' seeded random rows, generated and quantized a block of rows at a time on the pool.
+void write_weights(GgufWriter& w, const std::vector<PlannedTensor>& tensors, const DummyOptions& opts,
+                   const std::function<void(uint64_t, uint64_t)>& progress, uint64_t file_bytes) {
+    const int threads = opts.threads > 0 ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
+    ThreadPool pool(threads);
+    constexpr int64_t kBlockFloats = int64_t{1} << 21; // rows generated per block: about 8 MB of floats
+    std::vector<uint8_t> block;
+    uint64_t done = 0;
+    for (size_t ti = 0; ti < tensors.size(); ++ti) {
+        const PlannedTensor& t = tensors[ti];
+        const uint64_t row_bytes = GgufWriter::tensor_bytes(t.type, {static_cast<uint64_t>(t.cols)});
+        const int64_t block_rows = std::clamp<int64_t>(kBlockFloats / t.cols, 1, t.rows);
+        block.resize(static_cast<size_t>(block_rows * row_bytes));
+        const float center = t.vector ? 1.0f : 0.0f;
+        // Uniform on [-h, h) has std h / sqrt(3): h = sqrt(3 / fan-in) gives std 1 / sqrt(fan-in).
+        const float half = t.vector ? 0.1f : std::sqrt(3.0f / static_cast<float>(t.cols));
+        for (int64_t r0 = 0; r0 < t.rows; r0 += block_rows) {
+            const int64_t nr = std::min(block_rows, t.rows - r0);
+            const DType dt = *tensor_dtype(t.type); // checked above
+            auto rows_fn = [&](int64_t b, int64_t e) {
+                std::vector<float> x(static_cast<size_t>(t.cols));
+                for (int64_t r = b; r < e; ++r) {
+                    std::mt19937_64 g = row_generator(opts.seed, ti, static_cast<uint64_t>(r0 + r));
+                    fill_uniform(g, center, half, x.data(), t.cols);
+                    quantize_row(dt, x.data(), t.cols, block.data() + static_cast<size_t>(r) * row_bytes);
+                }
+            };
+            parallel_rows(&pool, nr, rows_fn);
+            w.write(block.data(), static_cast<size_t>(nr) * row_bytes);
+            done += static_cast<uint64_t>(nr) * row_bytes;
+            if (progress) progress(done, file_bytes);
+        }
+    }
+}
+
+} // namespace
+
 DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void(uint64_t, uint64_t)>& progress) {
     const DummyShape& shape = find_dummy_shape(opts.shape);
     const DummyFileType ft = parse_dummy_file_type(opts.file_type);
@@ -221,69 +293,13 @@ DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void
     }
 
     GgufWriter w(opts.out_path);
-    const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
-    const std::string k = std::string(arch->name) + "."; // every hyperparameter key carries the prefix
-    w.add("general.architecture", std::string(arch->name));
-    w.add("general.type", std::string("model"));
-    w.add("general.name", "rewind dummy " + shape.name + " (" + shape.model_name + " shape, " + arch->name +
-                              " architecture, random weights)");
-    w.add(k + "block_count", u32(shape.n_layer));
-    w.add(k + "context_length", u32(shape.n_ctx));
-    w.add(k + "embedding_length", u32(shape.n_embd));
-    w.add(k + "feed_forward_length", u32(shape.n_ff));
-    w.add(k + "attention.head_count", u32(shape.n_head));
-    w.add(k + "attention.head_count_kv", u32(shape.n_head_kv));
-    w.add(k + "rope.freq_base", shape.rope_base);
-    w.add(k + "attention.layer_norm_rms_epsilon", shape.rms_eps);
-    w.add(k + "vocab_size", u32(n_vocab));
-    w.add(k + "rope.dimension_count", u32(shape.n_embd / shape.n_head));
-    w.add(k + "attention.key_length", u32(shape.n_embd / shape.n_head));
-    w.add(k + "attention.value_length", u32(shape.n_embd / shape.n_head));
-    // A sliding-window architecture needs its window: Gemma 3's own (1024), at most the context.
-    if (arch->swa_pattern > 0) w.add(k + "attention.sliding_window", u32(std::min<int64_t>(1024, shape.n_ctx)));
-    w.add("general.file_type", static_cast<uint32_t>(ft));
-    if (ft != DummyFileType::F32 && ft != DummyFileType::F16 && ft != DummyFileType::BF16)
-        w.add("general.quantization_version", uint32_t{2});
-    for (const GgufKeyValue& kv : vocab.metadata())
-        if (kv.key.rfind("tokenizer.", 0) == 0 && !(kv.key == "tokenizer.chat_template" && !opts.chat_template.empty()))
-            w.add(kv);
-    if (!opts.chat_template.empty()) w.add("tokenizer.chat_template", opts.chat_template);
+    write_metadata(w, shape, arch, ft, n_vocab, vocab, opts);
     for (const PlannedTensor& t : tensors)
         w.add_tensor(t.name, t.type,
                      t.vector ? std::vector<uint64_t>{static_cast<uint64_t>(t.cols)}
                               : std::vector<uint64_t>{static_cast<uint64_t>(t.cols), static_cast<uint64_t>(t.rows)});
     report.file_bytes = w.file_size();
-
-    const int threads = opts.threads > 0 ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
-    ThreadPool pool(threads);
-    constexpr int64_t kBlockFloats = int64_t{1} << 21; // rows generated per block: about 8 MB of floats
-    std::vector<uint8_t> block;
-    uint64_t done = 0;
-    for (size_t ti = 0; ti < tensors.size(); ++ti) {
-        const PlannedTensor& t = tensors[ti];
-        const uint64_t row_bytes = GgufWriter::tensor_bytes(t.type, {static_cast<uint64_t>(t.cols)});
-        const int64_t block_rows = std::clamp<int64_t>(kBlockFloats / t.cols, 1, t.rows);
-        block.resize(static_cast<size_t>(block_rows * row_bytes));
-        const float center = t.vector ? 1.0f : 0.0f;
-        // Uniform on [-h, h) has std h / sqrt(3): h = sqrt(3 / fan-in) gives std 1 / sqrt(fan-in).
-        const float half = t.vector ? 0.1f : std::sqrt(3.0f / static_cast<float>(t.cols));
-        for (int64_t r0 = 0; r0 < t.rows; r0 += block_rows) {
-            const int64_t nr = std::min(block_rows, t.rows - r0);
-            const DType dt = *tensor_dtype(t.type); // checked above
-            auto rows_fn = [&](int64_t b, int64_t e) {
-                std::vector<float> x(static_cast<size_t>(t.cols));
-                for (int64_t r = b; r < e; ++r) {
-                    std::mt19937_64 g = row_generator(opts.seed, ti, static_cast<uint64_t>(r0 + r));
-                    fill_uniform(g, center, half, x.data(), t.cols);
-                    quantize_row(dt, x.data(), t.cols, block.data() + static_cast<size_t>(r) * row_bytes);
-                }
-            };
-            parallel_rows(&pool, nr, rows_fn);
-            w.write(block.data(), static_cast<size_t>(nr) * row_bytes);
-            done += static_cast<uint64_t>(nr) * row_bytes;
-            if (progress) progress(done, report.file_bytes);
-        }
-    }
+    write_weights(w, tensors, opts, progress, report.file_bytes);
     w.finish();
     return report;
 }
