@@ -275,6 +275,38 @@ TEST_F(ServeLoopback, AnswersEqualGeneratePlainAndReuseThePrefix) {
     EXPECT_EQ(b["usage"]["prompt_tokens_details"]["cached_tokens"], a["usage"]["prompt_tokens"].get<int>() - 1);
 }
 
+// `rewind serve --temp T -s S` (ServerOptions::sampling): the defaults of requests that omit
+// those fields, as in llama-server; a field the request gives wins.
+TEST_F(ServeLoopback, SamplingDefaultsApplyToRequestsThatOmitTheField) {
+    start([](ServerOptions& o) {
+        o.sampling.temperature = 0.7f;
+        o.sampling.seed = 5;
+    });
+    auto model = Model::load(kModel);
+    Context ctx(model, ContextOptions{});
+    const std::string prompt = "def add(a, b):\n";
+    auto text_of = [&](float temperature, uint64_t seed) {
+        GenerateOptions g;
+        g.max_tokens = 16;
+        g.sampler.temperature = temperature;
+        g.sampler.seed = seed;
+        KvCache cache(*model, KvCacheOptions{});
+        const GenerateResult r = generate_plain(ctx, cache, model->tokenizer().encode(prompt), g);
+        Utf8StreamDecoder dec(model->tokenizer(), false);
+        std::string text;
+        for (TokenId t : r.tokens) text += dec.push(t);
+        return text + dec.flush();
+    };
+    auto answer = [&](const json& req) {
+        auto r = post("/v1/completions", req.dump());
+        EXPECT_TRUE(r && r->status == 200);
+        return r ? json::parse(r->body)["choices"][0]["text"].get<std::string>() : std::string();
+    };
+    EXPECT_EQ(answer({{"prompt", prompt}, {"max_tokens", 16}}), text_of(0.7f, 5));
+    EXPECT_EQ(answer({{"prompt", prompt}, {"max_tokens", 16}, {"temperature", 0}}), text_of(0.0f, 5));
+    EXPECT_EQ(answer({{"prompt", prompt}, {"max_tokens", 16}, {"seed", 9}}), text_of(0.7f, 9));
+}
+
 TEST_F(ServeLoopback, LimitsAndErrors) {
     auto big = post("/v1/completions", json{{"prompt", std::string(8000, 'x')}}.dump());
     ASSERT_TRUE(big);
