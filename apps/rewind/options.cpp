@@ -189,7 +189,7 @@ CLI::Option* add_spec_sweep_flags(CLI::App& cmd, SpecSweepFlags& f) {
     cmd.add_option("--tree", f.trees, swept(kTreeHelp))->delimiter(',')->check(CLI::Range(1, 64));
     cmd.add_option("--draft", f.draft, kDraftHelp)->check(CLI::ExistingFile);
     cmd.add_option("--ref", f.refs, kRefHelp)->check(CLI::ExistingFile);
-    return cmd.add_flag("--adaptive", f.adaptive, swept(kAdaptiveHelp));
+    return cmd.add_flag("--adaptive", f.adaptive, std::string(kAdaptiveHelp) + " (bench: measured next to fixed k)");
 }
 
 std::string unescape(const std::string& s) {
