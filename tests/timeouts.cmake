@@ -31,6 +31,14 @@ set(rwd_test_timeouts
   "Serve.drain" 60  # 6.5
   # The Hugging Face comparison: not measured, so the GPU tests' allowance.
   "Python.hf" 120
+  # The cluster tests (scripts/cluster, where the build has them), measured alone on the 2-core
+  # machine: each starts three replicas and a balancer.
+  "Cluster.affinity.haproxy" 50  # 9.1
+  "Cluster.affinity.nginx" 40  # 7.9
+  "Cluster.failover.haproxy" 50  # 9.2
+  "Cluster.failover.nginx" 40  # 7.7
+  "Cluster.rolling.haproxy" 30  # 5.7
+  "Cluster.rolling.nginx" 55  # 11.0
   # Above the floor: five times the slower of the two runs (after '#': both times).
   "Speculative.LosslessOnWorkloads"                                 75  # 8.92 14.85
   "Models/Reference.MatchesLlamaCpp/pycode_4m_q8_0_llamacpp"        65  # 12.71 7.81
