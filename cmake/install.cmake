@@ -12,7 +12,7 @@ target_compile_features(rewind_library INTERFACE cxx_std_20)
 set_target_properties(rewind_library PROPERTIES EXPORT_NAME rewind)
 add_library(rewind::rewind ALIAS rewind_library)
 
-set(REWIND_INSTALL_TARGETS rewind_kernels rewind_models rewind_grammar rewind_runtime rewind_speculate rewind_library)
+set(REWIND_INSTALL_TARGETS rewind_base rewind_kernels rewind_models rewind_grammar rewind_runtime rewind_speculate rewind_library)
 if(REWIND_HAVE_CUDA)
   list(APPEND REWIND_INSTALL_TARGETS rewind_kernels_cuda)
 endif()
@@ -32,7 +32,8 @@ install(TARGETS ${REWIND_INSTALL_TARGETS} EXPORT rewindTargets
 # the build tree (apps and tests reach them there). tests/consumer/check.sh compiles every
 # installed header on its own, so a header that comes to include one left out fails CI.
 set(REWIND_INSTALLED_HEADERS
-  kernels/include/rewind/error.h
+  base/include/rewind/error.h
+  base/include/rewind/hash.h
   kernels/include/rewind/kernels/dtype.h
   kernels/include/rewind/kernels/simd.h
   kernels/include/rewind/kernels/thread_pool.h

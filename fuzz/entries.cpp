@@ -259,9 +259,11 @@ void serve_request(std::span<const uint8_t> data) {
             for (int64_t id : r.prompt_ids) check(id >= 0 && id <= INT32_MAX, "accepted a token id out of range");
         }
         check(!r.max_tokens || *r.max_tokens >= 0, "accepted a negative max_tokens");
-        check(r.temperature >= 0 && r.temperature <= 2 && r.top_p > 0 && r.top_p <= 1 && r.min_p >= 0 && r.min_p <= 1,
+        const float temperature = r.temperature.value_or(1), top_p = r.top_p.value_or(1), min_p = r.min_p.value_or(0);
+        check(temperature >= 0 && temperature <= 2 && top_p > 0 && top_p <= 1 && min_p >= 0 && min_p <= 1,
               "accepted a sampling value out of range");
-        check(r.top_k >= 0 && r.repeat_penalty > 0 && r.repeat_penalty <= 10 && r.repeat_last_n >= 0,
+        check(r.top_k.value_or(0) >= 0 && r.repeat_penalty.value_or(1) > 0 && r.repeat_penalty.value_or(1) <= 10 &&
+                  r.repeat_last_n.value_or(0) >= 0,
               "accepted a top_k or repetition penalty out of range");
         check(r.stop.size() <= 4, "accepted more than 4 stop strings");
         for (const auto& s : r.stop) check(!s.empty(), "accepted an empty stop string");

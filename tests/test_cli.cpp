@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "rewind/kernels/simd.h"
+#include "fixtures.h"
 
 namespace {
 
@@ -318,6 +319,7 @@ TEST_F(Cli, SimdLevelCapGivesTheSameTokens) {
 // record the template refuses fails with a message; in ids, message text that spells a control
 // token stays text.
 TEST_F(Cli, TokenizeChatFormatsEveryGoldenRecordExactly) {
+    REWIND_NEED_FIXTURE(kShared + "/chat/goldens.jsonl");
     std::ifstream in(kShared + "/chat/goldens.jsonl");
     ASSERT_TRUE(in) << "missing ../shared/chat/goldens.jsonl";
     std::string line;

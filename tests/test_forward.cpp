@@ -25,6 +25,7 @@
 #include "rewind/kernels/packed.h"
 #include "rewind/model.h"
 #include "rewind/sampler.h"
+#include "fixtures.h"
 #include "gguf_test_util.h"
 #include "model_test_util.h"
 
@@ -463,6 +464,7 @@ TEST(ForwardErrors, BadOptionsAndFiles) {
 // only for activations; its data shrinks, so the file stays well-formed).
 TEST(ModelLoad, RefusesUnsupportedWeightTypeByName) {
     const std::string src = std::string(REWIND_SHARED_DIR) + "/models/pycode-600k.gguf";
+    REWIND_NEED_FIXTURE(src);
     std::ifstream in(src, std::ios::binary);
     std::vector<char> bytes{std::istreambuf_iterator<char>(in), {}};
     const std::string name = "blk.1.ffn_up.weight";

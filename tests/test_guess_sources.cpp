@@ -249,7 +249,7 @@ TEST(ReferenceSource, BranchesOverEveryMatchInEveryDocument) {
     ReferenceSource two({{1, 2, 3, 4}, {7, 1, 2, 5, 6}, {1, 2, 3, 8}}, narrow);
     two.propose(std::vector<TokenId>{0, 1, 2}, 8, p);
     EXPECT_EQ(p.tokens, (std::vector<TokenId>{3, 8, 5, 6, 4}));
-    // One branch keeps the old behaviour: the latest document's copy.
+    // One branch is a chain: the latest document's copy.
     ReferenceSource chain({{1, 2, 3, 4}, {7, 1, 2, 5, 6}, {1, 2, 3, 8}}, ReferenceSourceOptions{{2, 4}});
     EXPECT_EQ(propose(chain, {0, 1, 2}, 8), (std::vector<TokenId>{3, 8}));
     ReferenceSourceOptions bad;

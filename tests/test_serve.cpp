@@ -52,9 +52,9 @@ TEST(ServeParse, ChatRequestWithEveryField) {
     EXPECT_EQ(r.messages[0].role, "system");
     EXPECT_EQ(r.messages[1].content, "ab");
     EXPECT_EQ(*r.max_tokens, 7); // max_completion_tokens wins
-    EXPECT_FLOAT_EQ(r.temperature, 0.5f);
-    EXPECT_EQ(r.top_k, 40);
-    EXPECT_EQ(r.seed, 42u);
+    EXPECT_FLOAT_EQ(*r.temperature, 0.5f);
+    EXPECT_EQ(*r.top_k, 40);
+    EXPECT_EQ(*r.seed, 42u);
     EXPECT_EQ(r.stop, (std::vector<std::string>{"x", "y"}));
     EXPECT_TRUE(r.stream && r.include_usage);
     EXPECT_EQ(*r.prediction, "pred");
@@ -71,8 +71,8 @@ TEST(ServeParse, CompletionPromptAsTextOrIds) {
     EXPECT_TRUE(ids.prompt_is_ids);
     EXPECT_EQ(ids.prompt_ids, (std::vector<int64_t>{1, 2, 3}));
     EXPECT_EQ(ids.stop, std::vector<std::string>{"s"});
-    // OpenAI's defaults.
-    EXPECT_FLOAT_EQ(ids.temperature, 1.0f);
+    // Absent: the server's defaults (ServerOptions::sampling, OpenAI's unless given).
+    EXPECT_FALSE(ids.temperature.has_value());
     EXPECT_FALSE(ids.max_tokens.has_value());
 }
 
@@ -301,6 +301,38 @@ TEST_F(ServeLoopback, AnswersEqualGeneratePlainAndReuseThePrefix) {
     const json b = json::parse(r2->body);
     EXPECT_EQ(b["choices"][0]["text"], text);
     EXPECT_EQ(b["usage"]["prompt_tokens_details"]["cached_tokens"], a["usage"]["prompt_tokens"].get<int>() - 1);
+}
+
+// `rewind serve --temp T -s S` (ServerOptions::sampling): the defaults of requests that omit
+// those fields, as in llama-server; a field the request gives wins.
+TEST_F(ServeLoopback, SamplingDefaultsApplyToRequestsThatOmitTheField) {
+    start([](ServerOptions& o) {
+        o.sampling.temperature = 0.7f;
+        o.sampling.seed = 5;
+    });
+    auto model = Model::load(kModel);
+    Context ctx(model, ContextOptions{});
+    const std::string prompt = "def add(a, b):\n";
+    auto text_of = [&](float temperature, uint64_t seed) {
+        GenerateOptions g;
+        g.max_tokens = 16;
+        g.sampler.temperature = temperature;
+        g.sampler.seed = seed;
+        KvCache cache(*model, KvCacheOptions{});
+        const GenerateResult r = generate_plain(ctx, cache, model->tokenizer().encode(prompt), g);
+        Utf8StreamDecoder dec(model->tokenizer(), false);
+        std::string text;
+        for (TokenId t : r.tokens) text += dec.push(t);
+        return text + dec.flush();
+    };
+    auto answer = [&](const json& req) {
+        auto r = post("/v1/completions", req.dump());
+        EXPECT_TRUE(r && r->status == 200);
+        return r ? json::parse(r->body)["choices"][0]["text"].get<std::string>() : std::string();
+    };
+    EXPECT_EQ(answer({{"prompt", prompt}, {"max_tokens", 16}}), text_of(0.7f, 5));
+    EXPECT_EQ(answer({{"prompt", prompt}, {"max_tokens", 16}, {"temperature", 0}}), text_of(0.0f, 5));
+    EXPECT_EQ(answer({{"prompt", prompt}, {"max_tokens", 16}, {"seed", 9}}), text_of(0.7f, 9));
 }
 
 TEST_F(ServeLoopback, LimitsAndErrors) {

@@ -2,7 +2,6 @@
 // each with its own guesses and rollback) and writes one JSON line per request as it retires;
 // a summary (aggregate tokens/s, passes) goes to stderr. Exit status 1 when any request failed
 // (every other request's line is still written; stderr names the failed ones).
-#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -10,6 +9,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "options.h"
 #include "rewind/bench/bench_batch.h"
 #include "rewind/bench/bench_workload.h"
 #include "rewind/context.h"
@@ -24,27 +24,18 @@ namespace {
 
 namespace rb = rwd::bench;
 
+// Speculation flags: no --ref (each request's references come from its workload item) and no k
+// policy or verify mode (the batch decoder has its own).
+constexpr unsigned kBatchSpecFlags = kAdaptive;
+
 struct BatchFlags {
-    std::string model = default_model_path();
-    std::string workload, draft;
-    int64_t items = 0;
-    int64_t n_predict = 0;
+    ModelFlags model;
+    WorkloadFlags workload;
+    OutputFlags output{.n_predict = 0, .stop = {}, .ignore_eos = false}; // 0: each item's max_tokens
     int concurrency = 4;
-    std::string spec = "none";
-    int k = 8;
-    bool adaptive = false;
-    int tree = 0; // continuations per node of ngram, ref and suffix (0: each source's own)
-    float temperature = 0.0f;
-    int32_t top_k = 0;
-    uint64_t seed = 0;
-    int threads = 1;
-    int64_t kv_budget_mib = 0;
-    int64_t prefill_chunk = 64;
-    int64_t pass_tokens = 0;
-    bool cost_model = false;
-    std::vector<double> pass_cost_ms; // --pass-cost FIXED_MS,PER_ROW_MS (empty: fitted)
-    bool no_repack = false;
-    bool widen_q4 = false; // ModelOptions::widen_q4
+    SpecFlags spec;
+    SamplerOptions sampling;
+    BatchingFlags batching;
 };
 
 nlohmann::ordered_json line_of(const rb::WorkItem& w, const rb::BatchRunItem& it, const Tokenizer& tok,
@@ -70,9 +61,9 @@ nlohmann::ordered_json line_of(const rb::WorkItem& w, const rb::BatchRunItem& it
     }
     j["latency_seconds"] = r.latency_seconds;
     j["first_token_seconds"] = r.queue_to_first_token_seconds;
-    if (f.spec != "none") {
+    if (f.spec.used()) {
         const auto& s = r.stats;
-        j["speculation"] = {{"source", f.spec},      {"k", f.k},
+        j["speculation"] = {{"source", f.spec.spec}, {"k", f.spec.k},
                             {"passes", s.passes},    {"proposed", s.proposed},
                             {"accepted", s.accepted}, {"emitted", s.emitted},
                             {"acceptance_rate", s.acceptance_rate()}, {"tokens_per_pass", s.tokens_per_pass()},
@@ -82,39 +73,17 @@ nlohmann::ordered_json line_of(const rb::WorkItem& w, const rb::BatchRunItem& it
 }
 
 int run_batch(const BatchFlags& f) {
-    if (f.kv_budget_mib < 0) throw Error("batch: --kv-budget-mib must not be negative");
-    if (!f.draft.empty() && f.spec != "draft" && f.spec != "auto" && f.spec != "auto-first")
-        throw Error("batch: --draft is only used with --spec draft or auto");
-    if (f.spec == "draft" && f.draft.empty()) throw Error("batch: --spec draft needs --draft MODEL");
-    if (f.spec == "none" && (f.adaptive || f.tree > 0)) throw Error("batch: --adaptive and --tree need --spec");
-    if (!f.pass_cost_ms.empty() &&
-        (f.pass_cost_ms.size() != 2 || !(f.pass_cost_ms[0] > 0) || !(f.pass_cost_ms[1] > 0) ||
-         std::isinf(f.pass_cost_ms[0]) || std::isinf(f.pass_cost_ms[1])))
-        throw Error("batch: --pass-cost wants two positive numbers, FIXED_MS,PER_ROW_MS");
-    const auto items = rb::take_first(rb::load_workload(f.workload), f.items);
-    const ModelOptions mo{.repack = !f.no_repack, .widen_q4 = f.widen_q4};
-    auto model = Model::load(f.model, mo);
-    Context ctx(model, ContextOptions{.n_threads = f.threads});
-
-    rb::BatchRunOptions o;
+    check_spec_flags("batch", f.spec, kBatchSpecFlags);
+    rb::BatchRunOptions o = f.batching.batch_options("batch", f.sampling, f.output.n_predict);
+    const auto items = f.workload.load();
+    auto model = Model::load(f.model.model, f.model.model_options());
+    Context ctx(model, f.model.context_options());
     o.concurrency = f.concurrency;
-    o.spec = f.spec;
-    o.k = f.k;
-    o.adaptive = f.adaptive;
-    o.branches = f.tree;
-    o.sampler.temperature = f.temperature;
-    o.sampler.top_k = f.top_k;
-    o.sampler.seed = f.seed;
-    o.max_tokens = f.n_predict;
-    o.kv_budget_bytes = static_cast<uint64_t>(f.kv_budget_mib) << 20;
-    o.prefill_chunk = f.prefill_chunk;
-    o.pass_tokens = f.pass_tokens;
-    o.cost_model = f.cost_model;
-    if (!f.pass_cost_ms.empty()) {
-        o.pass_fixed_seconds = f.pass_cost_ms[0] * 1e-3;
-        o.pass_row_seconds = f.pass_cost_ms[1] * 1e-3;
-    }
-    if (!f.draft.empty()) o.draft = Model::load(f.draft, mo);
+    o.spec = f.spec.spec;
+    o.k = f.spec.k;
+    o.adaptive = f.spec.adaptive;
+    o.branches = f.spec.tree;
+    if (!f.spec.draft.empty()) o.draft = Model::load(f.spec.draft, f.model.model_options());
 
     int64_t failed = 0;
     std::string failed_ids; // "id (code), ..." for the summary
@@ -133,7 +102,7 @@ int run_batch(const BatchFlags& f) {
                  "batch: %zu requests (%lld failed), concurrency %d, spec %s: %lld tokens in %.3f s "
                  "(%.1f tokens/s aggregate; %.1f tokens/s in the passes without prompt chunks, %.1f in those "
                  "carrying all %d requests), %lld passes\n",
-                 items.size(), static_cast<long long>(failed), f.concurrency, f.spec.c_str(),
+                 items.size(), static_cast<long long>(failed), f.concurrency, f.spec.spec.c_str(),
                  static_cast<long long>(run.generated), run.wall_seconds, run.tokens_per_second(),
                  run.decode_tokens_per_second(), run.decode_tokens_per_second_at(static_cast<size_t>(f.concurrency)),
                  f.concurrency, static_cast<long long>(run.passes));
@@ -151,52 +120,13 @@ void register_batch(CLI::App& app, Runner& run) {
     auto f = std::make_shared<BatchFlags>();
     CLI::App* cmd = app.add_subcommand(
         "batch", "Run a workload with continuous batching (one JSON line per request; per-request speculation)");
-    cmd->add_option("-m,--model", f->model, "GGUF model file")->capture_default_str();
-    cmd->add_option("--workload", f->workload,
-                    "JSON-lines workload file {id, kind?, prompt, references?, max_tokens}, at most 64 MiB")
-        ->required();
-    cmd->add_option("--items,--limit", f->items, "Take only the first N items");
-    cmd->add_option("-n,--n-predict", f->n_predict, "Tokens to generate per request (default: the workload's max_tokens)");
-    cmd->add_option("--concurrency", f->concurrency, "Requests decoding at once (each pass carries all of them)")
-        ->capture_default_str();
-    cmd->add_option("--spec", f->spec,
-                    "Guess source of every request: none, ngram, ref (the item's references), draft, auto, auto-first, "
-                    "suffix (one cache of the finished requests' outputs serves them all)")
-        ->check(CLI::IsMember([] {
-            std::vector<std::string> c{"none"};
-            for (const char* n : speculate::kSourceNames) c.emplace_back(n);
-            return c;
-        }()))
-        ->capture_default_str();
-    cmd->add_option("--tree", f->tree,
-                    "Token trees: up to this many continuations per node for ngram, ref and suffix (1: chains; "
-                    "default: ngram and ref chains, suffix 4)")
-        ->check(CLI::Range(1, 64));
-    cmd->add_option("--draft", f->draft, "Draft GGUF model (--spec draft/auto)")->check(CLI::ExistingFile);
-    cmd->add_option("-k", f->k, "Guesses per request and pass (the ceiling with --adaptive)")->capture_default_str();
-    cmd->add_flag("--adaptive", f->adaptive, "Adapt each request's guesses per pass to its recent acceptance");
-    cmd->add_option("--temp", f->temperature, "Temperature; 0 or below = greedy")->capture_default_str();
-    cmd->add_option("--top-k", f->top_k, "Keep the k most likely tokens; 0 = off")->capture_default_str();
-    cmd->add_option("-s,--seed", f->seed, "Sampling seed (randomness is keyed by seed and position)")->capture_default_str();
-    cmd->add_option("-t,--threads", f->threads, "Threads")->capture_default_str();
-    cmd->add_option("--kv-budget-mib", f->kv_budget_mib,
-                    "Total KV cache of the active requests in MiB (0: no limit); admission waits for room")
-        ->capture_default_str();
-    cmd->add_option("--prefill-chunk", f->prefill_chunk,
-                    "Prompt tokens per pass (all requests still prefilling together), run inside the decode passes")
-        ->capture_default_str();
-    cmd->add_option("--pass-tokens", f->pass_tokens,
-                    "Pending tokens + guesses per pass (guesses least likely to stand dropped first); 0 = no limit")
-        ->capture_default_str();
-    cmd->add_flag("--cost-model", f->cost_model,
-                  "Verify a guess only while its chance to stand pays for its row (pass time fitted as a + b * rows)");
-    cmd->add_option("--pass-cost", f->pass_cost_ms,
-                    "--cost-model's pass time a + b * rows as FIXED_MS,PER_ROW_MS (e.g. from `rewind bench "
-                    "--cost-curve`) instead of fitting it to the run's own passes")
-        ->delimiter(',');
-    cmd->add_flag("--no-repack", f->no_repack, "Keep Q8_0, Q5_0, Q5_1 and K-quant weights in the file's layout (no repacking at load)");
-    cmd->add_flag("--widen-q4", f->widen_q4,
-                  "Widen Q4_0 and Q4_1 weights to the packed Q8_0 layout at load: the same outputs, faster products, +89 % / +80 % of their memory");
+    add_model_flags(*cmd, f->model);
+    add_workload_flags(*cmd, f->workload)->required();
+    add_output_flags(*cmd, f->output, 0);
+    add_concurrency_flag(*cmd, f->concurrency);
+    add_spec_flags(*cmd, f->spec, kBatchSpecFlags);
+    add_sampling_flags(*cmd, f->sampling);
+    add_batching_flags(*cmd, f->batching, /*with_budget=*/true);
     cmd->callback([f, &run] { run = [f] { return run_batch(*f); }; });
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "commands.h"
+#include "options.h"
 #include "rewind/chat.h"
 #include "rewind/error.h"
 #include "rewind/gguf.h"
@@ -352,7 +353,7 @@ void register_inspect(CLI::App& app, Runner& run) {
         "non-zero exit means rewind cannot run the file. Vocabulary-only files (no tensors) are shown\n"
         "with their tokenizer and full metadata.");
     CLI::Option* pos = cmd->add_option("MODEL", opt->model, "GGUF file to inspect (default: the bundled model)");
-    CLI::Option* named = cmd->add_option("-m,--model", opt->model, "Same as MODEL");
+    CLI::Option* named = add_model_path_flag(*cmd, opt->model);
     pos->excludes(named);
     cmd->add_flag("--metadata", opt->metadata, "Also list every metadata key/value (arrays abbreviated)");
     cmd->callback([&run, opt] { run = [opt] { return inspect(*opt); }; });

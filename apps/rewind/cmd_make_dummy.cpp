@@ -8,6 +8,7 @@
 #include <string>
 
 #include "commands.h"
+#include "options.h"
 #include "rewind/dummy_model.h"
 #include "rewind/file_io.h"
 
@@ -73,8 +74,8 @@ void register_make_dummy(CLI::App& app, Runner& run) {
     cmd->add_option("--arch", o->arch,
                     "Architecture written: llama, qwen2, qwen3, phi3, gemma3 or qwen3moe (its tensors and keys); default: "
                     "the shape's (llama for the dense shapes)");
-    cmd->add_option("--chat-template-file", o->chat_template_file,
-                    "Write this chat template (a Jinja text, as a model's tokenizer_config holds it) as tokenizer.chat_template");
+    // Written as the file's tokenizer.chat_template.
+    add_chat_template_file_flag(*cmd, o->chat_template_file);
     cmd->callback([o, &run] { run = [o] { return run_make_dummy(*o); }; });
 }
 

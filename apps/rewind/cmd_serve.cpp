@@ -11,6 +11,7 @@
 #include <pthread.h>
 
 #include "commands.h"
+#include "options.h"
 #include "rewind/error.h"
 #include "rewind/file_io.h"
 #include "rewind/serve/server.h"
@@ -20,8 +21,24 @@ namespace {
 
 struct ServeFlags {
     serve::ServerOptions o;
+    ModelFlags model;
+    SpecFlags spec;
+    ChatFlags chat;
     std::string api_key_file;
     uint64_t cache_budget_mib = 64;
+
+    ServeFlags() { spec.spec = o.spec; spec.k = o.k; spec.tree = o.tree; }
+    // The shared groups' flags into the server's options.
+    void apply() {
+        o.model_path = model.model;
+        o.threads = model.threads;
+        o.spec = spec.spec;
+        o.k = spec.k;
+        o.tree = spec.tree;
+        o.draft_path = spec.draft;
+        o.chat_template = chat.template_text();
+        o.write_timeout_s = o.read_timeout_s;
+    }
 };
 
 int run_serve(ServeFlags& f) {
@@ -74,53 +91,52 @@ int run_serve(ServeFlags& f) {
     return rc;
 }
 
+// The server's own flags: where it listens, what it admits, its limits and timeouts.
+void add_server_flags(CLI::App& cmd, ServeFlags& f) {
+    serve::ServerOptions& o = f.o;
+    cmd.add_option("--alias", o.model_id, "The model name /v1/models reports (default: the file name)");
+    cmd.add_option("--host", o.host, "Address to bind")->capture_default_str();
+    cmd.add_option("--port", o.port, "Port (0: any free port, printed on stderr)")->capture_default_str();
+    cmd.add_option("--parallel", o.parallel, "Requests decoding at once")->capture_default_str();
+    cmd.add_option("-c,--ctx", o.ctx, "Context positions per request; 0 = the model's")->capture_default_str();
+    cmd.add_option("--kv-budget", o.kv_budget_bytes, "KV cache bytes of the running requests; 0 = no limit")
+        ->capture_default_str();
+    cmd.add_option("--cache-budget-mib", f.cache_budget_mib,
+                   "KV cache of finished requests kept for prefix reuse, MiB; 0 = none")
+        ->capture_default_str();
+    auto* key = cmd.add_option("--api-key", o.api_key, "Require Authorization: Bearer KEY (all but /health)");
+    cmd.add_option("--api-key-file", f.api_key_file, "Read the API key from this file")->excludes(key)->check(CLI::ExistingFile);
+    cmd.add_option("--max-body", o.max_body_bytes, "Largest request body in bytes (413 above)")->capture_default_str();
+    cmd.add_option("--max-queue", o.max_queue, "Requests waiting for a slot (503 above)")->capture_default_str();
+    cmd.add_option("--timeout", o.read_timeout_s, "Read and write timeout of a connection, seconds")->capture_default_str();
+    cmd.add_option("--shutdown-timeout", o.shutdown_timeout_s,
+                   "Seconds running requests get to finish after SIGINT/SIGTERM")
+        ->capture_default_str();
+    cmd.add_option("--http-threads", o.http_threads, "Connections served at once")->capture_default_str();
+    cmd.add_option("--replica-id", o.replica_id,
+                   "This replica's name behind a load balancer: the X-Rewind-Replica header of every response "
+                   "and rewind_replica_info in /metrics");
+    cmd.add_option("--throttle-ms", o.throttle_ms, "Sleep this long after each pass (tests of disconnects and shutdown only)")
+        ->capture_default_str();
+}
+
 } // namespace
 
 void register_serve(CLI::App& app, Runner& run) {
     auto f = std::make_shared<ServeFlags>();
-    f->o.model_path = default_model_path();
-    serve::ServerOptions& o = f->o;
-    CLI::App* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API (continuous batching)");
-    cmd->add_option("-m,--model", o.model_path, "GGUF model file")->capture_default_str();
-    cmd->add_option("--draft", o.draft_path, "Draft GGUF model (--spec draft/auto)")->check(CLI::ExistingFile);
-    cmd->add_option("--alias", o.model_id, "The model name /v1/models reports (default: the file name)");
-    cmd->add_option("--host", o.host, "Address to bind")->capture_default_str();
-    cmd->add_option("--port", o.port, "Port (0: any free port, printed on stderr)")->capture_default_str();
-    cmd->add_option("--parallel", o.parallel, "Requests decoding at once")->capture_default_str();
-    cmd->add_option("-c,--ctx", o.ctx, "Context positions per request; 0 = the model's")->capture_default_str();
-    cmd->add_option("--kv-budget", o.kv_budget_bytes, "KV cache bytes of the running requests; 0 = no limit")
-        ->capture_default_str();
-    cmd->add_option("--cache-budget-mib", f->cache_budget_mib,
-                    "KV cache of finished requests kept for prefix reuse, MiB; 0 = none")
-        ->capture_default_str();
-    auto* key = cmd->add_option("--api-key", o.api_key, "Require Authorization: Bearer KEY (all but /health)");
-    cmd->add_option("--api-key-file", f->api_key_file, "Read the API key from this file")->excludes(key)->check(CLI::ExistingFile);
-    cmd->add_option("--spec", o.spec, "Default guess source: none, ngram, auto, draft, suffix")
-        ->check(CLI::IsMember({"none", "ngram", "auto", "draft", "suffix"}))
-        ->capture_default_str();
-    cmd->add_option("-k", o.k, "Default guesses per pass")->capture_default_str();
-    cmd->add_option("--tree", o.tree,
-                    "Default continuations per node of the guess sources (token trees verified in one pass; "
-                    "1: chains; 0: each source's own)")
-        ->capture_default_str();
-    cmd->add_option("-t,--threads", o.threads, "Threads of the forward pass")->capture_default_str();
-    cmd->add_option("--chat-template", o.chat_template,
-                    "A built-in chat format (chatml, llama3, qwen2.5, ...) or a template's text; default: the file's");
-    cmd->add_option("--max-body", o.max_body_bytes, "Largest request body in bytes (413 above)")->capture_default_str();
-    cmd->add_option("--max-queue", o.max_queue, "Requests waiting for a slot (503 above)")->capture_default_str();
-    cmd->add_option("--timeout", o.read_timeout_s, "Read and write timeout of a connection, seconds")->capture_default_str();
-    cmd->add_option("--shutdown-timeout", o.shutdown_timeout_s,
-                    "Seconds running requests get to finish after SIGINT/SIGTERM")
-        ->capture_default_str();
-    cmd->add_option("--http-threads", o.http_threads, "Connections served at once")->capture_default_str();
-    cmd->add_option("--replica-id", o.replica_id,
-                    "This replica's name behind a load balancer: the X-Rewind-Replica header of every response "
-                    "and rewind_replica_info in /metrics");
-    cmd->add_option("--throttle-ms", o.throttle_ms, "Sleep this long after each pass (tests of disconnects and shutdown only)")
-        ->capture_default_str();
+    CLI::App* cmd = app.add_subcommand(
+        "serve", "Serve the model over an OpenAI-compatible HTTP API (continuous batching); the sampling and "
+                 "speculation flags are the defaults of requests that do not set them");
+    add_model_flags(*cmd, f->model, kModelPath | kThreads);
+    add_server_flags(*cmd, *f);
+    add_sampling_flags(*cmd, f->o.sampling);
+    add_spec_flags(*cmd, f->spec, 0);
+    add_chat_flags(*cmd, f->chat, nullptr, /*with_system=*/false);
     cmd->callback([f, &run] {
-        f->o.write_timeout_s = f->o.read_timeout_s;
-        run = [f] { return run_serve(*f); };
+        run = [f] {
+            f->apply();
+            return run_serve(*f);
+        };
     });
 }
 

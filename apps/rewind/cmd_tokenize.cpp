@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "options.h"
 #include "rewind/chat.h"
 #include "rewind/error.h"
 #include "rewind/file_io.h"
@@ -34,7 +35,7 @@ struct TokenizeOptions {
     bool special = false;
     std::string chat;               // a conversation as JSON (the shape of shared/chat's records)
     bool text_only = false;         // --text: the formatted conversation, not its ids
-    std::string chat_template;      // --chat-template NAME
+    ChatFlags chat_flags;           // --chat-template NAME or @FILE
     std::string chat_template_file; // --chat-template-file FILE: a template's text
 };
 
@@ -150,7 +151,7 @@ int run_tokenize_chat(const TokenizeOptions& o) {
     Conversation c = read_conversation(o.chat);
     const std::string override_template =
         !o.chat_template_file.empty() ? read_file_limited(o.chat_template_file, kMaxPromptFileBytes, "chat template")
-                                      : o.chat_template;
+                                      : o.chat_flags.template_text();
     // A model is needed for its tokenizer, and for its template when none is given.
     const bool need_model = !o.text_only || override_template.empty() || !c.has_bos || !c.has_eos;
     std::optional<GgufFile> gguf;
@@ -198,11 +199,11 @@ int run_tokenize(const TokenizeOptions& o) {
 
 void register_tokenize(CLI::App& app, Runner& run) {
     auto o = std::make_shared<TokenizeOptions>();
-    CLI::App* cmd = app.add_subcommand("tokenize", "Print the token ids of a text");
-    cmd->add_option("-m,--model", o->model, "GGUF file with a tokenizer (vocabulary-only files work); default: the bundled model");
-    CLI::Option* p = cmd->add_option("-p,--prompt", o->prompt, "Text to tokenize; '-' (or no -p/-f) reads standard input");
-    CLI::Option* f = cmd->add_option("-f,--file", o->file, "Read the text from this file (at most 8 MiB)");
-    p->excludes(f);
+    CLI::App* cmd = app.add_subcommand(
+        "tokenize", "Print the token ids of a text (-p, -f, or standard input when neither or -p - is given); "
+                    "the model may be a vocabulary-only GGUF file");
+    add_model_path_flag(*cmd, o->model);
+    CLI::Option* p = add_prompt_flags(*cmd, o->prompt, &o->file);
     cmd->add_flag("--no-bos", o->no_bos, "Do not add the BOS token");
     cmd->add_flag("--pieces", o->pieces, "Print one token per line: id and piece");
     cmd->add_flag("--special", o->special, "Match control tokens written in the text (e.g. <s>) as those tokens");
@@ -210,15 +211,11 @@ void register_tokenize(CLI::App& app, Runner& run) {
         "A conversation as JSON ({\"messages\": [...], \"add_generation_prompt\": true, \"kwargs\": {...}}, "
         "optionally \"bos_token\"/\"eos_token\"): print the ids of its text formatted by the chat template, "
         "markers as control tokens and message text as text");
-    chat->excludes(p)->excludes(f);
+    chat->excludes(p)->excludes("--file");
     cmd->add_flag("--text", o->text_only, "With --chat: print the formatted text itself, exactly, instead of ids")
         ->needs(chat);
-    CLI::Option* ct = cmd->add_option("--chat-template", o->chat_template,
-        "With --chat: a built-in chat format (llama3, llama3.1, chatml, qwen2.5, qwen3, phi3, gemma, ...) "
-        "instead of the file's tokenizer.chat_template")->needs(chat);
-    cmd->add_option("--chat-template-file", o->chat_template_file,
-        "With --chat: a chat template's text (as a GGUF file holds it) to detect the format from")
-        ->needs(chat)->excludes(ct);
+    add_chat_flags(*cmd, o->chat_flags, chat, /*with_system=*/false);
+    add_chat_template_file_flag(*cmd, o->chat_template_file)->needs(chat)->excludes("--chat-template");
     cmd->callback([o, p, &run] {
         o->have_prompt = p->count() > 0;
         run = [o] { return run_tokenize(*o); };

@@ -1,5 +1,6 @@
 // The `rewind` command line: each subcommand lives in its own cmd_<name>.cpp and registers
-// itself on the CLI11 app. A subcommand returns the process exit code.
+// itself on the CLI11 app (its flags from the shared groups of options.h). A subcommand returns
+// the process exit code.
 #pragma once
 #include <functional>
 #include <string>
@@ -19,7 +20,7 @@ void register_batch(CLI::App& app, Runner& run);
 void register_make_dummy(CLI::App& app, Runner& run);
 void register_serve(CLI::App& app, Runner& run);
 
-// The model bundled with the repository (used when -m is not given).
-std::string default_model_path();
+// Every subcommand above, in the order `rewind --help` lists them.
+void register_commands(CLI::App& app, Runner& run);
 
 } // namespace rwd::cli

@@ -7,8 +7,6 @@
 #include "rewind/error.h"
 
 namespace rwd::cli {
-std::string default_model_path() { return std::string(REWIND_ASSETS_DIR) + "/pycode-4m-q8_0.gguf"; }
-
 // One exit status per rwd::ErrorCode; 1 is any other failure, 2 a lossless mismatch in `bench`.
 int exit_status(ErrorCode c) {
     switch (c) {
@@ -44,14 +42,7 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", "rewind 0.1.0");
     app.footer(rwd::cli::kExitStatuses);
     rwd::cli::Runner run;
-    rwd::cli::register_inspect(app, run);
-    rwd::cli::register_tokenize(app, run);
-    rwd::cli::register_generate(app, run);
-    rwd::cli::register_chat(app, run);
-    rwd::cli::register_bench(app, run);
-    rwd::cli::register_batch(app, run);
-    rwd::cli::register_make_dummy(app, run);
-    rwd::cli::register_serve(app, run);
+    rwd::cli::register_commands(app, run);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

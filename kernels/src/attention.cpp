@@ -47,7 +47,7 @@ int64_t score_stride(const AttentionShape& s) {
     return ((s.pos0 + s.n_tokens + detail::kAttendBlock - 1) / detail::kAttendBlock) * detail::kAttendBlock;
 }
 // Score floats per query head for all tokens of a unit: a 17-token unit up to about 7,700
-// positions, one token per unit from 131,072 (a slot then holds what it did before tiling).
+// positions, one token per unit from 131,072 (a slot then holds one token's score row).
 constexpr int64_t kAttendScoreFloats = int64_t{1} << 17;
 // Tokens per work unit: as even as possible, at most kAttendTokens, so a verification pass of up
 // to 17 tokens reads each cached K/V row once per KV head; fewer where the unit's score rows

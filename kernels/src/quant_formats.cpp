@@ -242,143 +242,152 @@ void dequantize_row_new(DType t, const void* row, int64_t cols, float* out) {
 
 // ---- quantization ----
 
+namespace {
+
+// Q4_0 / Q5_0 (`five`): 32 values per block, one scale, symmetric around half the range.
+void quantize_q4_0_q5_0(bool five, const float* x, int64_t cols, void* out) {
+    const int nmax = five ? 31 : 15;
+    const float half = five ? 16.0f : 8.0f;
+    for (int64_t i = 0; i < cols / 32; ++i) {
+        const float* xb = x + i * 32;
+        float amax = 0.0f, vmax = 0.0f;
+        for (int j = 0; j < 32; ++j)
+            if (std::fabs(xb[j]) > amax) {
+                amax = std::fabs(xb[j]);
+                vmax = xb[j];
+            }
+        const float d = vmax / -half;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint8_t q[32];
+        for (int j = 0; j < 32; ++j) q[j] = uint8_t(std::min(nmax, int(xb[j] * id + half + 0.5f)));
+        if (five) {
+            auto& b = static_cast<BlockQ5_0*>(out)[i];
+            b.d = fp32_to_fp16(d);
+            pack32(q, b.qs, b.qh);
+        } else {
+            auto& b = static_cast<BlockQ4_0*>(out)[i];
+            b.d = fp32_to_fp16(d);
+            pack32(q, b.qs, nullptr);
+        }
+    }
+}
+
+// Q4_1 / Q5_1 (`five`): 32 values per block, a scale and a minimum.
+void quantize_q4_1_q5_1(bool five, const float* x, int64_t cols, void* out) {
+    const int nmax = five ? 31 : 15;
+    for (int64_t i = 0; i < cols / 32; ++i) {
+        const float* xb = x + i * 32;
+        float lo = xb[0], hi = xb[0];
+        for (int j = 1; j < 32; ++j) {
+            lo = std::min(lo, xb[j]);
+            hi = std::max(hi, xb[j]);
+        }
+        const float d = (hi - lo) / float(nmax);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint8_t q[32];
+        for (int j = 0; j < 32; ++j) q[j] = uint8_t(std::min(nmax, int((xb[j] - lo) * id + 0.5f)));
+        if (five) {
+            auto& b = static_cast<BlockQ5_1*>(out)[i];
+            b.d = fp32_to_fp16(d);
+            b.m = fp32_to_fp16(lo);
+            pack32(q, b.qs, b.qh);
+        } else {
+            auto& b = static_cast<BlockQ4_1*>(out)[i];
+            b.d = fp32_to_fp16(d);
+            b.m = fp32_to_fp16(lo);
+            pack32(q, b.qs, nullptr);
+        }
+    }
+}
+
+// Q4_K / Q5_K (`five`): 256-value super-blocks of eight 32-value sub-blocks, 6-bit scales and mins.
+void quantize_q4_k_q5_k(bool five, const float* x, int64_t cols, void* out) {
+    const int nmax = five ? 31 : 15;
+    for (int64_t i = 0; i < cols / kQKBlock; ++i) {
+        const float* xs = x + i * kQKBlock;
+        float a[8], b[8];
+        float max_a = 0.0f, max_m = 0.0f;
+        for (int j = 0; j < 8; ++j) {
+            search_affine(xs + 32 * j, 32, nmax, a[j], b[j]);
+            max_a = std::max(max_a, a[j]);
+            max_m = std::max(max_m, -b[j]);
+        }
+        const uint16_t hd = fp32_to_fp16(max_a / 63.0f), hdmin = fp32_to_fp16(max_m / 63.0f);
+        const float d = fp16_to_fp32(hd), dmin = fp16_to_fp32(hdmin);
+        uint8_t sc[8], m[8], q[256];
+        for (int j = 0; j < 8; ++j) {
+            sc[j] = uint8_t(d > 0 ? clampi(nearest(a[j] / d), 0, 63) : 0);
+            m[j] = uint8_t(dmin > 0 ? clampi(nearest(-b[j] / dmin), 0, 63) : 0);
+            const float ds = d * float(sc[j]), dm = dmin * float(m[j]);
+            for (int l = 0; l < 32; ++l)
+                q[32 * j + l] = uint8_t(ds > 0 ? clampi(nearest((xs[32 * j + l] + dm) / ds), 0, nmax) : 0);
+        }
+        uint8_t *scales, *qs, *qh = nullptr;
+        if (five) {
+            auto& blk = static_cast<BlockQ5_K*>(out)[i];
+            blk.d = hd, blk.dmin = hdmin, scales = blk.scales, qs = blk.qs, qh = blk.qh;
+            std::memset(qh, 0, 32);
+        } else {
+            auto& blk = static_cast<BlockQ4_K*>(out)[i];
+            blk.d = hd, blk.dmin = hdmin, scales = blk.scales, qs = blk.qs;
+        }
+        pack_scales_k(sc, m, scales);
+        for (int k = 0; k < 4; ++k)
+            for (int l = 0; l < 32; ++l) {
+                const uint8_t lo = q[64 * k + l], hi = q[64 * k + 32 + l];
+                qs[32 * k + l] = uint8_t((lo & 15) | (hi & 15) << 4);
+                if (qh) qh[l] |= uint8_t(((lo >> 4) & 1) << (2 * k) | ((hi >> 4) & 1) << (2 * k + 1));
+            }
+    }
+}
+
+// Q6_K: 256-value super-blocks of sixteen 16-value sub-blocks, 8-bit scales.
+void quantize_q6_k(const float* x, int64_t cols, void* out) {
+    for (int64_t i = 0; i < cols / kQKBlock; ++i) {
+        const float* xs = x + i * kQKBlock;
+        auto& blk = static_cast<BlockQ6_K*>(out)[i];
+        float a[16];
+        float amax = 0.0f, vmax = 0.0f;
+        for (int j = 0; j < 16; ++j) {
+            a[j] = search_symmetric(xs + 16 * j, 16);
+            if (std::fabs(a[j]) > amax) {
+                amax = std::fabs(a[j]);
+                vmax = a[j];
+            }
+        }
+        const float iscale = vmax != 0.0f ? -128.0f / vmax : 0.0f;
+        blk.d = fp32_to_fp16(iscale != 0.0f ? 1.0f / iscale : 0.0f);
+        const float d = fp16_to_fp32(blk.d);
+        uint8_t q[256];
+        for (int j = 0; j < 16; ++j) {
+            blk.scales[j] = int8_t(clampi(nearest(iscale * a[j]), -128, 127));
+            const float ds = d * float(blk.scales[j]);
+            for (int l = 0; l < 16; ++l)
+                q[16 * j + l] = uint8_t(ds != 0.0f ? clampi(nearest(xs[16 * j + l] / ds), -32, 31) + 32 : 32);
+        }
+        std::memset(blk.qh, 0, sizeof blk.qh);
+        for (int h = 0; h < 2; ++h)
+            for (int l = 0; l < 32; ++l) {
+                const uint8_t q0 = q[128 * h + l], q1 = q[128 * h + 32 + l], q2 = q[128 * h + 64 + l],
+                              q3 = q[128 * h + 96 + l];
+                blk.ql[64 * h + l] = uint8_t((q0 & 15) | (q2 & 15) << 4);
+                blk.ql[64 * h + 32 + l] = uint8_t((q1 & 15) | (q3 & 15) << 4);
+                blk.qh[32 * h + l] = uint8_t((q0 >> 4) | (q1 >> 4) << 2 | (q2 >> 4) << 4 | (q3 >> 4) << 6);
+            }
+    }
+}
+
+} // namespace
+
 void quantize_row_new(DType t, const float* x, int64_t cols, void* out) {
     switch (t) {
     case DType::Q4_0:
-    case DType::Q5_0: {
-        const bool five = t == DType::Q5_0;
-        const int nmax = five ? 31 : 15;
-        const float half = five ? 16.0f : 8.0f;
-        for (int64_t i = 0; i < cols / 32; ++i) {
-            const float* xb = x + i * 32;
-            float amax = 0.0f, vmax = 0.0f;
-            for (int j = 0; j < 32; ++j)
-                if (std::fabs(xb[j]) > amax) {
-                    amax = std::fabs(xb[j]);
-                    vmax = xb[j];
-                }
-            const float d = vmax / -half;
-            const float id = d != 0.0f ? 1.0f / d : 0.0f;
-            uint8_t q[32];
-            for (int j = 0; j < 32; ++j) q[j] = uint8_t(std::min(nmax, int(xb[j] * id + half + 0.5f)));
-            if (five) {
-                auto& b = static_cast<BlockQ5_0*>(out)[i];
-                b.d = fp32_to_fp16(d);
-                pack32(q, b.qs, b.qh);
-            } else {
-                auto& b = static_cast<BlockQ4_0*>(out)[i];
-                b.d = fp32_to_fp16(d);
-                pack32(q, b.qs, nullptr);
-            }
-        }
-        return;
-    }
+    case DType::Q5_0: quantize_q4_0_q5_0(t == DType::Q5_0, x, cols, out); return;
     case DType::Q4_1:
-    case DType::Q5_1: {
-        const bool five = t == DType::Q5_1;
-        const int nmax = five ? 31 : 15;
-        for (int64_t i = 0; i < cols / 32; ++i) {
-            const float* xb = x + i * 32;
-            float lo = xb[0], hi = xb[0];
-            for (int j = 1; j < 32; ++j) {
-                lo = std::min(lo, xb[j]);
-                hi = std::max(hi, xb[j]);
-            }
-            const float d = (hi - lo) / float(nmax);
-            const float id = d != 0.0f ? 1.0f / d : 0.0f;
-            uint8_t q[32];
-            for (int j = 0; j < 32; ++j) q[j] = uint8_t(std::min(nmax, int((xb[j] - lo) * id + 0.5f)));
-            if (five) {
-                auto& b = static_cast<BlockQ5_1*>(out)[i];
-                b.d = fp32_to_fp16(d);
-                b.m = fp32_to_fp16(lo);
-                pack32(q, b.qs, b.qh);
-            } else {
-                auto& b = static_cast<BlockQ4_1*>(out)[i];
-                b.d = fp32_to_fp16(d);
-                b.m = fp32_to_fp16(lo);
-                pack32(q, b.qs, nullptr);
-            }
-        }
-        return;
-    }
+    case DType::Q5_1: quantize_q4_1_q5_1(t == DType::Q5_1, x, cols, out); return;
     case DType::Q4_K:
-    case DType::Q5_K: {
-        const bool five = t == DType::Q5_K;
-        const int nmax = five ? 31 : 15;
-        for (int64_t i = 0; i < cols / kQKBlock; ++i) {
-            const float* xs = x + i * kQKBlock;
-            float a[8], b[8];
-            float max_a = 0.0f, max_m = 0.0f;
-            for (int j = 0; j < 8; ++j) {
-                search_affine(xs + 32 * j, 32, nmax, a[j], b[j]);
-                max_a = std::max(max_a, a[j]);
-                max_m = std::max(max_m, -b[j]);
-            }
-            const uint16_t hd = fp32_to_fp16(max_a / 63.0f), hdmin = fp32_to_fp16(max_m / 63.0f);
-            const float d = fp16_to_fp32(hd), dmin = fp16_to_fp32(hdmin);
-            uint8_t sc[8], m[8], q[256];
-            for (int j = 0; j < 8; ++j) {
-                sc[j] = uint8_t(d > 0 ? clampi(nearest(a[j] / d), 0, 63) : 0);
-                m[j] = uint8_t(dmin > 0 ? clampi(nearest(-b[j] / dmin), 0, 63) : 0);
-                const float ds = d * float(sc[j]), dm = dmin * float(m[j]);
-                for (int l = 0; l < 32; ++l)
-                    q[32 * j + l] = uint8_t(ds > 0 ? clampi(nearest((xs[32 * j + l] + dm) / ds), 0, nmax) : 0);
-            }
-            uint8_t *scales, *qs, *qh = nullptr;
-            if (five) {
-                auto& blk = static_cast<BlockQ5_K*>(out)[i];
-                blk.d = hd, blk.dmin = hdmin, scales = blk.scales, qs = blk.qs, qh = blk.qh;
-                std::memset(qh, 0, 32);
-            } else {
-                auto& blk = static_cast<BlockQ4_K*>(out)[i];
-                blk.d = hd, blk.dmin = hdmin, scales = blk.scales, qs = blk.qs;
-            }
-            pack_scales_k(sc, m, scales);
-            for (int k = 0; k < 4; ++k)
-                for (int l = 0; l < 32; ++l) {
-                    const uint8_t lo = q[64 * k + l], hi = q[64 * k + 32 + l];
-                    qs[32 * k + l] = uint8_t((lo & 15) | (hi & 15) << 4);
-                    if (qh) qh[l] |= uint8_t(((lo >> 4) & 1) << (2 * k) | ((hi >> 4) & 1) << (2 * k + 1));
-                }
-        }
-        return;
-    }
-    case DType::Q6_K: {
-        for (int64_t i = 0; i < cols / kQKBlock; ++i) {
-            const float* xs = x + i * kQKBlock;
-            auto& blk = static_cast<BlockQ6_K*>(out)[i];
-            float a[16];
-            float amax = 0.0f, vmax = 0.0f;
-            for (int j = 0; j < 16; ++j) {
-                a[j] = search_symmetric(xs + 16 * j, 16);
-                if (std::fabs(a[j]) > amax) {
-                    amax = std::fabs(a[j]);
-                    vmax = a[j];
-                }
-            }
-            const float iscale = vmax != 0.0f ? -128.0f / vmax : 0.0f;
-            blk.d = fp32_to_fp16(iscale != 0.0f ? 1.0f / iscale : 0.0f);
-            const float d = fp16_to_fp32(blk.d);
-            uint8_t q[256];
-            for (int j = 0; j < 16; ++j) {
-                blk.scales[j] = int8_t(clampi(nearest(iscale * a[j]), -128, 127));
-                const float ds = d * float(blk.scales[j]);
-                for (int l = 0; l < 16; ++l)
-                    q[16 * j + l] = uint8_t(ds != 0.0f ? clampi(nearest(xs[16 * j + l] / ds), -32, 31) + 32 : 32);
-            }
-            std::memset(blk.qh, 0, sizeof blk.qh);
-            for (int h = 0; h < 2; ++h)
-                for (int l = 0; l < 32; ++l) {
-                    const uint8_t q0 = q[128 * h + l], q1 = q[128 * h + 32 + l], q2 = q[128 * h + 64 + l],
-                                  q3 = q[128 * h + 96 + l];
-                    blk.ql[64 * h + l] = uint8_t((q0 & 15) | (q2 & 15) << 4);
-                    blk.ql[64 * h + 32 + l] = uint8_t((q1 & 15) | (q3 & 15) << 4);
-                    blk.qh[32 * h + l] = uint8_t((q0 >> 4) | (q1 >> 4) << 2 | (q2 >> 4) << 4 | (q3 >> 4) << 6);
-                }
-        }
-        return;
-    }
+    case DType::Q5_K: quantize_q4_k_q5_k(t == DType::Q5_K, x, cols, out); return;
+    case DType::Q6_K: quantize_q6_k(x, cols, out); return;
     default: break;
     }
 }

@@ -234,32 +234,12 @@ TensorType dummy_tensor_type(DummyFileType ft, const std::string& name, int64_t 
 
 bool dummy_can_write(TensorType t) { return tensor_dtype(t).has_value(); }
 
-DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void(uint64_t, uint64_t)>& progress) {
-    const DummyShape& shape = find_dummy_shape(opts.shape);
-    const DummyFileType ft = parse_dummy_file_type(opts.file_type);
-    if (opts.out_path.empty()) throw Error("make-dummy: no output path");
-    if (opts.threads < 0) throw Error("make-dummy: threads must not be negative");
+namespace {
 
-    // The tokenizer: every tokenizer.* key of the vocabulary file, as the convert script writes them.
-    GgufFile vocab = GgufFile::open(opts.vocab_path);
-    const auto tokens = vocab.get_string_array("tokenizer.ggml.tokens");
-    if (!tokens || tokens->empty() || !vocab.get_string("tokenizer.ggml.model"))
-        throw Error(ErrorCode::format, opts.vocab_path + ": no tokenizer (tokenizer.ggml.model and tokenizer.ggml.tokens are needed)");
-    const auto n_vocab = static_cast<int64_t>(tokens->size());
-
-    const ArchInfo* arch = dummy_arch(shape, opts.arch);
-    const std::vector<PlannedTensor> tensors = plan(shape, *arch, ft, n_vocab);
-    DummyReport report;
-    report.n_vocab = n_vocab;
-    for (const PlannedTensor& t : tensors) {
-        if (!dummy_can_write(t.type))
-            throw Error(ErrorCode::unsupported, "make-dummy: type " + std::string(dummy_file_type_name(ft)) + " needs a " +
-                        tensor_type_name(t.type) + " quantizer (for '" + t.name + "'), which this build lacks");
-        ++report.tensor_types[t.type];
-        report.n_params += t.rows * t.cols;
-    }
-
-    GgufWriter w(opts.out_path);
+// The header's metadata: the architecture's hyperparameters from the shape, the file type, and
+// every tokenizer.* key of the vocabulary file (the chat template replaced when one is given).
+void write_metadata(GgufWriter& w, const DummyShape& shape, const ArchInfo* arch, DummyFileType ft, int64_t n_vocab,
+                    const GgufFile& vocab, const DummyOptions& opts) {
     const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
     const std::string k = std::string(arch->name) + "."; // every hyperparameter key carries the prefix
     w.add("general.architecture", std::string(arch->name));
@@ -288,14 +268,11 @@ DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void
         if (kv.key.rfind("tokenizer.", 0) == 0 && !(kv.key == "tokenizer.chat_template" && !opts.chat_template.empty()))
             w.add(kv);
     if (!opts.chat_template.empty()) w.add("tokenizer.chat_template", opts.chat_template);
-    for (const PlannedTensor& t : tensors) {
-        std::vector<uint64_t> dims{static_cast<uint64_t>(t.cols)};
-        if (!t.vector) dims.push_back(static_cast<uint64_t>(t.rows / t.experts));
-        if (t.experts > 1) dims.push_back(static_cast<uint64_t>(t.experts));
-        w.add_tensor(t.name, t.type, dims);
-    }
-    report.file_bytes = w.file_size();
+}
 
+// The tensors' seeded random rows, generated and quantized a block of rows at a time on the pool.
+void write_weights(GgufWriter& w, const std::vector<PlannedTensor>& tensors, const DummyOptions& opts,
+                   const std::function<void(uint64_t, uint64_t)>& progress, uint64_t file_bytes) {
     const int threads = opts.threads > 0 ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
     ThreadPool pool(threads);
     constexpr int64_t kBlockFloats = int64_t{1} << 21; // rows generated per block: about 8 MB of floats
@@ -323,9 +300,49 @@ DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void
             parallel_rows(&pool, nr, rows_fn);
             w.write(block.data(), static_cast<size_t>(nr) * row_bytes);
             done += static_cast<uint64_t>(nr) * row_bytes;
-            if (progress) progress(done, report.file_bytes);
+            if (progress) progress(done, file_bytes);
         }
     }
+}
+
+} // namespace
+
+DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void(uint64_t, uint64_t)>& progress) {
+    const DummyShape& shape = find_dummy_shape(opts.shape);
+    const DummyFileType ft = parse_dummy_file_type(opts.file_type);
+    if (opts.out_path.empty()) throw Error("make-dummy: no output path");
+    if (opts.threads < 0) throw Error("make-dummy: threads must not be negative");
+
+    // The tokenizer: every tokenizer.* key of the vocabulary file, as the convert script writes them.
+    GgufFile vocab = GgufFile::open(opts.vocab_path);
+    const auto tokens = vocab.get_string_array("tokenizer.ggml.tokens");
+    if (!tokens || tokens->empty() || !vocab.get_string("tokenizer.ggml.model"))
+        throw Error(ErrorCode::format, opts.vocab_path + ": no tokenizer (tokenizer.ggml.model and tokenizer.ggml.tokens are needed)");
+    const auto n_vocab = static_cast<int64_t>(tokens->size());
+
+    const ArchInfo* arch = dummy_arch(shape, opts.arch);
+    const std::vector<PlannedTensor> tensors = plan(shape, *arch, ft, n_vocab);
+    DummyReport report;
+    report.n_vocab = n_vocab;
+    for (const PlannedTensor& t : tensors) {
+        if (!dummy_can_write(t.type))
+            throw Error(ErrorCode::unsupported, "make-dummy: type " + std::string(dummy_file_type_name(ft)) + " needs a " +
+                        tensor_type_name(t.type) + " quantizer (for '" + t.name + "'), which this build lacks");
+        ++report.tensor_types[t.type];
+        report.n_params += t.rows * t.cols;
+    }
+
+    GgufWriter w(opts.out_path);
+    write_metadata(w, shape, arch, ft, n_vocab, vocab, opts);
+    for (const PlannedTensor& t : tensors) {
+        // [cols], [cols, rows], or [cols, rows per expert, experts] for the *_exps tensors.
+        std::vector<uint64_t> dims{static_cast<uint64_t>(t.cols)};
+        if (!t.vector) dims.push_back(static_cast<uint64_t>(t.rows / t.experts));
+        if (t.experts > 1) dims.push_back(static_cast<uint64_t>(t.experts));
+        w.add_tensor(t.name, t.type, dims);
+    }
+    report.file_bytes = w.file_size();
+    write_weights(w, tensors, opts, progress, report.file_bytes);
     w.finish();
     return report;
 }

@@ -426,8 +426,13 @@ struct GgufFile::Impl {
     std::vector<GgufTensorInfo> tensors;
     std::map<std::string, size_t, std::less<>> tensor_index;
 
+    // parse(): the steps below in order, then the tensors' data placed and checked.
     void parse();
+    void parse_header(Reader& r, uint64_t& n_tensors, uint64_t& n_kv);
     void parse_alignment();
+    GgufTensorInfo parse_tensor_info(Reader& r, uint64_t i) const;
+    void place_tensor_data(Reader& r);
+    void check_no_overlap() const;
     [[noreturn]] void fail(const std::string& what, const std::string& problem) const {
         throw Error(ErrorCode::format, path + ": " + what + ": " + problem);
     }
@@ -435,8 +440,35 @@ struct GgufFile::Impl {
 
 void GgufFile::Impl::parse() {
     Reader r(path, map.data(), map.size());
+    uint64_t n_tensors = 0, n_kv = 0;
+    parse_header(r, n_tensors, n_kv);
+    kvs.reserve(static_cast<size_t>(n_kv));
+    for (uint64_t i = 0; i < n_kv; ++i) {
+        std::string where = "metadata key #" + std::to_string(i);
+        GgufKeyValue kv;
+        kv.key = r.read_string(where);
+        where = "metadata '" + kv.key + "'";
+        uint32_t type = r.read<uint32_t>(where + " (value type)");
+        if (!known_value_type(type)) r.fail(where, "unknown value type id " + std::to_string(type));
+        kv.type = static_cast<GgufValueType>(type);
+        kv.value = read_value(r, type, where, 0);
+        if (kv_index.count(kv.key)) r.fail(where, "duplicate key");
+        kv_index.emplace(kv.key, kvs.size());
+        kvs.push_back(std::move(kv));
+    }
+    parse_alignment();
+    tensors.reserve(static_cast<size_t>(n_tensors));
+    for (uint64_t i = 0; i < n_tensors; ++i) {
+        GgufTensorInfo ti = parse_tensor_info(r, i);
+        if (tensor_index.count(ti.name)) r.fail("tensor '" + ti.name + "'", "duplicate tensor name");
+        tensor_index.emplace(ti.name, tensors.size());
+        tensors.push_back(std::move(ti));
+    }
+    place_tensor_data(r);
+}
 
-    // Header: magic, version, tensor count, key/value count.
+// Magic, version, tensor count, key/value count; the counts checked against the bytes left.
+void GgufFile::Impl::parse_header(Reader& r, uint64_t& n_tensors, uint64_t& n_kv) {
     if (map.size() < 4)
         r.fail("header", "truncated file: " + std::to_string(map.size()) +
                              " bytes is too short for the GGUF magic");
@@ -465,8 +497,8 @@ void GgufFile::Impl::parse() {
         r.fail("header", "unsupported GGUF version " + std::to_string(version) +
                              " (supported: 2, 3)", ErrorCode::unsupported);
     }
-    uint64_t n_tensors = r.read<uint64_t>("header (tensor count)");
-    uint64_t n_kv = r.read<uint64_t>("header (metadata count)");
+    n_tensors = r.read<uint64_t>("header (tensor count)");
+    n_kv = r.read<uint64_t>("header (metadata count)");
     // Each key/value needs at least a key length, a type and one byte of value; each tensor info
     // at least a name length, n_dims, one dim, a type and an offset. Checking the counts against
     // that up front keeps a corrupt count from driving allocations.
@@ -479,64 +511,49 @@ void GgufFile::Impl::parse() {
     };
     check_count(n_kv, 8 + 4 + 1, "metadata count");
     check_count(n_tensors, 8 + 4 + 8 + 4 + 8, "tensor count");
+}
 
-    kvs.reserve(static_cast<size_t>(n_kv));
-    for (uint64_t i = 0; i < n_kv; ++i) {
-        std::string where = "metadata key #" + std::to_string(i);
-        GgufKeyValue kv;
-        kv.key = r.read_string(where);
-        where = "metadata '" + kv.key + "'";
-        uint32_t type = r.read<uint32_t>(where + " (value type)");
-        if (!known_value_type(type)) r.fail(where, "unknown value type id " + std::to_string(type));
-        kv.type = static_cast<GgufValueType>(type);
-        kv.value = read_value(r, type, where, 0);
-        if (kv_index.count(kv.key)) r.fail(where, "duplicate key");
-        kv_index.emplace(kv.key, kvs.size());
-        kvs.push_back(std::move(kv));
+// One tensor's info: name, dims, type, offset; its element count and byte size checked.
+GgufTensorInfo GgufFile::Impl::parse_tensor_info(Reader& r, uint64_t i) const {
+    std::string where = "tensor #" + std::to_string(i);
+    GgufTensorInfo ti;
+    ti.name = r.read_string(where + " (name)");
+    where = "tensor '" + ti.name + "'";
+    uint32_t n_dims = r.read<uint32_t>(where + " (n_dims)");
+    if (n_dims == 0 || n_dims > kMaxDims)
+        r.fail(where, "n_dims " + std::to_string(n_dims) + " out of range 1.." +
+                          std::to_string(kMaxDims));
+    ti.dims.resize(n_dims);
+    for (uint32_t d = 0; d < n_dims; ++d) ti.dims[d] = r.read<uint64_t>(where + " (dims)");
+    uint32_t type = r.read<uint32_t>(where + " (type)");
+    ti.type = static_cast<TensorType>(type);
+    ti.offset = r.read<uint64_t>(where + " (offset)");
+
+    TypeTraits tt;
+    if (!type_traits(ti.type, tt))
+        r.fail(where, "unknown or unsupported tensor type id " + std::to_string(type));
+    // ggml counts elements in int64: every dim and their product must fit.
+    uint64_t n = 1;
+    for (uint64_t d : ti.dims) {
+        if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+            (d != 0 && n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / d))
+            r.fail(where, "dims " + dims_to_string(ti.dims) + " overflow the element count");
+        n *= d;
     }
-    parse_alignment();
+    ti.n_elements = n;
+    if (ti.dims[0] % tt.block_elems != 0)
+        r.fail(where, "row length " + std::to_string(ti.dims[0]) + " is not a multiple of the " +
+                          tt.name + " block size " + std::to_string(tt.block_elems));
+    uint64_t n_blocks = n / tt.block_elems;
+    if (n_blocks > std::numeric_limits<uint64_t>::max() / tt.block_bytes)
+        r.fail(where, "dims " + dims_to_string(ti.dims) + " overflow the byte size");
+    ti.n_bytes = n_blocks * tt.block_bytes;
+    return ti;
+}
 
-    tensors.reserve(static_cast<size_t>(n_tensors));
-    for (uint64_t i = 0; i < n_tensors; ++i) {
-        std::string where = "tensor #" + std::to_string(i);
-        GgufTensorInfo ti;
-        ti.name = r.read_string(where + " (name)");
-        where = "tensor '" + ti.name + "'";
-        uint32_t n_dims = r.read<uint32_t>(where + " (n_dims)");
-        if (n_dims == 0 || n_dims > kMaxDims)
-            r.fail(where, "n_dims " + std::to_string(n_dims) + " out of range 1.." +
-                              std::to_string(kMaxDims));
-        ti.dims.resize(n_dims);
-        for (uint32_t d = 0; d < n_dims; ++d) ti.dims[d] = r.read<uint64_t>(where + " (dims)");
-        uint32_t type = r.read<uint32_t>(where + " (type)");
-        ti.type = static_cast<TensorType>(type);
-        ti.offset = r.read<uint64_t>(where + " (offset)");
-
-        TypeTraits tt;
-        if (!type_traits(ti.type, tt))
-            r.fail(where, "unknown or unsupported tensor type id " + std::to_string(type));
-        // ggml counts elements in int64: every dim and their product must fit.
-        uint64_t n = 1;
-        for (uint64_t d : ti.dims) {
-            if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-                (d != 0 && n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / d))
-                r.fail(where, "dims " + dims_to_string(ti.dims) + " overflow the element count");
-            n *= d;
-        }
-        ti.n_elements = n;
-        if (ti.dims[0] % tt.block_elems != 0)
-            r.fail(where, "row length " + std::to_string(ti.dims[0]) + " is not a multiple of the " +
-                              tt.name + " block size " + std::to_string(tt.block_elems));
-        uint64_t n_blocks = n / tt.block_elems;
-        if (n_blocks > std::numeric_limits<uint64_t>::max() / tt.block_bytes)
-            r.fail(where, "dims " + dims_to_string(ti.dims) + " overflow the byte size");
-        ti.n_bytes = n_blocks * tt.block_bytes;
-        if (tensor_index.count(ti.name)) r.fail(where, "duplicate tensor name");
-        tensor_index.emplace(ti.name, tensors.size());
-        tensors.push_back(std::move(ti));
-    }
-
-    // The data section starts at the next multiple of the alignment after the header.
+// The data section starts at the next multiple of the alignment after the header; each tensor's
+// bytes must lie inside it.
+void GgufFile::Impl::place_tensor_data(Reader& r) {
     uint64_t header_end = r.pos();
     uint64_t rem = header_end % alignment;
     uint64_t pad = rem ? alignment - rem : 0;
@@ -561,7 +578,10 @@ void GgufFile::Impl::parse() {
                             std::to_string(data_size) + " bytes; truncated file?)");
         ti.data = map.data() + data_offset + ti.offset;
     }
+    check_no_overlap();
+}
 
+void GgufFile::Impl::check_no_overlap() const {
     // Tensors must not share bytes: a view of one would silently alias another.
     std::vector<const GgufTensorInfo*> by_offset;
     by_offset.reserve(tensors.size());

@@ -206,7 +206,7 @@ VocabTokenizer::VocabTokenizer(TokenizerSpec& spec, TokenizerModel kind) {
 
 // llama.cpp's rules, applied after the special ids are read: a token whose text marks the end of a
 // turn or fill-in-the-middle becomes control whatever the file calls it (so Phi-3's user-defined
-// "</s>" is no longer matched in plain text), and the end-of-generation set collects those texts
+// "</s>" is not matched in plain text), and the end-of-generation set collects those texts
 // plus EOS, EOT and EOM. An EOT/EOM/FIM id absent from the metadata is found by its text; where
 // several texts of one list are present llama.cpp takes whichever its hash map yields first, we
 // take the first in list order.

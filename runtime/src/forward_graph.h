@@ -164,7 +164,7 @@ void qkv(B& be, const PassBuffers& b, int64_t il, const int32_t* pos, int64_t nt
 // The attention of segment sg's rows [r0, r0 + n) into out: one call for a chain; for a tree,
 // one call per run of rows that continue each other (row r's parent is r - 1), each over the
 // path from the root to its last row, gathered from the slots the tree's rows were stored in.
-// A linear chain is the one run whose path is its own slots: no gather, today's call exactly.
+// A linear chain is the one run whose path is its own slots: no gather, one call over its rows.
 template <ForwardBackend B>
 void attend_rows(B& be, const PassBuffers& b, const PassSegment& sg, AttnCall call, int64_t r0, int64_t n,
                  const float* q, float* out) {

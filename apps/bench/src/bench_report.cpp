@@ -305,17 +305,10 @@ void write_markdown(std::ostream& out, const BenchResult& r) {
     }
 }
 
-void write_cost_markdown(std::ostream& out, const BenchResult& r, std::span<const int64_t> show) {
-    const ScaleInfo& sc = r.scale;
-    const bool two = !sc.long_curve.empty();
-    out << "### Verification cost: one target forward pass over n new tokens (" << r.cost_prefix;
-    if (two) out << " and " << sc.long_prefix;
-    out << " tokens cached)\n\n";
-    if (r.items.empty()) // the cost curve alone: say what it ran on here
-        out << basename(r.setup.model_path) << " · " << r.setup.threads
-            << (r.setup.threads == 1 ? " thread" : " threads")
-            << (r.setup.device == "cpu" ? std::string() : " · " + r.setup.device) << " · " << machine_text(r.machine) << "\n\n";
-    const Throughput& t = r.throughput;
+namespace {
+
+// Prefill and decode speed (of generate_plain, the loop `rewind generate` runs).
+void write_throughput_line(std::ostream& out, const Throughput& t) {
     if (t.prompt_tokens > 0 && t.prefill_seconds > 0 && t.decode_seconds > 0)
         out << "prefill: " << t.prompt_tokens << " tokens in " << fmt("%.2f", 1e3 * t.prefill_seconds) << " ms = "
             << fmt("%.0f", static_cast<double>(t.prompt_tokens) / t.prefill_seconds) << " tokens/s · decode: "
@@ -329,6 +322,12 @@ void write_cost_markdown(std::ostream& out, const BenchResult& r, std::span<cons
                           fmt("%.3f", 1e3 * t.decode_wall_seconds / static_cast<double>(t.decode_tokens)) + " ms/token"
                     : std::string())
             << ")\n\n";
+}
+
+// The pass cost at each n shown (all when `show` is empty), and at the long prefix when measured.
+void write_cost_table(std::ostream& out, const BenchResult& r, std::span<const int64_t> show) {
+    const ScaleInfo& sc = r.scale;
+    const bool two = !sc.long_curve.empty();
     // Mixture-of-experts models: the distinct experts each pass read, per layer (the bytes it streams).
     const bool moe = std::any_of(r.cost_curve.begin(), r.cost_curve.end(), [](const CostPoint& p) { return p.experts_per_layer > 0; });
     out << "| n | ms per pass | ÷ 1-token pass | ms per token |" << (moe ? " experts read per layer |" : "");
@@ -356,131 +355,154 @@ void write_cost_markdown(std::ostream& out, const BenchResult& r, std::span<cons
     if (two && sc.long_prefix_seeded)
         out << "\nThe " << sc.long_prefix << " cached tokens are seeded K/V values, not a prefill (a pass costs the same "
             << "whatever the cached values; --long-prefill runs the prefill).\n";
-
-    if (sc.weight_bytes_per_token > 0) {
-        out << "\nMemory: a decode pass reads " << fmt("%.3f", static_cast<double>(sc.weight_bytes_per_token) / 1e9)
-            << " GB of weights";
-        const MemoryBandwidth& b1 = sc.bandwidth_1;
-        const MemoryBandwidth& bn = sc.bandwidth_n.threads > 0 ? sc.bandwidth_n : sc.bandwidth_1;
-        if (b1.threads > 0) {
-            out << " · the machine reads " << fmt("%.1f", b1.read_gbps) << " GB/s on 1 thread (copy "
-                << fmt("%.1f", b1.copy_gbps) << ")";
-            if (sc.bandwidth_n.threads > 1)
-                out << ", " << fmt("%.1f", bn.read_gbps) << " GB/s on " << bn.threads << " (copy "
-                    << fmt("%.1f", bn.copy_gbps) << ")";
-            const double dec = t.decode_tokens_per_s();
-            const double frac = bandwidth_fraction(sc.weight_bytes_per_token, dec, bn.read_gbps);
-            if (frac > 0)
-                out << " · decode at " << fmt("%.1f", dec) << " tokens/s reads "
-                    << fmt("%.1f", static_cast<double>(sc.weight_bytes_per_token) * dec / 1e9) << " GB/s = "
-                    << fmt("%.0f%%", 100.0 * frac) << " of the " << bn.threads << "-thread read bandwidth"
-                    << (frac > 1 ? " (above 100%: the weights are served from the CPU caches, not memory)" : "");
-        }
-        out << ".\n";
-    }
-    if (!sc.projections.empty()) {
-        out << "\n### Projected speedup on this model: tokens per pass measured on a workload ÷ the cost of "
-               "a (k+1)-token pass\n\n";
-        if (!sc.projection_source.empty()) out << "tokens per pass from " << sc.projection_source << "\n\n";
-        out << "| configuration | tokens/pass | (k+1)-pass ÷ 1-token pass | projected speedup |";
-        if (two) out << " ÷, " << sc.long_prefix << " cached | projected |";
-        out << "\n| --- | ---: | ---: | ---: |" << (two ? " ---: | ---: |" : "") << "\n";
-        for (const Projection& p : sc.projections) {
-            out << "| " << p.config.label() << " | " << fmt("%.2f", p.tokens_per_pass) << " | "
-                << (p.cost_ratio > 0 ? fmt("%.2fx", p.cost_ratio) : std::string("-")) << " | "
-                << (p.speedup > 0 ? fmt("%.2fx", p.speedup) : std::string("-")) << " |";
-            if (two)
-                out << " " << (p.cost_ratio_long > 0 ? fmt("%.2fx", p.cost_ratio_long) : std::string("-")) << " | "
-                    << (p.speedup_long > 0 ? fmt("%.2fx", p.speedup_long) : std::string("-")) << " |";
-            out << "\n";
-        }
-        out << "\nProjection = tokens per pass ÷ pass-cost ratio, counting every pass as k+1 tokens (under "
-               "the cost policy: its mean rows, rounded up) and guessing as free.\n";
-    }
 }
 
-std::string to_json(const BenchResult& r, int indent) {
-    const SetupInfo& s = r.setup;
-    json j;
-    j["format"] = "rewind-bench/1";
-    j["setup"] = {{"model", s.model_path},
-                  {"model_file", basename(s.model_path)},
-                  {"draft", s.draft_path.empty() ? json(nullptr) : json(s.draft_path)},
-                  {"draft_file", s.draft_path.empty() ? json(nullptr) : json(basename(s.draft_path))},
-                  {"workloads", s.workloads},
-                  {"threads", s.threads},
-                  {"device", s.device},
-                  {"temperature", s.temperature},
-                  {"greedy", s.temperature <= 0},
-                  {"seed", s.seed},
-                  {"repeat", s.repeat},
-                  {"warmup", s.warmup},
-                  {"items_per_workload", s.items_per_workload},
-                  {"max_tokens_override", s.max_tokens},
-                  {"command_line", s.command_line}};
-    j["machine"] = {{"cpu_model", r.machine.cpu_model},
-                    {"simd", r.machine.simd},
-                    {"cores", r.machine.cores},
-                    {"load_average", r.machine.load_average < 0 ? json(nullptr) : json(r.machine.load_average)}};
-    json configs = json::array();
-    for (const auto& c : r.configs)
-        configs.push_back({{"label", c.label()}, {"source", source_name(c.source)}, {"k", c.k}, {"adaptive", c.adaptive},
-                           {"branches", c.branches}, {"cost", c.cost}});
-    j["configs"] = configs;
+// The weights a decode pass reads against the machine's read bandwidth.
+void write_memory_line(std::ostream& out, const ScaleInfo& sc, const Throughput& t) {
+    if (sc.weight_bytes_per_token <= 0) return;
+    out << "\nMemory: a decode pass reads " << fmt("%.3f", static_cast<double>(sc.weight_bytes_per_token) / 1e9)
+        << " GB of weights";
+    const MemoryBandwidth& b1 = sc.bandwidth_1;
+    const MemoryBandwidth& bn = sc.bandwidth_n.threads > 0 ? sc.bandwidth_n : sc.bandwidth_1;
+    if (b1.threads > 0) {
+        out << " · the machine reads " << fmt("%.1f", b1.read_gbps) << " GB/s on 1 thread (copy "
+            << fmt("%.1f", b1.copy_gbps) << ")";
+        if (sc.bandwidth_n.threads > 1)
+            out << ", " << fmt("%.1f", bn.read_gbps) << " GB/s on " << bn.threads << " (copy "
+                << fmt("%.1f", bn.copy_gbps) << ")";
+        const double dec = t.decode_tokens_per_s();
+        const double frac = bandwidth_fraction(sc.weight_bytes_per_token, dec, bn.read_gbps);
+        if (frac > 0)
+            out << " · decode at " << fmt("%.1f", dec) << " tokens/s reads "
+                << fmt("%.1f", static_cast<double>(sc.weight_bytes_per_token) * dec / 1e9) << " GB/s = "
+                << fmt("%.0f%%", 100.0 * frac) << " of the " << bn.threads << "-thread read bandwidth"
+                << (frac > 1 ? " (above 100%: the weights are served from the CPU caches, not memory)" : "");
+    }
+    out << ".\n";
+}
 
-    json items = json::array();
-    for (const auto& item : r.items) {
-        json runs = json::array();
-        for (size_t ci = 0; ci < item.cells.size() && ci < r.configs.size(); ++ci) {
-            const Cell& cell = item.cells[ci];
-            json reps = json::array();
-            for (const auto& rep : cell.repeats)
-                reps.push_back({{"seconds", rep.seconds},
-                                {"prompt_seconds", rep.prompt_seconds},
-                                {"tokens", rep.tokens},
-                                {"passes", rep.passes},
-                                {"proposed", rep.proposed},
-                                {"accepted", rep.accepted},
-                                {"depth", rep.depth},
-                                {"propose_seconds", rep.propose_seconds},
-                                {"verify_seconds", rep.verify_seconds}});
-            json run = {{"config", r.configs[ci].label()}, {"lossless", cell.lossless()}, {"repeats", reps}};
-            if (!cell.lossless()) {
-                run["first_difference"] = cell.first_difference;
-                run["failed_repeat"] = cell.failed_repeat;
-            }
-            runs.push_back(run);
+// A saved workload report's tokens per pass projected onto this cost curve.
+void write_projections(std::ostream& out, const ScaleInfo& sc) {
+    const bool two = !sc.long_curve.empty();
+    if (sc.projections.empty()) return;
+    out << "\n### Projected speedup on this model: tokens per pass measured on a workload ÷ the cost of "
+           "a (k+1)-token pass\n\n";
+    if (!sc.projection_source.empty()) out << "tokens per pass from " << sc.projection_source << "\n\n";
+    out << "| configuration | tokens/pass | (k+1)-pass ÷ 1-token pass | projected speedup |";
+    if (two) out << " ÷, " << sc.long_prefix << " cached | projected |";
+    out << "\n| --- | ---: | ---: | ---: |" << (two ? " ---: | ---: |" : "") << "\n";
+    for (const Projection& p : sc.projections) {
+        out << "| " << p.config.label() << " | " << fmt("%.2f", p.tokens_per_pass) << " | "
+            << (p.cost_ratio > 0 ? fmt("%.2fx", p.cost_ratio) : std::string("-")) << " | "
+            << (p.speedup > 0 ? fmt("%.2fx", p.speedup) : std::string("-")) << " |";
+        if (two)
+            out << " " << (p.cost_ratio_long > 0 ? fmt("%.2fx", p.cost_ratio_long) : std::string("-")) << " | "
+                << (p.speedup_long > 0 ? fmt("%.2fx", p.speedup_long) : std::string("-")) << " |";
+        out << "\n";
+    }
+    out << "\nProjection = tokens per pass ÷ pass-cost ratio, counting every pass as k+1 tokens (under "
+           "the cost policy: its mean rows, rounded up) and guessing as free.\n";
+}
+
+} // namespace
+
+void write_cost_markdown(std::ostream& out, const BenchResult& r, std::span<const int64_t> show) {
+    const ScaleInfo& sc = r.scale;
+    const bool two = !sc.long_curve.empty();
+    out << "### Verification cost: one target forward pass over n new tokens (" << r.cost_prefix;
+    if (two) out << " and " << sc.long_prefix;
+    out << " tokens cached)\n\n";
+    if (r.items.empty()) // the cost curve alone: say what it ran on here
+        out << basename(r.setup.model_path) << " · " << r.setup.threads
+            << (r.setup.threads == 1 ? " thread" : " threads")
+            << (r.setup.device == "cpu" ? std::string() : " · " + r.setup.device) << " · " << machine_text(r.machine) << "\n\n";
+    write_throughput_line(out, r.throughput);
+    write_cost_table(out, r, show);
+    write_memory_line(out, sc, r.throughput);
+    write_projections(out, sc);
+}
+
+namespace {
+
+json setup_json(const SetupInfo& s) {
+    return {{"model", s.model_path},
+            {"model_file", basename(s.model_path)},
+            {"draft", s.draft_path.empty() ? json(nullptr) : json(s.draft_path)},
+            {"draft_file", s.draft_path.empty() ? json(nullptr) : json(basename(s.draft_path))},
+            {"workloads", s.workloads},
+            {"threads", s.threads},
+            {"device", s.device},
+            {"temperature", s.temperature},
+            {"greedy", s.temperature <= 0},
+            {"seed", s.seed},
+            {"repeat", s.repeat},
+            {"warmup", s.warmup},
+            {"items_per_workload", s.items_per_workload},
+            {"max_tokens_override", s.max_tokens},
+            {"command_line", s.command_line}};
+}
+
+json configs_json(const std::vector<Config>& configs) {
+    json a = json::array();
+    for (const auto& c : configs)
+        a.push_back({{"label", c.label()}, {"source", source_name(c.source)}, {"k", c.k}, {"adaptive", c.adaptive},
+                     {"branches", c.branches}, {"cost", c.cost}});
+    return a;
+}
+
+// One item's runs: per configuration, every repeat's figures and the lossless verdict.
+json item_runs_json(const ItemResult& item, const std::vector<Config>& configs) {
+    json runs = json::array();
+    for (size_t ci = 0; ci < item.cells.size() && ci < configs.size(); ++ci) {
+        const Cell& cell = item.cells[ci];
+        json reps = json::array();
+        for (const auto& rep : cell.repeats)
+            reps.push_back({{"seconds", rep.seconds},
+                            {"prompt_seconds", rep.prompt_seconds},
+                            {"tokens", rep.tokens},
+                            {"passes", rep.passes},
+                            {"proposed", rep.proposed},
+                            {"accepted", rep.accepted},
+                            {"depth", rep.depth},
+                            {"propose_seconds", rep.propose_seconds},
+                            {"verify_seconds", rep.verify_seconds}});
+        json run = {{"config", configs[ci].label()}, {"lossless", cell.lossless()}, {"repeats", reps}};
+        if (!cell.lossless()) {
+            run["first_difference"] = cell.first_difference;
+            run["failed_repeat"] = cell.failed_repeat;
         }
+        runs.push_back(run);
+    }
+    return runs;
+}
+
+json items_json(const BenchResult& r) {
+    json items = json::array();
+    for (const auto& item : r.items)
         items.push_back({{"id", item.id},
                          {"kind", item.kind},
                          {"workload", item.workload},
                          {"prompt_tokens", item.prompt_tokens},
                          {"max_tokens", item.max_tokens},
-                         {"runs", runs}});
-    }
-    j["items"] = items;
+                         {"runs", item_runs_json(item, r.configs)}});
+    return items;
+}
 
-    json summary = {{"all", summaries_json(summarize_configs(r))}};
-    json by_kind = json::object();
-    for (const auto& k : r.kinds()) by_kind[k] = summaries_json(summarize_configs(r, k));
-    summary["by_kind"] = by_kind;
-    j["summary"] = summary;
+json curve_json(const std::vector<CostPoint>& curve) {
+    json a = json::array();
+    for (const auto& c : curve)
+        a.push_back({{"n", c.n}, {"seconds", c.seconds}, {"samples", c.samples}, {"experts_per_layer", c.experts_per_layer}});
+    return a;
+}
 
-    json cost = json::array();
-    for (const auto& c : r.cost_curve)
-        cost.push_back({{"n", c.n}, {"seconds", c.seconds}, {"samples", c.samples}, {"experts_per_layer", c.experts_per_layer}});
-    j["cost_curve"] = {{"prefix_tokens", r.cost_prefix}, {"points", cost}};
+json bandwidth_json(const MemoryBandwidth& b) {
+    return b.threads > 0 ? json{{"threads", b.threads}, {"bytes", b.bytes}, {"read_gbps", b.read_gbps},
+                                {"copy_gbps", b.copy_gbps}}
+                         : json(nullptr);
+}
+
+json scale_json(const BenchResult& r) {
     const ScaleInfo& sc = r.scale;
-    auto curve_json = [](const std::vector<CostPoint>& curve) {
-        json a = json::array();
-        for (const auto& c : curve) a.push_back({{"n", c.n}, {"seconds", c.seconds}, {"samples", c.samples}});
-        return a;
-    };
-    auto bw_json = [](const MemoryBandwidth& b) {
-        return b.threads > 0 ? json{{"threads", b.threads}, {"bytes", b.bytes}, {"read_gbps", b.read_gbps},
-                                    {"copy_gbps", b.copy_gbps}}
-                             : json(nullptr);
-    };
     json proj = json::array();
     for (const Projection& p : sc.projections)
         proj.push_back({{"config", p.config.label()}, {"source", source_name(p.config.source)}, {"k", p.config.k},
@@ -488,26 +510,49 @@ std::string to_json(const BenchResult& r, int indent) {
                         {"cost_ratio", p.cost_ratio}, {"speedup", p.speedup},
                         {"cost_ratio_long", p.cost_ratio_long}, {"speedup_long", p.speedup_long}});
     const MemoryBandwidth& bn = sc.bandwidth_n.threads > 0 ? sc.bandwidth_n : sc.bandwidth_1;
-    j["scale"] = {{"long_prefix_asked", sc.long_prefix_asked},
-                  {"long_prefix_tokens", sc.long_prefix},
-                  {"long_prefix_seeded", sc.long_prefix_seeded},
-                  {"long_cost_curve", curve_json(sc.long_curve)},
-                  {"weight_bytes_per_token", sc.weight_bytes_per_token},
-                  {"bandwidth_1_thread", bw_json(sc.bandwidth_1)},
-                  {"bandwidth_n_threads", bw_json(sc.bandwidth_n)},
-                  {"decode_tokens_per_s", r.throughput.decode_tokens_per_s()},
-                  {"decode_bandwidth_fraction", bandwidth_fraction(sc.weight_bytes_per_token,
-                                                                   r.throughput.decode_tokens_per_s(), bn.read_gbps)},
-                  {"projection_source", sc.projection_source},
-                  {"projections", proj}};
-    const Throughput& t = r.throughput;
-    j["throughput"] = t.prompt_tokens > 0 ? json{{"prompt_tokens", t.prompt_tokens},
-                                                 {"decode_tokens", t.decode_tokens},
-                                                 {"prefill_seconds", t.prefill_seconds},
-                                                 {"decode_seconds", t.decode_seconds},
-                                                 {"decode_wall_seconds", t.decode_wall_seconds}}
-                                          : json(nullptr);
+    return {{"long_prefix_asked", sc.long_prefix_asked},
+            {"long_prefix_tokens", sc.long_prefix},
+            {"long_prefix_seeded", sc.long_prefix_seeded},
+            {"long_cost_curve", curve_json(sc.long_curve)},
+            {"weight_bytes_per_token", sc.weight_bytes_per_token},
+            {"bandwidth_1_thread", bandwidth_json(sc.bandwidth_1)},
+            {"bandwidth_n_threads", bandwidth_json(sc.bandwidth_n)},
+            {"decode_tokens_per_s", r.throughput.decode_tokens_per_s()},
+            {"decode_bandwidth_fraction",
+             bandwidth_fraction(sc.weight_bytes_per_token, r.throughput.decode_tokens_per_s(), bn.read_gbps)},
+            {"projection_source", sc.projection_source},
+            {"projections", proj}};
+}
 
+json throughput_json(const Throughput& t) {
+    return t.prompt_tokens > 0 ? json{{"prompt_tokens", t.prompt_tokens},
+                                      {"decode_tokens", t.decode_tokens},
+                                      {"prefill_seconds", t.prefill_seconds},
+                                      {"decode_seconds", t.decode_seconds},
+                                      {"decode_wall_seconds", t.decode_wall_seconds}}
+                               : json(nullptr);
+}
+
+} // namespace
+
+std::string to_json(const BenchResult& r, int indent) {
+    json j;
+    j["format"] = "rewind-bench/1";
+    j["setup"] = setup_json(r.setup);
+    j["machine"] = {{"cpu_model", r.machine.cpu_model},
+                    {"simd", r.machine.simd},
+                    {"cores", r.machine.cores},
+                    {"load_average", r.machine.load_average < 0 ? json(nullptr) : json(r.machine.load_average)}};
+    j["configs"] = configs_json(r.configs);
+    j["items"] = items_json(r);
+    json summary = {{"all", summaries_json(summarize_configs(r))}};
+    json by_kind = json::object();
+    for (const auto& k : r.kinds()) by_kind[k] = summaries_json(summarize_configs(r, k));
+    summary["by_kind"] = by_kind;
+    j["summary"] = summary;
+    j["cost_curve"] = {{"prefix_tokens", r.cost_prefix}, {"points", curve_json(r.cost_curve)}};
+    j["scale"] = scale_json(r);
+    j["throughput"] = throughput_json(r.throughput);
     json fails = json::array();
     for (const auto& f : lossless_failures(r))
         fails.push_back({{"item", f.item}, {"config", f.config}, {"first_difference", f.position}, {"repeat", f.repeat}});
@@ -516,154 +561,183 @@ std::string to_json(const BenchResult& r, int indent) {
     return j.dump(indent);
 }
 
+namespace {
+
+SetupInfo setup_from_json(const json& s) {
+    SetupInfo setup;
+    setup.model_path = s.at("model").get<std::string>();
+    setup.draft_path = s.at("draft").is_null() ? "" : s.at("draft").get<std::string>();
+    setup.workloads = s.at("workloads").get<std::vector<std::string>>();
+    setup.threads = s.at("threads").get<int>();
+    setup.device = s.value("device", std::string("cpu")); // absent from reports without a device
+    setup.temperature = s.at("temperature").get<double>();
+    setup.seed = s.at("seed").get<uint64_t>();
+    setup.repeat = s.at("repeat").get<int>();
+    setup.warmup = s.at("warmup").get<int>();
+    setup.items_per_workload = s.at("items_per_workload").get<int64_t>();
+    setup.max_tokens = s.at("max_tokens_override").get<int64_t>();
+    setup.command_line = s.at("command_line").get<std::string>();
+    return setup;
+}
+
+Cell cell_from_json(const json& run) {
+    Cell cell;
+    for (const auto& rep : run.at("repeats"))
+        cell.repeats.push_back({rep.at("seconds").get<double>(), rep.at("prompt_seconds").get<double>(),
+                                rep.at("tokens").get<int64_t>(), rep.at("passes").get<int64_t>(),
+                                rep.at("proposed").get<int64_t>(), rep.at("accepted").get<int64_t>(),
+                                rep.at("propose_seconds").get<double>(), rep.at("verify_seconds").get<double>(),
+                                rep.value("depth", int64_t{0})});
+    if (!run.at("lossless").get<bool>()) {
+        cell.first_difference = run.at("first_difference").get<int64_t>();
+        cell.failed_repeat = run.at("failed_repeat").get<int64_t>();
+    }
+    return cell;
+}
+
+// Throws rwd::Error (format) unless the item has one run per configuration.
+ItemResult item_from_json(const json& it, size_t n_configs, const std::string& source) {
+    ItemResult ir;
+    ir.id = it.at("id").get<std::string>();
+    ir.kind = it.at("kind").get<std::string>();
+    ir.workload = it.at("workload").get<std::string>();
+    ir.prompt_tokens = it.at("prompt_tokens").get<int64_t>();
+    ir.max_tokens = it.at("max_tokens").get<int64_t>();
+    const json& runs = it.at("runs");
+    if (runs.size() != n_configs)
+        throw Error(ErrorCode::format, source + ": item '" + ir.id + "' has " + std::to_string(runs.size()) + " runs for " +
+                    std::to_string(n_configs) + " configurations");
+    for (const auto& run : runs) ir.cells.push_back(cell_from_json(run));
+    return ir;
+}
+
+std::vector<CostPoint> curve_from_json(const json& points) {
+    std::vector<CostPoint> curve;
+    for (const auto& c : points)
+        curve.push_back({c.at("n").get<int64_t>(), c.at("seconds").get<double>(), c.at("samples").get<std::vector<double>>()});
+    return curve;
+}
+
+MemoryBandwidth bandwidth_from_json(const json& b) {
+    return b.is_null() ? MemoryBandwidth{}
+                       : MemoryBandwidth{b.at("threads").get<int>(), b.at("bytes").get<int64_t>(),
+                                         b.at("read_gbps").get<double>(), b.at("copy_gbps").get<double>()};
+}
+
+ScaleInfo scale_from_json(const json& j) {
+    ScaleInfo sc;
+    sc.long_prefix_asked = j.at("long_prefix_asked").get<int64_t>();
+    sc.long_prefix = j.at("long_prefix_tokens").get<int64_t>();
+    sc.long_prefix_seeded = j.value("long_prefix_seeded", false);
+    sc.long_curve = curve_from_json(j.at("long_cost_curve"));
+    sc.weight_bytes_per_token = j.at("weight_bytes_per_token").get<int64_t>();
+    sc.bandwidth_1 = bandwidth_from_json(j.at("bandwidth_1_thread"));
+    sc.bandwidth_n = bandwidth_from_json(j.at("bandwidth_n_threads"));
+    sc.projection_source = j.at("projection_source").get<std::string>();
+    for (const auto& p : j.at("projections"))
+        sc.projections.push_back({{parse_source(p.at("source").get<std::string>()), p.at("k").get<int>(),
+                                   p.at("adaptive").get<bool>()},
+                                  p.at("tokens_per_pass").get<double>(), p.at("cost_ratio").get<double>(),
+                                  p.at("speedup").get<double>(), p.at("cost_ratio_long").get<double>(),
+                                  p.at("speedup_long").get<double>()});
+    return sc;
+}
+
+} // namespace
+
 BenchResult from_json(const std::string& text, const std::string& source) {
     BenchResult r;
     try {
         const json j = json::parse(text);
         if (j.value("format", "") != "rewind-bench/1")
             throw Error(ErrorCode::format, source + ": not a rewind bench report (\"format\" is not \"rewind-bench/1\")");
-        const json& s = j.at("setup");
-        r.setup.model_path = s.at("model").get<std::string>();
-        r.setup.draft_path = s.at("draft").is_null() ? "" : s.at("draft").get<std::string>();
-        r.setup.workloads = s.at("workloads").get<std::vector<std::string>>();
-        r.setup.threads = s.at("threads").get<int>();
-        r.setup.device = s.value("device", std::string("cpu")); // absent before the CUDA backend
-        r.setup.temperature = s.at("temperature").get<double>();
-        r.setup.seed = s.at("seed").get<uint64_t>();
-        r.setup.repeat = s.at("repeat").get<int>();
-        r.setup.warmup = s.at("warmup").get<int>();
-        r.setup.items_per_workload = s.at("items_per_workload").get<int64_t>();
-        r.setup.max_tokens = s.at("max_tokens_override").get<int64_t>();
-        r.setup.command_line = s.at("command_line").get<std::string>();
+        r.setup = setup_from_json(j.at("setup"));
         const json& m = j.at("machine");
         r.machine = {m.at("cpu_model").get<std::string>(), m.at("simd").get<std::string>(), m.at("cores").get<int>(),
                      m.value("load_average", json(nullptr)).is_null() ? -1.0 : m.at("load_average").get<double>()};
         for (const auto& c : j.at("configs"))
             r.configs.push_back({parse_source(c.at("source").get<std::string>()), c.at("k").get<int>(),
                                  c.at("adaptive").get<bool>(), c.value("branches", 0), c.value("cost", false)});
-        for (const auto& it : j.at("items")) {
-            ItemResult ir;
-            ir.id = it.at("id").get<std::string>();
-            ir.kind = it.at("kind").get<std::string>();
-            ir.workload = it.at("workload").get<std::string>();
-            ir.prompt_tokens = it.at("prompt_tokens").get<int64_t>();
-            ir.max_tokens = it.at("max_tokens").get<int64_t>();
-            const json& runs = it.at("runs");
-            if (runs.size() != r.configs.size())
-                throw Error(ErrorCode::format, source + ": item '" + ir.id + "' has " + std::to_string(runs.size()) + " runs for " +
-                            std::to_string(r.configs.size()) + " configurations");
-            for (const auto& run : runs) {
-                Cell cell;
-                for (const auto& rep : run.at("repeats"))
-                    cell.repeats.push_back({rep.at("seconds").get<double>(), rep.at("prompt_seconds").get<double>(),
-                                            rep.at("tokens").get<int64_t>(), rep.at("passes").get<int64_t>(),
-                                            rep.at("proposed").get<int64_t>(), rep.at("accepted").get<int64_t>(),
-                                            rep.at("propose_seconds").get<double>(), rep.at("verify_seconds").get<double>(),
-                                            rep.value("depth", int64_t{0})});
-                if (!run.at("lossless").get<bool>()) {
-                    cell.first_difference = run.at("first_difference").get<int64_t>();
-                    cell.failed_repeat = run.at("failed_repeat").get<int64_t>();
-                }
-                ir.cells.push_back(std::move(cell));
-            }
-            r.items.push_back(std::move(ir));
-        }
+        for (const auto& it : j.at("items")) r.items.push_back(item_from_json(it, r.configs.size(), source));
         const json& cost = j.at("cost_curve");
         r.cost_prefix = cost.at("prefix_tokens").get<int64_t>();
-        for (const auto& c : cost.at("points"))
-            r.cost_curve.push_back({c.at("n").get<int64_t>(), c.at("seconds").get<double>(),
-                                    c.at("samples").get<std::vector<double>>()});
+        r.cost_curve = curve_from_json(cost.at("points"));
         if (const auto it = j.find("throughput"); it != j.end() && !it->is_null())
             r.throughput = {it->at("prompt_tokens").get<int64_t>(), it->at("decode_tokens").get<int64_t>(),
                             it->at("prefill_seconds").get<double>(), it->at("decode_seconds").get<double>(),
-                            it->value("decode_wall_seconds", 0.0)}; // absent in older reports
-        if (const auto it = j.find("scale"); it != j.end() && !it->is_null()) {
-            ScaleInfo& sc = r.scale;
-            sc.long_prefix_asked = it->at("long_prefix_asked").get<int64_t>();
-            sc.long_prefix = it->at("long_prefix_tokens").get<int64_t>();
-            sc.long_prefix_seeded = it->value("long_prefix_seeded", false);
-            for (const auto& c : it->at("long_cost_curve"))
-                sc.long_curve.push_back({c.at("n").get<int64_t>(), c.at("seconds").get<double>(),
-                                         c.at("samples").get<std::vector<double>>()});
-            sc.weight_bytes_per_token = it->at("weight_bytes_per_token").get<int64_t>();
-            auto bw = [](const json& b) {
-                return b.is_null() ? MemoryBandwidth{}
-                                   : MemoryBandwidth{b.at("threads").get<int>(), b.at("bytes").get<int64_t>(),
-                                                     b.at("read_gbps").get<double>(), b.at("copy_gbps").get<double>()};
-            };
-            sc.bandwidth_1 = bw(it->at("bandwidth_1_thread"));
-            sc.bandwidth_n = bw(it->at("bandwidth_n_threads"));
-            sc.projection_source = it->at("projection_source").get<std::string>();
-            for (const auto& p : it->at("projections"))
-                sc.projections.push_back({{parse_source(p.at("source").get<std::string>()), p.at("k").get<int>(),
-                                           p.at("adaptive").get<bool>()},
-                                          p.at("tokens_per_pass").get<double>(), p.at("cost_ratio").get<double>(),
-                                          p.at("speedup").get<double>(), p.at("cost_ratio_long").get<double>(),
-                                          p.at("speedup_long").get<double>()});
-        }
+                            it->value("decode_wall_seconds", 0.0)}; // absent from reports without it
+        if (const auto it = j.find("scale"); it != j.end() && !it->is_null()) r.scale = scale_from_json(*it);
     } catch (const json::exception& e) {
         throw Error(ErrorCode::format, source + ": malformed rewind bench report (" + e.what() + ")");
     }
     return r;
 }
 
-void write_svg(std::ostream& o, const BenchResult& r, const SvgOptions& opts) {
-    struct Row {
-        std::string name, kind;
-        int64_t items = 0;
-        std::vector<Series> series;
-    };
-    std::vector<Row> rows{{"all items", "", 0, {}}};
+namespace {
+
+// One row of panels: all items, or one kind of them.
+struct SvgRow {
+    std::string name, kind;
+    int64_t items = 0;
+    std::vector<Series> series;
+};
+
+std::vector<SvgRow> svg_rows(const BenchResult& r, const SvgOptions& opts) {
+    std::vector<SvgRow> rows{{"all items", "", 0, {}}};
     const auto kinds = r.kinds();
     if (opts.per_kind && kinds.size() >= 2)
         for (const auto& k : kinds) rows.push_back({"kind: " + k, k, 0, {}});
-    std::vector<std::vector<Series>> all_series;
     for (auto& row : rows) {
         const auto summaries = summarize_configs(r, row.kind);
         row.items = summaries.empty() ? 0 : summaries[0].items;
         row.series = make_series(summaries);
-        all_series.push_back(row.series);
     }
-    const Axis speed_ax = nice_axis(metric_max(all_series, Metric::Speedup) * 1.05);
-    const Axis pass_ax = nice_axis(metric_max(all_series, Metric::TokensPerPass) * 1.05);
+    return rows;
+}
 
-    // Every k measured by any configuration, in order, shared by all panels.
+// Every k measured by any configuration, in order, shared by all panels.
+std::vector<int> measured_ks(const BenchResult& r) {
     std::vector<int> ks;
     for (const auto& c : r.configs)
         if (c.source != Source::Baseline && std::find(ks.begin(), ks.end(), c.k) == ks.end()) ks.push_back(c.k);
     std::sort(ks.begin(), ks.end());
+    return ks;
+}
 
-    const double W = opts.width, margin_l = 80, gap = 96, margin_r = 24;
+struct LegendEntry {
+    std::string name;
+    const char* color; // null: the plain-decoding baseline
+    bool dashed;
+    double x, y;
+};
 
-    // Legend entries laid out first (wrapping onto more lines as needed) so the height is known.
-    struct Entry {
-        std::string name;
-        const char* color;
-        bool dashed;
-        double x, y;
-    };
-    std::vector<Entry> legend;
-    for (const auto& se : rows[0].series)
+// The legend's entries laid out from x = left, wrapping onto more lines before `right`; returns
+// them and sets `lines` (so the height is known before drawing).
+std::vector<LegendEntry> layout_legend(const std::vector<Series>& series, double left, double right, double line_h,
+                                       int& lines) {
+    std::vector<LegendEntry> legend;
+    for (const auto& se : series)
         legend.push_back({std::string(source_name(se.source)) + (se.adaptive ? " (adaptive k)" : "") +
                               (se.branches > 0 ? " tree=" + std::to_string(se.branches) : std::string()) +
                               (se.cost ? " (cost k)" : ""),
                           source_color(se.source), se.adaptive, 0, 0});
     legend.push_back({"plain decoding (baseline)", nullptr, true, 0, 0});
-    const double legend_line = 22;
-    double lx = margin_l, line_no = 0;
+    double lx = left, line_no = 0;
     for (auto& e : legend) {
         const double w = 34 + 7.2 * static_cast<double>(e.name.size()) + 26; // ~7.2 px per glyph
-        if (lx + w > W - margin_r && lx > margin_l) {
-            lx = margin_l;
+        if (lx + w > right && lx > left) {
+            lx = left;
             line_no += 1;
         }
         e.x = lx;
-        e.y = line_no * legend_line;
+        e.y = line_no * line_h;
         lx += w;
     }
-    const double top = 104, legend_h = 24 + (line_no + 1) * legend_line;
-    const double H = top + opts.row_height * static_cast<double>(rows.size()) + legend_h;
+    lines = static_cast<int>(line_no) + 1;
+    return legend;
+}
 
+void write_svg_start(std::ostream& o, double W, double H) {
     o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
       << fmt("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
              "font-family=\"Helvetica, Arial, sans-serif\">\n", W, H, W, H)
@@ -681,9 +755,12 @@ void write_svg(std::ostream& o, const BenchResult& r, const SvgOptions& opts) {
          ".basel{font-size:10.5px;fill:#888}\n"
          "</style>\n"
       << fmt("<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n", W, H);
+}
 
+// The centred header lines: model, workloads and settings, machine, how to read the plot.
+void write_svg_header(std::ostream& o, const BenchResult& r, double W) {
     const SetupInfo& s = r.setup;
-    // Centred header lines; one too long for the width is squeezed rather than clipped.
+    // One too long for the width is squeezed rather than clipped.
     auto header = [&](double y, const char* cls, double glyph_w, const std::string& text) {
         const double est = glyph_w * static_cast<double>(text.size());
         o << fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" class=\"%s\"", W / 2, y, cls);
@@ -697,6 +774,41 @@ void write_svg(std::ostream& o, const BenchResult& r, const SvgOptions& opts) {
                std::to_string(s.threads) + (s.threads == 1 ? " thread" : " threads"));
     header(70, "sub", 6.6, machine_text(r.machine) + " · lossless " + (r.lossless() ? "✓" : "✗"));
     header(88, "sub", 6.6, "points: median over items; bars: interquartile range of the per-item speedups");
+}
+
+void write_legend(std::ostream& o, const std::vector<LegendEntry>& legend, double top) {
+    for (const auto& e : legend) {
+        const double y = top + e.y;
+        if (e.color) {
+            o << fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2.5\"%s/>\n",
+                     e.x, y, e.x + 28, y, e.color, e.dashed ? " stroke-dasharray=\"7 4\"" : "");
+            o << fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.6\" fill=\"%s\"/>\n", e.x + 14, y, e.color);
+        } else {
+            o << fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"base\"/>\n", e.x, y, e.x + 28, y);
+        }
+        o << fmt("<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">", e.x + 34, y + 4) << xml_escape(e.name) << "</text>\n";
+    }
+}
+
+} // namespace
+
+void write_svg(std::ostream& o, const BenchResult& r, const SvgOptions& opts) {
+    const std::vector<SvgRow> rows = svg_rows(r, opts);
+    std::vector<std::vector<Series>> all_series;
+    for (const auto& row : rows) all_series.push_back(row.series);
+    const Axis speed_ax = nice_axis(metric_max(all_series, Metric::Speedup) * 1.05);
+    const Axis pass_ax = nice_axis(metric_max(all_series, Metric::TokensPerPass) * 1.05);
+    const std::vector<int> ks = measured_ks(r);
+
+    const double W = opts.width, margin_l = 80, gap = 96, margin_r = 24;
+    const double legend_line = 22;
+    int legend_lines = 0;
+    const std::vector<LegendEntry> legend =
+        layout_legend(rows[0].series, margin_l, W - margin_r, legend_line, legend_lines);
+    const double top = 104, legend_h = 24 + legend_lines * legend_line;
+    const double H = top + opts.row_height * static_cast<double>(rows.size()) + legend_h;
+    write_svg_start(o, W, H);
+    write_svg_header(o, r, W);
 
     const double pw = (W - margin_l - gap - margin_r) / 2;
     for (size_t ri = 0; ri < rows.size(); ++ri) {
@@ -710,19 +822,7 @@ void write_svg(std::ostream& o, const BenchResult& r, const SvgOptions& opts) {
         draw_panel(o, {margin_l + pw + gap, y0 + 48, pw, ph}, pass_ax, ks, rows[ri].series, Metric::TokensPerPass,
                    "Tokens per target forward pass");
     }
-
-    const double legend_top = top + opts.row_height * static_cast<double>(rows.size()) + 12;
-    for (const auto& e : legend) {
-        const double y = legend_top + e.y;
-        if (e.color) {
-            o << fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2.5\"%s/>\n",
-                     e.x, y, e.x + 28, y, e.color, e.dashed ? " stroke-dasharray=\"7 4\"" : "");
-            o << fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.6\" fill=\"%s\"/>\n", e.x + 14, y, e.color);
-        } else {
-            o << fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"base\"/>\n", e.x, y, e.x + 28, y);
-        }
-        o << fmt("<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">", e.x + 34, y + 4) << xml_escape(e.name) << "</text>\n";
-    }
+    write_legend(o, legend, top + opts.row_height * static_cast<double>(rows.size()) + 12);
     o << "</svg>\n";
 }
 

@@ -164,9 +164,11 @@ std::vector<Config> make_configs(std::span<const Source> sources, std::span<cons
     return out;
 }
 
-BenchResult run_bench(const BenchModels& models, const std::vector<WorkItem>& items, const RunnerOptions& opts,
-                      const ProgressFn& progress) {
-    validate(models, items, opts);
+namespace {
+
+// The result before any measurement: the setup, the machine, and the configurations with the
+// baseline first.
+BenchResult empty_result(const RunnerOptions& opts) {
     BenchResult result;
     result.machine = detect_machine();
     result.machine.simd = simd_label(opts.simd);
@@ -179,77 +181,94 @@ BenchResult run_bench(const BenchModels& models, const std::vector<WorkItem>& it
     result.setup.max_tokens = opts.max_tokens;
     result.configs.push_back(Config{});
     result.configs.insert(result.configs.end(), opts.configs.begin(), opts.configs.end());
-    const auto& configs = result.configs;
-    const size_t nc = configs.size();
+    return result;
+}
 
-    Engine engine(models, opts);
-    const Tokenizer& tok = models.target->tokenizer();
-    auto max_tokens_of = [&](const WorkItem& it) { return opts.max_tokens > 0 ? opts.max_tokens : it.max_tokens; };
-    auto run_checked = [&](const Config& c, const WorkItem& it, const std::vector<TokenId>& prompt) {
-        try {
-            return engine.run(c, it, prompt, max_tokens_of(it));
-        } catch (const Error& e) {
-            throw Error(e.code(), "bench: item '" + it.id + "', " + c.label() + ": " + e.what());
-        }
-    };
+// The measuring loop: the engine, the items' prompts, and the progress it reports.
+class Measurement {
+public:
+    Measurement(const BenchModels& models, const std::vector<WorkItem>& items, const RunnerOptions& opts,
+                const std::vector<Config>& configs, const ProgressFn& progress)
+        : items_(items), opts_(opts), configs_(configs), progress_(progress), engine_(models, opts) {
+        const Tokenizer& tok = models.target->tokenizer();
+        prompts_.reserve(items.size());
+        for (const auto& it : items) prompts_.push_back(tok.encode(it.prompt));
+        prog_.items_total = static_cast<int64_t>(items.size());
+        for (const auto& it : items)
+            for (const auto& c : configs)
+                if (applies(c, it)) prog_.runs_total += opts.repeat;
+    }
 
-    std::vector<std::vector<TokenId>> prompts;
-    prompts.reserve(items.size());
-    for (const auto& it : items) prompts.push_back(tok.encode(it.prompt));
+    void report(const std::string& current) {
+        if (!progress_) return;
+        prog_.elapsed_seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+        prog_.current = current;
+        progress_(prog_);
+    }
 
-    Progress prog;
-    prog.items_total = static_cast<int64_t>(items.size());
-    for (const auto& it : items)
-        for (const auto& c : configs)
-            if (applies(c, it)) prog.runs_total += opts.repeat;
-    const auto start = Clock::now();
-    auto report = [&](const std::string& current) {
-        if (!progress) return;
-        prog.elapsed_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-        prog.current = current;
-        progress(prog);
-    };
+    // Caches, page tables and branch predictors see every code path once before any timing
+    // counts: each configuration on the first item it applies to.
+    void warm_up() {
+        for (int w = 0; w < opts_.warmup; ++w)
+            for (const auto& c : configs_)
+                for (size_t i = 0; i < items_.size(); ++i)
+                    if (applies(c, items_[i])) {
+                        report("warm-up: " + c.label());
+                        run_checked(c, items_[i], prompts_[i]);
+                        break;
+                    }
+    }
 
-    // Warm-up: caches, page tables and branch predictors see every code path once before any
-    // timing counts; each configuration on the first item it applies to.
-    for (int w = 0; w < opts.warmup; ++w)
-        for (const auto& c : configs)
-            for (size_t i = 0; i < items.size(); ++i)
-                if (applies(c, items[i])) {
-                    report("warm-up: " + c.label());
-                    run_checked(c, items[i], prompts[i]);
-                    break;
-                }
-
-    for (size_t i = 0; i < items.size(); ++i) {
-        const WorkItem& it = items[i];
+    // Every repeat of every configuration on item i, then the lossless check of its outputs.
+    ItemResult measure_item(size_t i) {
+        const WorkItem& it = items_[i];
+        const size_t nc = configs_.size();
         ItemResult ir;
         ir.id = it.id;
         ir.kind = it.kind;
         ir.workload = it.workload;
-        ir.prompt_tokens = static_cast<int64_t>(prompts[i].size());
+        ir.prompt_tokens = static_cast<int64_t>(prompts_[i].size());
         ir.max_tokens = max_tokens_of(it);
         ir.cells.resize(nc);
         // outputs[ci][r]: the ids each run produced, compared once the item is done.
         std::vector<std::vector<std::vector<TokenId>>> outputs(nc);
-        for (int r = 0; r < opts.repeat; ++r) {
+        for (int r = 0; r < opts_.repeat; ++r) {
             // Rotating the order each repeat (and item) keeps any one configuration from always
             // running right after the same neighbour, whose cache footprint it would inherit.
             for (size_t j = 0; j < nc; ++j) {
                 const size_t ci = (j + static_cast<size_t>(r) + i) % nc;
-                if (!applies(configs[ci], it)) continue;
-                report(it.id + ": " + configs[ci].label());
-                Outcome o = run_checked(configs[ci], it, prompts[i]);
+                if (!applies(configs_[ci], it)) continue;
+                report(it.id + ": " + configs_[ci].label());
+                Outcome o = run_checked(configs_[ci], it, prompts_[i]);
                 ir.cells[ci].repeats.push_back(o.sample);
                 outputs[ci].push_back(std::move(o.tokens));
-                ++prog.runs_done;
+                ++prog_.runs_done;
             }
         }
-        // The lossless check: every run, the baseline's own repeats included, must reproduce
-        // the baseline's first output exactly.
+        check_lossless(ir, outputs);
+        ++prog_.items_done;
+        return ir;
+    }
+
+    Engine& engine() { return engine_; }
+
+private:
+    int64_t max_tokens_of(const WorkItem& it) const { return opts_.max_tokens > 0 ? opts_.max_tokens : it.max_tokens; }
+
+    Outcome run_checked(const Config& c, const WorkItem& it, const std::vector<TokenId>& prompt) {
+        try {
+            return engine_.run(c, it, prompt, max_tokens_of(it));
+        } catch (const Error& e) {
+            throw Error(e.code(), "bench: item '" + it.id + "', " + c.label() + ": " + e.what());
+        }
+    }
+
+    // Every run, the baseline's own repeats included, must reproduce the baseline's first output
+    // exactly; each cell keeps its first output.
+    void check_lossless(ItemResult& ir, std::vector<std::vector<std::vector<TokenId>>>& outputs) {
         const std::vector<TokenId> expected = outputs[0].front(); // a copy: outputs are moved below
-        engine.remember(expected); // the baseline's output, the one every configuration must produce
-        for (size_t ci = 0; ci < nc; ++ci) {
+        engine_.remember(expected); // the baseline's output, the one every configuration must produce
+        for (size_t ci = 0; ci < outputs.size(); ++ci) {
             Cell& cell = ir.cells[ci];
             for (size_t r = 0; r < outputs[ci].size(); ++r) {
                 const int64_t d = first_difference(expected, outputs[ci][r]);
@@ -260,15 +279,34 @@ BenchResult run_bench(const BenchModels& models, const std::vector<WorkItem>& it
             }
             if (!outputs[ci].empty()) cell.output = std::move(outputs[ci].front());
         }
-        result.items.push_back(std::move(ir));
-        ++prog.items_done;
-        report(it.id);
     }
 
+    const std::vector<WorkItem>& items_;
+    const RunnerOptions& opts_;
+    const std::vector<Config>& configs_;
+    const ProgressFn& progress_;
+    Engine engine_;
+    std::vector<std::vector<TokenId>> prompts_;
+    Progress prog_;
+    const Clock::time_point start_ = Clock::now();
+};
+
+} // namespace
+
+BenchResult run_bench(const BenchModels& models, const std::vector<WorkItem>& items, const RunnerOptions& opts,
+                      const ProgressFn& progress) {
+    validate(models, items, opts);
+    BenchResult result = empty_result(opts);
+    Measurement m(models, items, opts, result.configs, progress);
+    m.warm_up();
+    for (size_t i = 0; i < items.size(); ++i) {
+        result.items.push_back(m.measure_item(i));
+        m.report(items[i].id);
+    }
     if (opts.cost_curve) {
-        report("verification cost curve");
+        m.report("verification cost curve");
         result.cost_prefix = opts.cost.prefix;
-        result.cost_curve = measure_cost_curve(engine.target(), opts.cost);
+        result.cost_curve = measure_cost_curve(m.engine().target(), opts.cost);
     }
     return result;
 }

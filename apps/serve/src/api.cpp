@@ -187,13 +187,13 @@ void parse_sampling(const json& j, ServeRequest& r) {
     if (const json* v = field(j, "temperature")) r.temperature = static_cast<float>(get_number(*v, "temperature", 0, 2));
     if (const json* v = field(j, "top_p")) {
         r.top_p = static_cast<float>(get_number(*v, "top_p", 0, 1));
-        if (r.top_p <= 0) bad("top_p", "must be > 0");
+        if (*r.top_p <= 0) bad("top_p", "must be > 0");
     }
     if (const json* v = field(j, "top_k")) r.top_k = static_cast<int32_t>(get_int(*v, "top_k", 0, 1 << 20));
     if (const json* v = field(j, "min_p")) r.min_p = static_cast<float>(get_number(*v, "min_p", 0, 1));
     if (const json* v = field(j, "repeat_penalty")) {
         r.repeat_penalty = static_cast<float>(get_number(*v, "repeat_penalty", 0, 10));
-        if (r.repeat_penalty <= 0) bad("repeat_penalty", "must be > 0 (1: off)");
+        if (*r.repeat_penalty <= 0) bad("repeat_penalty", "must be > 0 (1: off)");
     }
     if (const json* v = field(j, "repeat_last_n")) {
         const int64_t n = get_int(*v, "repeat_last_n", -1, std::numeric_limits<int32_t>::max());

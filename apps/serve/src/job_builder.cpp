@@ -87,13 +87,14 @@ std::shared_ptr<Job> JobBuilder::build(const ServeRequest& r) const {
     GenerateOptions& g = job->generate;
     g.max_tokens = check_lengths(static_cast<int64_t>(job->prompt.size()), r.max_tokens, context_,
                                  r.endpoint == Endpoint::Chat ? "messages" : "prompt");
-    g.sampler.temperature = r.temperature;
-    g.sampler.top_p = r.top_p;
-    g.sampler.top_k = r.top_k;
-    g.sampler.min_p = r.min_p;
-    g.sampler.repeat_penalty = r.repeat_penalty;
-    g.sampler.repeat_last_n = r.repeat_last_n;
-    g.sampler.seed = r.seed;
+    g.sampler = opts_.sampling; // the server's defaults (its sampling flags), then the request's fields
+    g.sampler.temperature = r.temperature.value_or(g.sampler.temperature);
+    g.sampler.top_p = r.top_p.value_or(g.sampler.top_p);
+    g.sampler.top_k = r.top_k.value_or(g.sampler.top_k);
+    g.sampler.min_p = r.min_p.value_or(g.sampler.min_p);
+    g.sampler.repeat_penalty = r.repeat_penalty.value_or(g.sampler.repeat_penalty);
+    g.sampler.repeat_last_n = r.repeat_last_n.value_or(g.sampler.repeat_last_n);
+    g.sampler.seed = r.seed.value_or(g.sampler.seed);
     g.stop_strings = r.stop;
     SourcePlan plan = plan_source(r);
     job->source = plan.name;

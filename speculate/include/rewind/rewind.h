@@ -1,5 +1,6 @@
 // The umbrella header: everything a decoding program needs (models and tokenizers, the KV cache,
-// the forward pass, sampling, plain and speculative generation, guess sources, sessions).
+// the forward pass, sampling, constraints, plain, speculative and batched generation, guess
+// sources, sessions).
 // Namespace rwd (C's stdio owns `rewind`); the speculative parts are in rwd::speculate.
 #pragma once
 
@@ -24,6 +25,8 @@
 #include "rewind/speculate/draft_source.h"
 #include "rewind/speculate/composite_source.h"
 #include "rewind/speculate/forced_source.h"
+#include "rewind/speculate/suffix_source.h"
 #include "rewind/speculate/source_factory.h"
 #include "rewind/speculate/decoder.h"
 #include "rewind/speculate/speculative_session.h"
+#include "rewind/speculate/batch_decoder.h"

@@ -54,8 +54,9 @@ struct SpeculationRequest {
     std::vector<std::string> references; // documents to copy guesses from
 };
 
-// A validated request. Sampling fields keep OpenAI's defaults (temperature 1, top_p 1); a seed
-// absent from the request is 0, so an answer is reproducible unless the client varies the seed.
+// A validated request. Sampling fields absent from it take the server's defaults, which are
+// OpenAI's (temperature 1, top_p 1) unless `rewind serve` was given sampling flags; the default
+// seed is 0, so an answer is reproducible unless the client varies the seed.
 struct ServeRequest {
     Endpoint endpoint = Endpoint::Chat;
     std::string model;
@@ -64,14 +65,15 @@ struct ServeRequest {
     std::vector<int64_t> prompt_ids;     // Completions, token ids (then prompt_is_ids)
     bool prompt_is_ids = false;
     std::optional<int64_t> max_tokens;   // absent: up to the context
-    float temperature = 1.0f;
-    float top_p = 1.0f;
-    int32_t top_k = 0;
-    float min_p = 0.0f;
-    float repeat_penalty = 1.0f;         // llama.cpp's field, (0, 10]; 1: off
-    int32_t repeat_last_n = 64;          // llama.cpp's field: the tokens the penalty looks back on
-                                         // (0: none; the request's -1: the whole sequence)
-    uint64_t seed = 0;
+    // Sampling; absent: the server's defaults (ServerOptions::sampling).
+    std::optional<float> temperature;
+    std::optional<float> top_p;
+    std::optional<int32_t> top_k;
+    std::optional<float> min_p;
+    std::optional<float> repeat_penalty;   // llama.cpp's field, (0, 10]; 1: off
+    std::optional<int32_t> repeat_last_n;  // llama.cpp's field: the tokens the penalty looks back on
+                                           // (0: none; the request's -1: the whole sequence)
+    std::optional<uint64_t> seed;
     std::vector<std::string> stop;
     bool stream = false;
     bool include_usage = false;
