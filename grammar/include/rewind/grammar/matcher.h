@@ -1,0 +1,137 @@
+// The grammar matcher: which byte strings are prefixes of a sentence. Pushdown stacks (shared,
+// hash-consed frames) are built into automaton states lazily, so a state is an integer, each byte
+// step is memoized, and a snapshot or rollback is O(1).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "rewind/grammar/gbnf.h"
+
+namespace rwd {
+class Tokenizer;
+}
+
+namespace rwd::grammar {
+
+// A grammar ready to match: rules flattened into one program. Immutable once built; shared by
+// the matchers of many sequences (any threads).
+class CompiledGrammar {
+public:
+    // Without a tokenizer, tokens named by text never match (byte-only use: `rewind grammar --text`).
+    // With one, each `<text>` must be exactly one token of its vocabulary (encoded with special
+    // tokens parsed) and each `<[id]>` an id inside it; throws rwd::Error (argument) otherwise.
+    explicit CompiledGrammar(Grammar g, const Tokenizer* tok = nullptr);
+
+    enum class Op : uint8_t { End, Chars, Rule, Token, NotToken };
+    struct Instr {
+        Op op;
+        uint32_t arg; // class, rule or token-ref index
+    };
+
+    const Grammar& grammar() const { return grammar_; }
+    const std::vector<Instr>& program() const { return program_; }
+    const std::vector<uint32_t>& alternatives(uint32_t rule) const { return alt_starts_[rule]; }
+    int32_t token_id(uint32_t ref) const { return token_ids_[ref]; } // -1: unresolved
+    bool names_tokens() const { return !token_ids_.empty(); }
+
+private:
+    Grammar grammar_;
+    std::vector<Instr> program_;                  // each alternative's elements, then End
+    std::vector<std::vector<uint32_t>> alt_starts_; // per rule: where its alternatives start
+    std::vector<int32_t> token_ids_;
+};
+
+// Bounds on one matcher's memory (hostile or very ambiguous grammars); past one, the call that
+// would pass it throws rwd::Error (capacity) and the state is unchanged.
+struct MatcherLimits {
+    size_t max_states = size_t{1} << 17;  // automaton states (each up to 1 KiB of transitions)
+    size_t max_frames = size_t{1} << 22;  // distinct stack frames
+    size_t max_stacks = size_t{1} << 12;  // stacks alive at once (ambiguity)
+};
+
+// One sequence's matcher. Not thread-safe: one thread at a time.
+class Matcher {
+public:
+    using StateId = uint32_t;
+    static constexpr StateId kDead = 0; // no sentence has the text so far as a prefix
+
+    explicit Matcher(std::shared_ptr<const CompiledGrammar> g, const MatcherLimits& limits = {});
+
+    void reset(); // back to the empty text
+
+    // Appends `bytes` if the text stays a prefix of a sentence; returns false, state unchanged, if not.
+    bool accept_bytes(std::string_view bytes);
+    // How many leading bytes of `bytes` keep the text a prefix (state unchanged).
+    size_t valid_prefix_length(std::string_view bytes);
+    // Advances past token `id` named in the grammar (`<...>` or `!<...>` at the present point;
+    // `control` tokens never match a `!<...>`); false, state unchanged, if none admits it.
+    bool accept_token_element(int32_t id, bool control);
+
+    bool is_complete() const;  // the text is a sentence
+    bool is_finished() const;  // a sentence, and nothing can follow
+    // The bytes every continuation starts with, up to where the grammar branches, may end, expects
+    // a token element, or `max_bytes`. State unchanged.
+    std::string forced_bytes(size_t max_bytes = 256);
+
+    // O(1) undo: a snapshot names the present state; rollback returns to it. A snapshot must come
+    // from the path that led here since the last reset(); throws rwd::Error (state) otherwise.
+    uint64_t snapshot() const;
+    void rollback(uint64_t snapshot);
+    size_t depth() const { return history_.size() - 1; } // steps (accept calls) since reset
+
+    // The automaton, for token masks: the present state, a memoized byte step, and state facts.
+    StateId state() const { return history_.back().state; }
+    StateId step(StateId s, uint8_t byte);
+    bool complete(StateId s) const;
+    // Token elements at the top of a stack in state `s`: (id, negated) pairs, unresolved ones left out.
+    void token_elements(StateId s, std::vector<std::pair<int32_t, bool>>& out) const;
+    const CompiledGrammar& grammar() const { return *g_; }
+    size_t state_count() const { return states_.size(); }
+
+    // Advances to state `s` (reached from state() by steps), as one accept.
+    void push_state(StateId s);
+
+private:
+    struct Frame {
+        uint32_t pos;    // program index of the element to match (or continue with)
+        uint32_t parent; // the frame to return to; 0 = the empty stack
+    };
+    struct State {
+        std::vector<uint32_t> stacks; // sorted frame ids; 0 = root finished
+        uint32_t pending = 0;         // bytes of an unfinished UTF-8 character, first byte lowest
+        uint8_t pending_len = 0;
+        std::unique_ptr<StateId[]> next; // 256 memoized steps, allocated on first use
+    };
+    struct Entry {
+        StateId state;
+        uint64_t serial;
+    };
+    static constexpr StateId kUnknown = 0xFFFFFFFFu;
+
+    std::shared_ptr<const CompiledGrammar> g_;
+    MatcherLimits limits_;
+    std::vector<Frame> frames_;
+    std::unordered_map<uint64_t, uint32_t> frame_ids_;
+    std::vector<State> states_;
+    std::unordered_map<std::string, StateId> state_ids_;
+    std::vector<Entry> history_;
+    uint64_t serial_ = 0;
+    StateId initial_ = kDead;
+    std::unordered_set<uint64_t> visited_;  // scratch of closure()
+    std::vector<std::pair<uint32_t, uint32_t>> work_; // scratch of closure()
+
+    uint32_t frame(uint32_t pos, uint32_t parent);
+    void closure(uint32_t pos, uint32_t parent, std::vector<uint32_t>& out);
+    StateId intern(std::vector<uint32_t> stacks, uint32_t pending, uint8_t pending_len);
+    StateId advance(const State& s, uint32_t cp);
+    StateId compute_step(StateId s, uint8_t byte);
+    StateId after_partial(StateId s, uint32_t pending, uint8_t len);
+};
+
+} // namespace rwd::grammar
