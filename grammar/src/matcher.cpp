@@ -234,9 +234,9 @@ void Matcher::token_elements(StateId s, std::vector<std::pair<int32_t, bool>>& o
     }
 }
 
-bool Matcher::accept_token_element(int32_t id, bool control) {
+Matcher::StateId Matcher::element_step(int32_t id, bool control) {
     const State& st = states_[state()];
-    if (st.pending_len != 0) return false;
+    if (st.pending_len != 0) return kDead;
     const std::vector<uint32_t> stacks = st.stacks;
     const auto& prog = g_->program();
     std::vector<uint32_t> out;
@@ -250,10 +250,35 @@ bool Matcher::accept_token_element(int32_t id, bool control) {
                            (in.op == CompiledGrammar::Op::NotToken && !control && named != id);
         if (match) closure(f.pos + 1, f.parent, out);
     }
-    if (out.empty()) return false;
+    if (out.empty()) return kDead;
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
-    push_state(intern(std::move(out), 0, 0));
+    return intern(std::move(out), 0, 0);
+}
+
+bool Matcher::accept_token_element(int32_t id, bool control) {
+    const StateId s = element_step(id, control);
+    if (s == kDead) return false;
+    push_state(s);
+    return true;
+}
+
+bool Matcher::accept_token(int32_t id, bool control, std::string_view bytes) {
+    StateId by_bytes = bytes.empty() ? kDead : state();
+    for (size_t i = 0; i < bytes.size() && by_bytes != kDead; ++i) by_bytes = step(by_bytes, static_cast<uint8_t>(bytes[i]));
+    const StateId by_name = element_step(id, control);
+    StateId next = by_bytes == kDead ? by_name : by_bytes;
+    if (by_bytes != kDead && by_name != kDead && states_[by_bytes].pending_len == 0) {
+        std::vector<uint32_t> both = states_[by_bytes].stacks;
+        both.insert(both.end(), states_[by_name].stacks.begin(), states_[by_name].stacks.end());
+        std::sort(both.begin(), both.end());
+        both.erase(std::unique(both.begin(), both.end()), both.end());
+        next = intern(std::move(both), 0, 0);
+    } else if (by_name != kDead) {
+        next = by_name;
+    }
+    if (next == kDead) return false;
+    push_state(next);
     return true;
 }
 

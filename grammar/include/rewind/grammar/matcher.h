@@ -72,6 +72,10 @@ public:
     // Advances past token `id` named in the grammar (`<...>` or `!<...>` at the present point;
     // `control` tokens never match a `!<...>`); false, state unchanged, if none admits it.
     bool accept_token_element(int32_t id, bool control);
+    // Advances past one token of a vocabulary: read as its `bytes` (when not empty) and as a token
+    // element naming `id`; the union of both readings when both apply (the element reading alone
+    // when the bytes end inside a character). False, state unchanged, when neither applies.
+    bool accept_token(int32_t id, bool control, std::string_view bytes);
 
     bool is_complete() const;  // the text is a sentence
     bool is_finished() const;  // a sentence, and nothing can follow
@@ -132,6 +136,7 @@ private:
     StateId advance(const State& s, uint32_t cp);
     StateId compute_step(StateId s, uint8_t byte);
     StateId after_partial(StateId s, uint32_t pending, uint8_t len);
+    StateId element_step(int32_t id, bool control); // the state after token element `id`, or kDead
 };
 
 } // namespace rwd::grammar
