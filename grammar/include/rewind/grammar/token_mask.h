@@ -1,0 +1,103 @@
+// Exact token masks: a vocabulary's token bytes sorted (so a mask walks shared prefixes once) and
+// a per-sequence TokenMatcher that turns the grammar matcher's state into allowed-token bits.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "rewind/grammar/matcher.h"
+#include "rewind/tokenizer.h"
+
+namespace rwd::grammar {
+
+// What a mask needs of a vocabulary, built once (about 0.1 s for 128k tokens) and shared.
+// Token bytes are the tokenizer's pieces as text (byte-level BPE decoded from the GPT-2 byte
+// mapping; SentencePiece's U+2581 as a space and <0xNN> byte tokens as their byte).
+// Kinds: end-of-generation tokens (allowed only where the text is complete); control tokens
+// (control, unknown or unused kind, or llama.cpp's control by text: only where the grammar names
+// them); empty pieces (never); every other token is matched by its bytes.
+class VocabIndex {
+public:
+    // The hash `hash()` gives, without building the index (a pass over the pieces).
+    static uint64_t hash_of(const Tokenizer& tok);
+
+    explicit VocabIndex(const Tokenizer& tok);
+
+    int64_t n_vocab() const { return n_vocab_; }
+    uint64_t hash() const { return hash_; } // of the pieces and their kinds
+    bool is_eog(TokenId t) const { return flags_[static_cast<size_t>(t)] & kEog; }
+    bool is_control(TokenId t) const { return flags_[static_cast<size_t>(t)] & kControl; }
+    std::string_view bytes(TokenId t) const; // "" for tokens matched by name only
+    const std::vector<TokenId>& eog_ids() const { return eog_; }
+
+    // Byte-matched tokens sorted by their bytes; lcp[i] = common prefix length of entries i-1 and i.
+    const std::vector<TokenId>& sorted() const { return sorted_; }
+    const std::vector<uint16_t>& lcp() const { return lcp_; }
+    size_t max_length() const { return max_length_; }
+
+private:
+    static constexpr uint8_t kEog = 1, kControl = 2;
+    int64_t n_vocab_ = 0;
+    uint64_t hash_ = 0;
+    std::vector<uint8_t> flags_;
+    std::string blob_;              // every token's bytes, back to back
+    std::vector<uint32_t> offsets_; // token t's bytes: blob_[offsets_[t], offsets_[t + 1])
+    std::vector<TokenId> eog_, sorted_;
+    std::vector<uint16_t> lcp_;
+    size_t max_length_ = 0;
+};
+
+// One sequence's grammar state over a vocabulary: masks, accept, undo. Masks are cached per
+// automaton state, so the usual cost of a mask is a copy; a state seen first walks the sorted
+// vocabulary once (memoized byte steps). Not thread-safe: one thread at a time.
+class TokenMatcher {
+public:
+    // `grammar` must have been compiled against the tokenizer `vocab` was built from (token names).
+    TokenMatcher(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab,
+                 const MatcherLimits& limits = {});
+
+    // Bits of the allowed tokens: token t is bit t % 32 of mask[t / 32]; `mask` has
+    // (n_vocab + 31) / 32 words, all written. Throws rwd::Error (shape) for another size.
+    void fill_mask(std::span<uint32_t> mask);
+    bool allows(TokenId t);  // fill_mask's rule for one token; false for an id outside the vocabulary
+    bool accept(TokenId t);  // false, state unchanged, when not allowed; an EOG token leaves the state as is
+
+    Matcher& matcher() { return matcher_; }
+    const VocabIndex& vocab() const { return *vocab_; }
+
+private:
+    Matcher matcher_;
+    std::shared_ptr<const VocabIndex> vocab_;
+    std::unordered_map<Matcher::StateId, std::vector<uint32_t>> masks_; // per automaton state
+    std::vector<Matcher::StateId> path_;                               // scratch of the vocabulary walk
+    std::vector<std::pair<int32_t, bool>> elements_;                   // scratch: token elements
+
+    void compute_mask(Matcher::StateId s, std::vector<uint32_t>& mask);
+    bool element_allows(TokenId t);
+};
+
+// Compiled grammars and vocabulary indexes, shared by the sequences that use them, keyed by the
+// grammar text and the vocabulary's hash. Thread-safe. Past `max_grammars` grammars, the oldest
+// is dropped (sequences that hold it keep it).
+class GrammarCache {
+public:
+    explicit GrammarCache(size_t max_grammars = 64) : max_grammars_(max_grammars) {}
+
+    std::shared_ptr<const VocabIndex> vocab(const Tokenizer& tok);
+    // Parses (parse_gbnf's errors) and compiles `gbnf` against `tok`'s vocabulary (token names).
+    std::shared_ptr<const CompiledGrammar> grammar(std::string_view gbnf, const Tokenizer& tok);
+
+private:
+    std::mutex mutex_;
+    size_t max_grammars_;
+    std::unordered_map<uint64_t, std::shared_ptr<const VocabIndex>> vocabs_;
+    std::unordered_map<std::string, std::shared_ptr<const CompiledGrammar>> grammars_;
+    std::vector<std::string> order_; // grammar keys, oldest first
+};
+
+} // namespace rwd::grammar

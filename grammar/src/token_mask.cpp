@@ -1,0 +1,176 @@
+// Token masks: the vocabulary sorted by bytes and walked depth-first along the matcher's memoized
+// byte steps (a dead prefix skips every token that shares it), cached per automaton state.
+#include "rewind/grammar/token_mask.h"
+
+#include <algorithm>
+
+#include "rewind/error.h"
+
+namespace rwd::grammar {
+
+uint64_t VocabIndex::hash_of(const Tokenizer& tok) {
+    uint64_t h = 1469598103934665603ull; // FNV-1a over each piece, its kind and its flags
+    auto mix = [&h](uint64_t v) {
+        h ^= v;
+        h *= 1099511628211ull;
+    };
+    for (TokenId t = 0; t < tok.n_vocab(); ++t) {
+        for (char c : tok.piece(t)) mix(static_cast<uint8_t>(c));
+        mix(0x100 + static_cast<uint64_t>(tok.kind(t)) * 4 + (tok.is_eog(t) ? 2 : 0) + (tok.is_control(t) ? 1 : 0));
+    }
+    mix(static_cast<uint64_t>(tok.model() == TokenizerModel::Spm));
+    return h;
+}
+
+VocabIndex::VocabIndex(const Tokenizer& tok) : n_vocab_(tok.n_vocab()), hash_(hash_of(tok)) {
+    const auto n = static_cast<size_t>(n_vocab_);
+    flags_.assign(n, 0);
+    offsets_.assign(n + 1, 0);
+    for (TokenId t = 0; t < n_vocab_; ++t) {
+        const TokenKind kind = tok.kind(t);
+        const bool eog = tok.is_eog(t);
+        const bool control = tok.is_control(t) || kind == TokenKind::Control || kind == TokenKind::Unknown ||
+                             kind == TokenKind::Unused;
+        flags_[static_cast<size_t>(t)] = static_cast<uint8_t>((eog ? kEog : 0) | (control ? kControl : 0));
+        offsets_[static_cast<size_t>(t)] = static_cast<uint32_t>(blob_.size());
+        if (!eog && !control) blob_ += tok.token_to_piece(t, false);
+        if (eog) eog_.push_back(t);
+    }
+    offsets_[n] = static_cast<uint32_t>(blob_.size());
+    for (TokenId t = 0; t < n_vocab_; ++t)
+        if (!bytes(t).empty()) sorted_.push_back(t);
+    std::sort(sorted_.begin(), sorted_.end(), [this](TokenId a, TokenId b) { return bytes(a) < bytes(b); });
+    lcp_.assign(sorted_.size(), 0);
+    for (size_t i = 0; i < sorted_.size(); ++i) {
+        const std::string_view cur = bytes(sorted_[i]);
+        max_length_ = std::max(max_length_, cur.size());
+        if (i == 0) continue;
+        const std::string_view prev = bytes(sorted_[i - 1]);
+        size_t k = 0;
+        while (k < cur.size() && k < prev.size() && k < 0xFFFF && cur[k] == prev[k]) ++k;
+        lcp_[i] = static_cast<uint16_t>(k);
+    }
+}
+
+std::string_view VocabIndex::bytes(TokenId t) const {
+    const auto i = static_cast<size_t>(t);
+    return std::string_view(blob_).substr(offsets_[i], offsets_[i + 1] - offsets_[i]);
+}
+
+TokenMatcher::TokenMatcher(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab,
+                           const MatcherLimits& limits)
+    : matcher_(std::move(grammar), limits), vocab_(std::move(vocab)) {}
+
+// The walk: tokens in byte order; path_[d] is the state after the first d bytes of the present
+// token, kept for the next token as far as they share a prefix.
+void TokenMatcher::compute_mask(Matcher::StateId s, std::vector<uint32_t>& mask) {
+    const auto& sorted = vocab_->sorted();
+    const auto& lcp = vocab_->lcp();
+    mask.assign(static_cast<size_t>((vocab_->n_vocab() + 31) / 32), 0);
+    auto set = [&mask](TokenId t) { mask[static_cast<size_t>(t) / 32] |= 1u << (static_cast<uint32_t>(t) % 32); };
+    path_.assign(vocab_->max_length() + 1, Matcher::kDead);
+    path_[0] = s;
+    size_t valid = 0;
+    for (size_t i = 0; i < sorted.size();) {
+        const std::string_view b = vocab_->bytes(sorted[i]);
+        size_t d = std::min<size_t>(lcp[i], valid);
+        while (d < b.size()) {
+            const Matcher::StateId next = matcher_.step(path_[d], static_cast<uint8_t>(b[d]));
+            if (next == Matcher::kDead) break;
+            path_[++d] = next;
+        }
+        valid = d;
+        ++i;
+        if (d == b.size()) {
+            set(sorted[i - 1]);
+        } else {
+            while (i < sorted.size() && lcp[i] > d) ++i; // they share the dead prefix b[0..d]
+        }
+    }
+    if (matcher_.complete(s))
+        for (TokenId t : vocab_->eog_ids()) set(t);
+    elements_.clear();
+    matcher_.token_elements(s, elements_);
+    for (const auto& [id, negated] : elements_) {
+        if (!negated) {
+            if (id >= 0 && id < vocab_->n_vocab()) set(id);
+            continue;
+        }
+        for (TokenId t = 0; t < vocab_->n_vocab(); ++t)
+            if (t != id && !vocab_->is_control(t) && !vocab_->is_eog(t)) set(t);
+    }
+}
+
+void TokenMatcher::fill_mask(std::span<uint32_t> mask) {
+    const auto words = static_cast<size_t>((vocab_->n_vocab() + 31) / 32);
+    if (mask.size() != words)
+        throw Error(ErrorCode::shape, "token mask of " + std::to_string(mask.size()) + " words; the vocabulary of " +
+                                          std::to_string(vocab_->n_vocab()) + " tokens needs " + std::to_string(words));
+    const Matcher::StateId s = matcher_.state();
+    auto it = masks_.find(s);
+    if (it == masks_.end()) {
+        if (masks_.size() >= 1024) masks_.clear(); // bounded memory: 1024 masks of 16 KiB for 128k tokens
+        std::vector<uint32_t> m;
+        compute_mask(s, m);
+        it = masks_.emplace(s, std::move(m)).first;
+    }
+    std::copy(it->second.begin(), it->second.end(), mask.begin());
+}
+
+bool TokenMatcher::element_allows(TokenId t) {
+    elements_.clear();
+    matcher_.token_elements(matcher_.state(), elements_);
+    const bool plain = !vocab_->is_control(t) && !vocab_->is_eog(t);
+    return std::any_of(elements_.begin(), elements_.end(), [&](const std::pair<int32_t, bool>& e) {
+        return e.second ? (plain && e.first != t) : e.first == t;
+    });
+}
+
+bool TokenMatcher::allows(TokenId t) {
+    if (t < 0 || t >= vocab_->n_vocab()) return false;
+    if (element_allows(t)) return true;
+    if (vocab_->is_eog(t)) return matcher_.is_complete();
+    const std::string_view b = vocab_->bytes(t);
+    if (b.empty()) return false;
+    Matcher::StateId s = matcher_.state();
+    for (size_t i = 0; i < b.size() && s != Matcher::kDead; ++i) s = matcher_.step(s, static_cast<uint8_t>(b[i]));
+    return s != Matcher::kDead;
+}
+
+bool TokenMatcher::accept(TokenId t) {
+    if (!allows(t)) return false;
+    const bool named = element_allows(t);
+    if (vocab_->is_eog(t) && !named) {
+        matcher_.push_state(matcher_.state()); // the end: nothing more to match
+        return true;
+    }
+    return matcher_.accept_token(t, vocab_->is_control(t) || vocab_->is_eog(t), vocab_->bytes(t));
+}
+
+std::shared_ptr<const VocabIndex> GrammarCache::vocab(const Tokenizer& tok) {
+    const uint64_t h = VocabIndex::hash_of(tok);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& slot = vocabs_[h];
+    if (!slot) slot = std::make_shared<const VocabIndex>(tok);
+    return slot;
+}
+
+std::shared_ptr<const CompiledGrammar> GrammarCache::grammar(std::string_view gbnf, const Tokenizer& tok) {
+    const std::string key = std::to_string(VocabIndex::hash_of(tok)) + "\n" + std::string(gbnf);
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (auto it = grammars_.find(key); it != grammars_.end()) return it->second;
+    }
+    auto compiled = std::make_shared<const CompiledGrammar>(parse_gbnf(gbnf), &tok); // outside the lock
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (grammars_.emplace(key, compiled).second) {
+        order_.push_back(key);
+        if (order_.size() > max_grammars_) {
+            grammars_.erase(order_.front());
+            order_.erase(order_.begin());
+        }
+    }
+    return grammars_.at(key);
+}
+
+} // namespace rwd::grammar
