@@ -92,7 +92,7 @@ TEST(Gbnf, Tokens) {
     const Grammar g = parse_gbnf("root ::= <[128009]> !<|im_end|> <think>");
     ASSERT_EQ(g.tokens.size(), 3u);
     EXPECT_EQ(g.tokens[0].id, 128009);
-    EXPECT_EQ(g.tokens[1].text, "|im_end|");
+    EXPECT_EQ(g.tokens[1].text, "<|im_end|>");
     EXPECT_EQ(g.rules[0].alternatives[0][1].kind, Element::Kind::NotToken);
     EXPECT_EQ(parse_gbnf(g.to_gbnf()).to_gbnf(), g.to_gbnf());
 }

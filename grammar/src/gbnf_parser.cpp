@@ -303,7 +303,7 @@ void Parser::parse_token(Sequence& seq, bool negated) {
         const size_t text_start = pos_;
         while (!at_end() && peek() != '>' && peek() != '\n' && peek() != '\r') ++pos_;
         if (peek() != '>' || pos_ == text_start) fail("expected a token's text as <text>", start);
-        ref.text = std::string(src_.substr(text_start, pos_ - text_start));
+        ref.text = src_.substr(text_start - 1, pos_ - text_start + 2); // the token's text, brackets included
         ++pos_;
     }
     count_elements(1);

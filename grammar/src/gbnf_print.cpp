@@ -82,7 +82,7 @@ void put_sequence(const Grammar& g, const Sequence& seq, std::string& out) {
         } else {
             const TokenRef& t = g.tokens[e.index];
             if (e.kind == Element::Kind::NotToken) out += '!';
-            out += t.text.empty() ? "<[" + std::to_string(t.id) + "]>" : "<" + t.text + ">";
+            out += t.text.empty() ? "<[" + std::to_string(t.id) + "]>" : t.text;
         }
     }
 }

@@ -55,7 +55,7 @@ CompiledGrammar::CompiledGrammar(Grammar g, const Tokenizer* tok) : grammar_(std
         if (tok && !t.text.empty()) {
             const auto ids = tok->encode(t.text, AddBos::No, SpecialTokens::Parse);
             if (ids.size() != 1)
-                throw Error(ErrorCode::argument, "grammar: token <" + t.text + "> is not one token of the vocabulary (it encodes to " +
+                throw Error(ErrorCode::argument, "grammar: token " + t.text + " is not one token of the vocabulary (it encodes to " +
                                                      std::to_string(ids.size()) + " tokens)");
             id = ids[0];
         }

@@ -27,7 +27,7 @@ struct CharClass {
 // when the grammar is bound to one; `id` stays -1 until then).
 struct TokenRef {
     int32_t id = -1;
-    std::string text; // empty when named by id
+    std::string text; // with its angle brackets ("<|im_end|>"); empty when named by id
 };
 
 struct Element {

@@ -68,6 +68,7 @@ public:
     bool accept(TokenId t);  // false, state unchanged, when not allowed; an EOG token leaves the state as is
 
     Matcher& matcher() { return matcher_; }
+    const Matcher& matcher() const { return matcher_; }
     const VocabIndex& vocab() const { return *vocab_; }
 
 private:
