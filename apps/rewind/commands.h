@@ -18,6 +18,7 @@ void register_bench(CLI::App& app, Runner& run);
 void register_batch(CLI::App& app, Runner& run);
 void register_make_dummy(CLI::App& app, Runner& run);
 void register_serve(CLI::App& app, Runner& run);
+void register_grammar(CLI::App& app, Runner& run);
 
 // The model bundled with the repository (used when -m is not given).
 std::string default_model_path();

@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
     rwd::cli::register_batch(app, run);
     rwd::cli::register_make_dummy(app, run);
     rwd::cli::register_serve(app, run);
+    rwd::cli::register_grammar(app, run);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -127,7 +127,8 @@ Matcher::StateId Matcher::intern(std::vector<uint32_t> stacks, uint32_t pending,
     if (states_.size() >= limits_.max_states)
         throw Error(ErrorCode::capacity, "grammar matcher: more than " + std::to_string(limits_.max_states) + " automaton states");
     const auto id = static_cast<StateId>(states_.size());
-    states_.push_back(State{std::move(stacks), pending, pending_len, nullptr});
+    states_.push_back(State{std::move(stacks), pending, pending_len});
+    next_.resize(states_.size() * 256, kUnknown);
     state_ids_.emplace(std::move(key), id);
     return id;
 }
@@ -180,17 +181,9 @@ Matcher::StateId Matcher::compute_step(StateId s, uint8_t byte) {
     return after_partial(s, states_[s].pending | (uint32_t{byte} << (8 * len)), static_cast<uint8_t>(len + 1));
 }
 
-Matcher::StateId Matcher::step(StateId s, uint8_t byte) {
-    if (s == kDead) return kDead;
-    if (!states_[s].next) {
-        states_[s].next.reset(new StateId[256]);
-        std::fill(states_[s].next.get(), states_[s].next.get() + 256, kUnknown);
-    }
-    StateId t = states_[s].next[byte];
-    if (t == kUnknown) {
-        t = compute_step(s, byte);
-        states_[s].next[byte] = t; // states_ may have grown: index again
-    }
+Matcher::StateId Matcher::slow_step(StateId s, uint8_t byte) {
+    const StateId t = s == kDead ? kDead : compute_step(s, byte);
+    next_[size_t{s} * 256 + byte] = t; // after compute_step: next_ may have grown
     return t;
 }
 

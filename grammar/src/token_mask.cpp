@@ -40,6 +40,11 @@ VocabIndex::VocabIndex(const Tokenizer& tok) : n_vocab_(tok.n_vocab()), hash_(ha
     for (TokenId t = 0; t < n_vocab_; ++t)
         if (!bytes(t).empty()) sorted_.push_back(t);
     std::sort(sorted_.begin(), sorted_.end(), [this](TokenId a, TokenId b) { return bytes(a) < bytes(b); });
+    for (TokenId t : sorted_) {
+        sorted_offsets_.push_back(static_cast<uint32_t>(sorted_blob_.size()));
+        sorted_blob_ += bytes(t);
+    }
+    sorted_offsets_.push_back(static_cast<uint32_t>(sorted_blob_.size()));
     lcp_.assign(sorted_.size(), 0);
     for (size_t i = 0; i < sorted_.size(); ++i) {
         const std::string_view cur = bytes(sorted_[i]);
@@ -72,7 +77,7 @@ void TokenMatcher::compute_mask(Matcher::StateId s, std::vector<uint32_t>& mask)
     path_[0] = s;
     size_t valid = 0;
     for (size_t i = 0; i < sorted.size();) {
-        const std::string_view b = vocab_->bytes(sorted[i]);
+        const std::string_view b = vocab_->sorted_bytes(i);
         size_t d = std::min<size_t>(lcp[i], valid);
         while (d < b.size()) {
             const Matcher::StateId next = matcher_.step(path_[d], static_cast<uint8_t>(b[d]));

@@ -50,7 +50,7 @@ private:
 // Bounds on one matcher's memory (hostile or very ambiguous grammars); past one, the call that
 // would pass it throws rwd::Error (capacity) and the state is unchanged.
 struct MatcherLimits {
-    size_t max_states = size_t{1} << 17;  // automaton states (each up to 1 KiB of transitions)
+    size_t max_states = size_t{1} << 17;  // automaton states (each 1 KiB of transitions)
     size_t max_frames = size_t{1} << 22;  // distinct stack frames
     size_t max_stacks = size_t{1} << 12;  // stacks alive at once (ambiguity)
 };
@@ -91,7 +91,10 @@ public:
 
     // The automaton, for token masks: the present state, a memoized byte step, and state facts.
     StateId state() const { return history_.back().state; }
-    StateId step(StateId s, uint8_t byte);
+    StateId step(StateId s, uint8_t byte) {
+        const StateId t = next_[size_t{s} * 256 + byte];
+        return t != kUnknown ? t : slow_step(s, byte);
+    }
     bool complete(StateId s) const;
     // Token elements at the top of a stack in state `s`: (id, negated) pairs, unresolved ones left out.
     void token_elements(StateId s, std::vector<std::pair<int32_t, bool>>& out) const;
@@ -110,7 +113,6 @@ private:
         std::vector<uint32_t> stacks; // sorted frame ids; 0 = root finished
         uint32_t pending = 0;         // bytes of an unfinished UTF-8 character, first byte lowest
         uint8_t pending_len = 0;
-        std::unique_ptr<StateId[]> next; // 256 memoized steps, allocated on first use
     };
     struct Entry {
         StateId state;
@@ -123,6 +125,7 @@ private:
     std::vector<Frame> frames_;
     std::unordered_map<uint64_t, uint32_t> frame_ids_;
     std::vector<State> states_;
+    std::vector<StateId> next_; // memoized steps: next_[state * 256 + byte], kUnknown until computed
     std::unordered_map<std::string, StateId> state_ids_;
     std::vector<Entry> history_;
     uint64_t serial_ = 0;
@@ -135,6 +138,7 @@ private:
     StateId intern(std::vector<uint32_t> stacks, uint32_t pending, uint8_t pending_len);
     StateId advance(const State& s, uint32_t cp);
     StateId compute_step(StateId s, uint8_t byte);
+    StateId slow_step(StateId s, uint8_t byte); // computes and memoizes a step
     StateId after_partial(StateId s, uint32_t pending, uint8_t len);
     StateId element_step(int32_t id, bool control); // the state after token element `id`, or kDead
 };

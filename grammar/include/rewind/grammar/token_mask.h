@@ -35,9 +35,13 @@ public:
     std::string_view bytes(TokenId t) const; // "" for tokens matched by name only
     const std::vector<TokenId>& eog_ids() const { return eog_; }
 
-    // Byte-matched tokens sorted by their bytes; lcp[i] = common prefix length of entries i-1 and i.
+    // Byte-matched tokens sorted by their bytes; lcp[i] = common prefix length of entries i-1 and i;
+    // sorted_bytes(i): entry i's bytes, stored in sorted order (the mask walk reads them in a row).
     const std::vector<TokenId>& sorted() const { return sorted_; }
     const std::vector<uint16_t>& lcp() const { return lcp_; }
+    std::string_view sorted_bytes(size_t i) const {
+        return std::string_view(sorted_blob_).substr(sorted_offsets_[i], sorted_offsets_[i + 1] - sorted_offsets_[i]);
+    }
     size_t max_length() const { return max_length_; }
 
 private:
@@ -49,6 +53,8 @@ private:
     std::vector<uint32_t> offsets_; // token t's bytes: blob_[offsets_[t], offsets_[t + 1])
     std::vector<TokenId> eog_, sorted_;
     std::vector<uint16_t> lcp_;
+    std::string sorted_blob_;
+    std::vector<uint32_t> sorted_offsets_;
     size_t max_length_ = 0;
 };
 
