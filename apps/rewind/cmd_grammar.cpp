@@ -104,6 +104,12 @@ int run_with_vocab(const GrammarOptions& o, const std::string& gbnf, const std::
         return 0;
     }
     grammar::TokenMatcher tm(g, vocab);
+    if (o.mask_each) { // for oracles: the tokens never matched by their bytes (control, EOG, empty)
+        std::string line = "not-text:";
+        for (TokenId t = 0; t < vocab->n_vocab(); ++t)
+            if (vocab->bytes(t).empty()) line += " " + std::to_string(t);
+        std::printf("%s\n", line.c_str());
+    }
     if (!o.tokens.empty()) {
         const std::vector<TokenId> ids = parse_ids(o.tokens);
         for (size_t i = 0; i < ids.size(); ++i) {
@@ -158,7 +164,7 @@ void register_grammar(CLI::App& app, Runner& run) {
     CLI::Option* v = cmd->add_option("--vocab", o->vocab, "GGUF file with a tokenizer (vocabulary-only files work)");
     ids->needs(v);
     cmd->add_flag("--mask", o->mask, "With --vocab: print the token ids allowed after the text")->needs(v);
-    cmd->add_flag("--mask-each", o->mask_each, "With --vocab and --tokens: the allowed ids before each token and after the last")->needs(ids);
+    cmd->add_flag("--mask-each", o->mask_each, "With --vocab and --tokens: a line 'not-text:' (ids matched by name only: control, end of generation, empty), then the allowed ids before each token and after the last")->needs(ids);
     cmd->add_flag("--time-masks", o->time_masks, "With --vocab and a text: time a mask at each of the text's tokens")->needs(v);
     cmd->callback([o, t, &run] {
         o->have_text = t->count() > 0;
