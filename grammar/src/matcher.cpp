@@ -65,6 +65,7 @@ CompiledGrammar::CompiledGrammar(Grammar g, const Tokenizer* tok) : grammar_(std
 
 Matcher::Matcher(std::shared_ptr<const CompiledGrammar> g, const MatcherLimits& limits) : g_(std::move(g)), limits_(limits) {
     frames_.push_back({0, 0}); // frame 0: the empty stack
+    frames_.push_back({0, 0}); // frame 1: kMark, "returned below a local stack" (local_state)
     intern({}, 0, 0);          // state 0: dead
     std::vector<uint32_t> start;
     visited_.clear();
@@ -104,7 +105,7 @@ void Matcher::closure(uint32_t pos, uint32_t parent, std::vector<uint32_t>& out)
         if (!visited_.insert((uint64_t{p} << 32) | par).second) continue;
         const auto& in = prog[p];
         if (in.op == CompiledGrammar::Op::End) {
-            if (par == 0) out.push_back(0);
+            if (par <= kMark) out.push_back(par);
             else work_.emplace_back(frames_[par].pos, frames_[par].parent);
         } else if (in.op == CompiledGrammar::Op::Rule) {
             const uint32_t cont = prog[p + 1].op == CompiledGrammar::Op::End ? par : frame(p + 1, par);
@@ -127,7 +128,8 @@ Matcher::StateId Matcher::intern(std::vector<uint32_t> stacks, uint32_t pending,
     if (states_.size() >= limits_.max_states)
         throw Error(ErrorCode::capacity, "grammar matcher: more than " + std::to_string(limits_.max_states) + " automaton states");
     const auto id = static_cast<StateId>(states_.size());
-    states_.push_back(State{std::move(stacks), pending, pending_len});
+    const bool mark = std::binary_search(stacks.begin(), stacks.end(), kMark);
+    states_.push_back(State{std::move(stacks), pending, pending_len, mark});
     next_.resize(states_.size() * 256, kUnknown);
     state_ids_.emplace(std::move(key), id);
     return id;
@@ -140,7 +142,7 @@ Matcher::StateId Matcher::advance(const State& s, uint32_t cp) {
     std::vector<uint32_t> out;
     visited_.clear();
     for (uint32_t st : stacks) {
-        if (st == 0) continue;
+        if (st <= kMark) continue;
         const Frame f = frames_[st];
         const auto& in = prog[f.pos];
         if (in.op == CompiledGrammar::Op::Chars && classes[in.arg].contains(cp)) closure(f.pos + 1, f.parent, out);
@@ -163,7 +165,7 @@ Matcher::StateId Matcher::after_partial(StateId s, uint32_t pending, uint8_t len
     const auto& classes = g_->grammar().classes;
     std::vector<uint32_t> keep;
     for (uint32_t st : states_[s].stacks) {
-        if (st == 0) continue;
+        if (st <= kMark) continue;
         const auto& in = prog[frames_[st].pos];
         if (in.op == CompiledGrammar::Op::Chars && classes[in.arg].intersects(lo, hi)) keep.push_back(st);
     }
@@ -198,6 +200,21 @@ bool Matcher::is_finished() const { return complete(state()) && states_[state()]
 
 void Matcher::push_state(StateId s) { history_.push_back({s, serial_++}); }
 
+bool Matcher::top_is_chars(uint32_t stack) const {
+    return stack > kMark && g_->program()[frames_[stack].pos].op == CompiledGrammar::Op::Chars;
+}
+
+Matcher::StateId Matcher::single_state(uint32_t stack) { return intern({stack}, 0, 0); }
+
+Matcher::StateId Matcher::local_state(uint32_t stack, size_t depth) {
+    std::vector<uint32_t> positions; // the top `depth` frames, top first
+    uint32_t f = stack;
+    for (; f > kMark && positions.size() < depth; f = frames_[f].parent) positions.push_back(frames_[f].pos);
+    uint32_t local = f == 0 ? 0 : kMark; // the whole stack fits: its true bottom
+    for (auto it = positions.rbegin(); it != positions.rend(); ++it) local = frame(*it, local);
+    return intern({local}, 0, 0);
+}
+
 bool Matcher::accept_bytes(std::string_view bytes) {
     StateId s = state();
     for (char c : bytes) {
@@ -220,7 +237,7 @@ size_t Matcher::valid_prefix_length(std::string_view bytes) {
 void Matcher::token_elements(StateId s, std::vector<std::pair<int32_t, bool>>& out) const {
     const auto& prog = g_->program();
     for (uint32_t st : states_[s].stacks) {
-        if (st == 0) continue;
+        if (st <= kMark) continue;
         const auto& in = prog[frames_[st].pos];
         if (in.op == CompiledGrammar::Op::Token && g_->token_id(in.arg) >= 0) out.emplace_back(g_->token_id(in.arg), false);
         else if (in.op == CompiledGrammar::Op::NotToken) out.emplace_back(g_->token_id(in.arg), true);
@@ -235,7 +252,7 @@ Matcher::StateId Matcher::element_step(int32_t id, bool control) {
     std::vector<uint32_t> out;
     visited_.clear();
     for (uint32_t s : stacks) {
-        if (s == 0) continue;
+        if (s <= kMark) continue;
         const Frame f = frames_[s];
         const auto& in = prog[f.pos];
         const int32_t named = in.op == CompiledGrammar::Op::Chars || in.op == CompiledGrammar::Op::End ? -2 : g_->token_id(in.arg);

@@ -67,13 +67,15 @@ TokenMatcher::TokenMatcher(std::shared_ptr<const CompiledGrammar> grammar, std::
     : matcher_(std::move(grammar), limits), vocab_(std::move(vocab)) {}
 
 // The walk: tokens in byte order; path_[d] is the state after the first d bytes of the present
-// token, kept for the next token as far as they share a prefix.
-void TokenMatcher::compute_mask(Matcher::StateId s, std::vector<uint32_t>& mask) {
+// token, kept for the next token as far as they share a prefix. With `uncertain`, the walk starts
+// from a local state: a token that dies after its text could have gone on below the local stack
+// (a state along its path holds kMark) is listed there rather than refused.
+void TokenMatcher::walk_vocabulary(Matcher::StateId s, std::vector<uint32_t>& mask, std::vector<TokenId>* uncertain) {
     const auto& sorted = vocab_->sorted();
     const auto& lcp = vocab_->lcp();
-    mask.assign(static_cast<size_t>((vocab_->n_vocab() + 31) / 32), 0);
     auto set = [&mask](TokenId t) { mask[static_cast<size_t>(t) / 32] |= 1u << (static_cast<uint32_t>(t) % 32); };
     path_.assign(vocab_->max_length() + 1, Matcher::kDead);
+    escaped_.assign(vocab_->max_length() + 1, 0);
     path_[0] = s;
     size_t valid = 0;
     for (size_t i = 0; i < sorted.size();) {
@@ -82,14 +84,57 @@ void TokenMatcher::compute_mask(Matcher::StateId s, std::vector<uint32_t>& mask)
         while (d < b.size()) {
             const Matcher::StateId next = matcher_.step(path_[d], static_cast<uint8_t>(b[d]));
             if (next == Matcher::kDead) break;
-            path_[++d] = next;
+            path_[d + 1] = next;
+            escaped_[d + 1] = static_cast<uint8_t>(escaped_[d] | (uncertain && matcher_.has_mark(next)));
+            ++d;
         }
         valid = d;
-        ++i;
+        const size_t first = i++;
         if (d == b.size()) {
-            set(sorted[i - 1]);
+            set(sorted[first]);
+        } else if (escaped_[d]) { // every token sharing the dead prefix may go on below
+            uncertain->push_back(sorted[first]);
+            for (; i < sorted.size() && lcp[i] > d; ++i) uncertain->push_back(sorted[i]);
         } else {
             while (i < sorted.size() && lcp[i] > d) ++i; // they share the dead prefix b[0..d]
+        }
+    }
+}
+
+const TokenMatcher::LocalMask& TokenMatcher::local_mask(Matcher::StateId local) {
+    auto it = local_masks_.find(local);
+    if (it != local_masks_.end()) return it->second;
+    LocalMask lm;
+    lm.accepted.assign(static_cast<size_t>((vocab_->n_vocab() + 31) / 32), 0);
+    walk_vocabulary(local, lm.accepted, &lm.uncertain);
+    return local_masks_.emplace(local, std::move(lm)).first->second;
+}
+
+bool TokenMatcher::bytes_accepted(Matcher::StateId s, std::string_view b) {
+    for (size_t i = 0; i < b.size() && s != Matcher::kDead; ++i) s = matcher_.step(s, static_cast<uint8_t>(b[i]));
+    return s != Matcher::kDead;
+}
+
+// A state's mask is the union of its stacks' masks (a set of stacks accepts what any of them
+// accepts). Each stack's comes from its local state, shared by every stack with the same top
+// frames whatever lies below; only the local state's uncertain tokens are walked on the real
+// stack. A state inside an unfinished character takes the whole-vocabulary walk.
+void TokenMatcher::compute_mask(Matcher::StateId s, std::vector<uint32_t>& mask) {
+    mask.assign(static_cast<size_t>((vocab_->n_vocab() + 31) / 32), 0);
+    auto set = [&mask](TokenId t) { mask[static_cast<size_t>(t) / 32] |= 1u << (static_cast<uint32_t>(t) % 32); };
+    if (matcher_.pending(s)) {
+        walk_vocabulary(s, mask, nullptr);
+    } else {
+        const std::vector<uint32_t> stacks = matcher_.stacks(s); // a copy: states are added below
+        for (uint32_t stack : stacks) {
+            if (!matcher_.top_is_chars(stack)) continue;
+            const Matcher::StateId local = matcher_.local_state(stack, kLocalDepth);
+            const LocalMask& lm = local_mask(local);
+            for (size_t w = 0; w < mask.size(); ++w) mask[w] |= lm.accepted[w];
+            if (lm.uncertain.empty()) continue;
+            const Matcher::StateId alone = matcher_.single_state(stack);
+            for (TokenId t : lm.uncertain)
+                if (!((mask[static_cast<size_t>(t) / 32] >> (t % 32)) & 1u) && bytes_accepted(alone, vocab_->bytes(t))) set(t);
         }
     }
     if (matcher_.complete(s))
@@ -137,9 +182,7 @@ bool TokenMatcher::allows(TokenId t) {
     if (vocab_->is_eog(t)) return matcher_.is_complete();
     const std::string_view b = vocab_->bytes(t);
     if (b.empty()) return false;
-    Matcher::StateId s = matcher_.state();
-    for (size_t i = 0; i < b.size() && s != Matcher::kDead; ++i) s = matcher_.step(s, static_cast<uint8_t>(b[i]));
-    return s != Matcher::kDead;
+    return bytes_accepted(matcher_.state(), b);
 }
 
 bool TokenMatcher::accept(TokenId t) {

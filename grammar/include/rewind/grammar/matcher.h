@@ -104,15 +104,29 @@ public:
     // Advances to state `s` (reached from state() by steps), as one accept.
     void push_state(StateId s);
 
+    // For masks computed stack by stack (TokenMatcher): a state's stacks (frame ids; 0 = root
+    // finished), whether a stack's top is a character class, the state of that one stack alone,
+    // and its local state: the top `depth` frames over kMark, a bottom that stands for whatever
+    // lies below. A local state's language does not depend on what lies below, up to the point
+    // where kMark appears in a state (has_mark): the text may go on in the frames below.
+    static constexpr uint32_t kMark = 1;
+    const std::vector<uint32_t>& stacks(StateId s) const { return states_[s].stacks; }
+    bool has_mark(StateId s) const { return states_[s].mark; }
+    bool pending(StateId s) const { return states_[s].pending_len != 0; }
+    bool top_is_chars(uint32_t stack) const;
+    StateId single_state(uint32_t stack);
+    StateId local_state(uint32_t stack, size_t depth);
+
 private:
     struct Frame {
         uint32_t pos;    // program index of the element to match (or continue with)
-        uint32_t parent; // the frame to return to; 0 = the empty stack
+        uint32_t parent; // the frame to return to; 0 = the empty stack, kMark = a local stack's bottom
     };
     struct State {
         std::vector<uint32_t> stacks; // sorted frame ids; 0 = root finished
         uint32_t pending = 0;         // bytes of an unfinished UTF-8 character, first byte lowest
         uint8_t pending_len = 0;
+        bool mark = false; // kMark is one of the stacks
     };
     struct Entry {
         StateId state;

@@ -81,10 +81,22 @@ private:
     Matcher matcher_;
     std::shared_ptr<const VocabIndex> vocab_;
     std::unordered_map<Matcher::StateId, std::vector<uint32_t>> masks_; // per automaton state
+    // Per local state (Matcher::local_state): the tokens it accepts whatever lies below, and those
+    // that may go on below it (checked against the real stack at run time); the rest it refuses.
+    struct LocalMask {
+        std::vector<uint32_t> accepted;
+        std::vector<TokenId> uncertain;
+    };
+    std::unordered_map<Matcher::StateId, LocalMask> local_masks_;
     std::vector<Matcher::StateId> path_;                               // scratch of the vocabulary walk
+    std::vector<uint8_t> escaped_;                                     // scratch: kMark seen along path_
+    static constexpr size_t kLocalDepth = 4; // frames a local state keeps (more: fewer uncertain tokens, less sharing)
     std::vector<std::pair<int32_t, bool>> elements_;                   // scratch: token elements
 
     void compute_mask(Matcher::StateId s, std::vector<uint32_t>& mask);
+    void walk_vocabulary(Matcher::StateId s, std::vector<uint32_t>& mask, std::vector<TokenId>* uncertain);
+    const LocalMask& local_mask(Matcher::StateId local);
+    bool bytes_accepted(Matcher::StateId s, std::string_view b);
     bool element_allows(TokenId t);
 };
 
