@@ -96,6 +96,25 @@ TEST_P(TokenMaskPaths, MaskEqualsTokenByTokenCheck) {
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, TokenMaskPaths, ::testing::Combine(::testing::Range(0, 3), ::testing::Range(0, 6)));
 
+// Schema-like grammars: bounded strings as chains of named rules, digit ranges, any character
+// (so tokens end inside characters), nesting through named rules.
+TEST(TokenMask, SchemaLikeGrammarsOnLlama3) {
+    const Tokenizer& tok = vocab_tokenizer(shared_path("vocab/ggml-vocab-llama-bpe.gguf"));
+    const std::string gbnf = R"(root ::= "{\"name\":" ws str ",\"n\":" ws int ",\"tags\":[" ( str ( "," str )* )? "]" ( ",\"kid\":" root )? "}"
+str ::= "\"" s0 "\""
+s0 ::= ch s1 | ""
+s1 ::= ch s2 | ""
+s2 ::= ch s3 | ""
+s3 ::= ch | ""
+ch ::= [^"\\\x00-\x1F] | "\\" ["\\/nt]
+int ::= "-"? ( [1-9] [0-9]{0,2} | "0" )
+ws ::= " "?)";
+    for (uint32_t seed = 1; seed <= 3; ++seed) {
+        check_random_path(gbnf, tok, seed, 40);
+        if (::testing::Test::HasFailure()) return;
+    }
+}
+
 TEST(TokenMask, EogOnlyWhenCompleteControlOnlyWhenNamed) {
     const Tokenizer& tok = vocab_tokenizer(shared_path("vocab/ggml-vocab-llama-bpe.gguf"));
     GrammarCache cache;

@@ -204,15 +204,17 @@ bool Matcher::top_is_chars(uint32_t stack) const {
     return stack > kMark && g_->program()[frames_[stack].pos].op == CompiledGrammar::Op::Chars;
 }
 
-Matcher::StateId Matcher::single_state(uint32_t stack) { return intern({stack}, 0, 0); }
+Matcher::StateId Matcher::single_state(uint32_t stack, StateId of) {
+    return intern({stack}, states_[of].pending, states_[of].pending_len);
+}
 
-Matcher::StateId Matcher::local_state(uint32_t stack, size_t depth) {
+Matcher::StateId Matcher::local_state(uint32_t stack, size_t depth, StateId of) {
     std::vector<uint32_t> positions; // the top `depth` frames, top first
     uint32_t f = stack;
     for (; f > kMark && positions.size() < depth; f = frames_[f].parent) positions.push_back(frames_[f].pos);
     uint32_t local = f == 0 ? 0 : kMark; // the whole stack fits: its true bottom
     for (auto it = positions.rbegin(); it != positions.rend(); ++it) local = frame(*it, local);
-    return intern({local}, 0, 0);
+    return intern({local}, states_[of].pending, states_[of].pending_len);
 }
 
 bool Matcher::accept_bytes(std::string_view bytes) {

@@ -118,24 +118,19 @@ bool TokenMatcher::bytes_accepted(Matcher::StateId s, std::string_view b) {
 // A state's mask is the union of its stacks' masks (a set of stacks accepts what any of them
 // accepts). Each stack's comes from its local state, shared by every stack with the same top
 // frames whatever lies below; only the local state's uncertain tokens are walked on the real
-// stack. A state inside an unfinished character takes the whole-vocabulary walk.
+// stack. Inside an unfinished character, the local and single states keep its bytes.
 void TokenMatcher::compute_mask(Matcher::StateId s, std::vector<uint32_t>& mask) {
     mask.assign(static_cast<size_t>((vocab_->n_vocab() + 31) / 32), 0);
     auto set = [&mask](TokenId t) { mask[static_cast<size_t>(t) / 32] |= 1u << (static_cast<uint32_t>(t) % 32); };
-    if (matcher_.pending(s)) {
-        walk_vocabulary(s, mask, nullptr);
-    } else {
-        const std::vector<uint32_t> stacks = matcher_.stacks(s); // a copy: states are added below
-        for (uint32_t stack : stacks) {
-            if (!matcher_.top_is_chars(stack)) continue;
-            const Matcher::StateId local = matcher_.local_state(stack, kLocalDepth);
-            const LocalMask& lm = local_mask(local);
-            for (size_t w = 0; w < mask.size(); ++w) mask[w] |= lm.accepted[w];
-            if (lm.uncertain.empty()) continue;
-            const Matcher::StateId alone = matcher_.single_state(stack);
-            for (TokenId t : lm.uncertain)
-                if (!((mask[static_cast<size_t>(t) / 32] >> (t % 32)) & 1u) && bytes_accepted(alone, vocab_->bytes(t))) set(t);
-        }
+    const std::vector<uint32_t> stacks = matcher_.stacks(s); // a copy: states are added below
+    for (uint32_t stack : stacks) {
+        if (!matcher_.top_is_chars(stack)) continue;
+        const LocalMask& lm = local_mask(matcher_.local_state(stack, kLocalDepth, s));
+        for (size_t w = 0; w < mask.size(); ++w) mask[w] |= lm.accepted[w];
+        if (lm.uncertain.empty()) continue;
+        const Matcher::StateId alone = matcher_.single_state(stack, s);
+        for (TokenId t : lm.uncertain)
+            if (!((mask[static_cast<size_t>(t) / 32] >> (t % 32)) & 1u) && bytes_accepted(alone, vocab_->bytes(t))) set(t);
     }
     if (matcher_.complete(s))
         for (TokenId t : vocab_->eog_ids()) set(t);

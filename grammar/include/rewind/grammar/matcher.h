@@ -107,15 +107,15 @@ public:
     // For masks computed stack by stack (TokenMatcher): a state's stacks (frame ids; 0 = root
     // finished), whether a stack's top is a character class, the state of that one stack alone,
     // and its local state: the top `depth` frames over kMark, a bottom that stands for whatever
-    // lies below. A local state's language does not depend on what lies below, up to the point
+    // lies below (both keep the unfinished character of state `of`, the stack's state). A local state's language does not depend on what lies below, up to the point
     // where kMark appears in a state (has_mark): the text may go on in the frames below.
     static constexpr uint32_t kMark = 1;
     const std::vector<uint32_t>& stacks(StateId s) const { return states_[s].stacks; }
     bool has_mark(StateId s) const { return states_[s].mark; }
     bool pending(StateId s) const { return states_[s].pending_len != 0; }
     bool top_is_chars(uint32_t stack) const;
-    StateId single_state(uint32_t stack);
-    StateId local_state(uint32_t stack, size_t depth);
+    StateId single_state(uint32_t stack, StateId of);
+    StateId local_state(uint32_t stack, size_t depth, StateId of);
 
 private:
     struct Frame {
