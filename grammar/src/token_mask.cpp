@@ -55,6 +55,15 @@ VocabIndex::VocabIndex(const Tokenizer& tok) : n_vocab_(tok.n_vocab()), hash_(ha
         while (k < cur.size() && k < prev.size() && k < 0xFFFF && cur[k] == prev[k]) ++k;
         lcp_[i] = static_cast<uint16_t>(k);
     }
+    jump_.assign(sorted_.size(), static_cast<uint32_t>(sorted_.size()));
+    std::vector<uint32_t> open; // entries still waiting for a smaller lcp after them
+    for (size_t i = 0; i < sorted_.size(); ++i) {
+        while (!open.empty() && lcp_[open.back()] > lcp_[i]) {
+            jump_[open.back()] = static_cast<uint32_t>(i);
+            open.pop_back();
+        }
+        open.push_back(static_cast<uint32_t>(i));
+    }
 }
 
 std::string_view VocabIndex::bytes(TokenId t) const {
@@ -73,6 +82,7 @@ TokenMatcher::TokenMatcher(std::shared_ptr<const CompiledGrammar> grammar, std::
 void TokenMatcher::walk_vocabulary(Matcher::StateId s, std::vector<uint32_t>& mask, std::vector<TokenId>* uncertain) {
     const auto& sorted = vocab_->sorted();
     const auto& lcp = vocab_->lcp();
+    const auto& jump = vocab_->jump();
     auto set = [&mask](TokenId t) { mask[static_cast<size_t>(t) / 32] |= 1u << (static_cast<uint32_t>(t) % 32); };
     path_.assign(vocab_->max_length() + 1, Matcher::kDead);
     escaped_.assign(vocab_->max_length() + 1, 0);
@@ -96,7 +106,7 @@ void TokenMatcher::walk_vocabulary(Matcher::StateId s, std::vector<uint32_t>& ma
             uncertain->push_back(sorted[first]);
             for (; i < sorted.size() && lcp[i] > d; ++i) uncertain->push_back(sorted[i]);
         } else {
-            while (i < sorted.size() && lcp[i] > d) ++i; // they share the dead prefix b[0..d]
+            while (i < sorted.size() && lcp[i] > d) i = jump[i]; // they share the dead prefix b[0..d]
         }
     }
 }
@@ -104,6 +114,7 @@ void TokenMatcher::walk_vocabulary(Matcher::StateId s, std::vector<uint32_t>& ma
 const TokenMatcher::LocalMask& TokenMatcher::local_mask(Matcher::StateId local) {
     auto it = local_masks_.find(local);
     if (it != local_masks_.end()) return it->second;
+    if (local_masks_.size() >= 4096) local_masks_.clear(); // bounded: 4096 masks of 16 KiB for 128k tokens
     LocalMask lm;
     lm.accepted.assign(static_cast<size_t>((vocab_->n_vocab() + 31) / 32), 0);
     walk_vocabulary(local, lm.accepted, &lm.uncertain);

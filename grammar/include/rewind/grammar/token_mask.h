@@ -39,6 +39,9 @@ public:
     // sorted_bytes(i): entry i's bytes, stored in sorted order (the mask walk reads them in a row).
     const std::vector<TokenId>& sorted() const { return sorted_; }
     const std::vector<uint16_t>& lcp() const { return lcp_; }
+    // The first entry after i whose lcp is below lcp[i] (or the end): every entry between shares
+    // entry i's first lcp[i] bytes, so a walk that found a shorter prefix dead skips them at once.
+    const std::vector<uint32_t>& jump() const { return jump_; }
     std::string_view sorted_bytes(size_t i) const {
         return std::string_view(sorted_blob_).substr(sorted_offsets_[i], sorted_offsets_[i + 1] - sorted_offsets_[i]);
     }
@@ -53,6 +56,7 @@ private:
     std::vector<uint32_t> offsets_; // token t's bytes: blob_[offsets_[t], offsets_[t + 1])
     std::vector<TokenId> eog_, sorted_;
     std::vector<uint16_t> lcp_;
+    std::vector<uint32_t> jump_;
     std::string sorted_blob_;
     std::vector<uint32_t> sorted_offsets_;
     size_t max_length_ = 0;
