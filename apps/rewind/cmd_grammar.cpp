@@ -71,7 +71,7 @@ const char* verdict(const grammar::Matcher& m) { return m.is_complete() ? "compl
 void time_masks(const std::shared_ptr<const grammar::CompiledGrammar>& g, const std::shared_ptr<const grammar::VocabIndex>& v,
                 const Tokenizer& tok, const std::string& text) {
     const std::vector<TokenId> ids = tok.encode(text, AddBos::No);
-    grammar::TokenMatcher tm(g, v);
+    grammar::TokenMatcher tm(g, v); // its own local masks: the first pass pays for all of them
     std::vector<uint32_t> mask(static_cast<size_t>((v->n_vocab() + 31) / 32));
     for (const char* pass : {"fresh matcher", "warm caches"}) {
         tm.matcher().reset();

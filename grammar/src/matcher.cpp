@@ -208,13 +208,29 @@ Matcher::StateId Matcher::single_state(uint32_t stack, StateId of) {
     return intern({stack}, states_[of].pending, states_[of].pending_len);
 }
 
-Matcher::StateId Matcher::local_state(uint32_t stack, size_t depth, StateId of) {
-    std::vector<uint32_t> positions; // the top `depth` frames, top first
+std::string Matcher::LocalKey::bytes() const {
+    std::string key(positions.size() * 4 + 9, '\0');
+    if (!positions.empty()) std::memcpy(key.data(), positions.data(), positions.size() * 4);
+    std::memcpy(key.data() + positions.size() * 4, &bottom, 4);
+    std::memcpy(key.data() + positions.size() * 4 + 4, &pending, 4);
+    key.back() = static_cast<char>(pending_len);
+    return key;
+}
+
+Matcher::LocalKey Matcher::local_key(uint32_t stack, size_t depth, StateId of) const {
+    LocalKey k;
     uint32_t f = stack;
-    for (; f > kMark && positions.size() < depth; f = frames_[f].parent) positions.push_back(frames_[f].pos);
-    uint32_t local = f == 0 ? 0 : kMark; // the whole stack fits: its true bottom
-    for (auto it = positions.rbegin(); it != positions.rend(); ++it) local = frame(*it, local);
-    return intern({local}, states_[of].pending, states_[of].pending_len);
+    for (; f > kMark && k.positions.size() < depth; f = frames_[f].parent) k.positions.push_back(frames_[f].pos);
+    k.bottom = f == 0 ? 0 : kMark;
+    k.pending = states_[of].pending;
+    k.pending_len = states_[of].pending_len;
+    return k;
+}
+
+Matcher::StateId Matcher::local_state(const LocalKey& key) {
+    uint32_t local = key.bottom;
+    for (auto it = key.positions.rbegin(); it != key.positions.rend(); ++it) local = frame(*it, local);
+    return intern({local}, key.pending, key.pending_len);
 }
 
 bool Matcher::accept_bytes(std::string_view bytes) {

@@ -71,38 +71,34 @@ std::string_view VocabIndex::bytes(TokenId t) const {
     return std::string_view(blob_).substr(offsets_[i], offsets_[i + 1] - offsets_[i]);
 }
 
-TokenMatcher::TokenMatcher(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab,
-                           const MatcherLimits& limits)
-    : matcher_(std::move(grammar), limits), vocab_(std::move(vocab)) {}
-
-// The walk: tokens in byte order; path_[d] is the state after the first d bytes of the present
-// token, kept for the next token as far as they share a prefix. With `uncertain`, the walk starts
-// from a local state: a token that dies after its text could have gone on below the local stack
-// (a state along its path holds kMark) is listed there rather than refused.
-void TokenMatcher::walk_vocabulary(Matcher::StateId s, std::vector<uint32_t>& mask, std::vector<TokenId>* uncertain) {
-    const auto& sorted = vocab_->sorted();
-    const auto& lcp = vocab_->lcp();
-    const auto& jump = vocab_->jump();
-    auto set = [&mask](TokenId t) { mask[static_cast<size_t>(t) / 32] |= 1u << (static_cast<uint32_t>(t) % 32); };
-    path_.assign(vocab_->max_length() + 1, Matcher::kDead);
-    escaped_.assign(vocab_->max_length() + 1, 0);
-    path_[0] = s;
+void walk_vocabulary(Matcher& m, const VocabIndex& vocab, Matcher::StateId s, std::span<uint32_t> mask,
+                     std::vector<TokenId>* uncertain, WalkScratch& scratch) {
+    // Tokens in byte order; path[d] is the state after the first d bytes of the present token,
+    // kept for the next token as far as they share a prefix.
+    const auto& sorted = vocab.sorted();
+    const auto& lcp = vocab.lcp();
+    const auto& jump = vocab.jump();
+    auto& path = scratch.path;
+    auto& escaped = scratch.escaped;
+    path.assign(vocab.max_length() + 1, Matcher::kDead);
+    escaped.assign(vocab.max_length() + 1, 0);
+    path[0] = s;
     size_t valid = 0;
     for (size_t i = 0; i < sorted.size();) {
-        const std::string_view b = vocab_->sorted_bytes(i);
+        const std::string_view b = vocab.sorted_bytes(i);
         size_t d = std::min<size_t>(lcp[i], valid);
         while (d < b.size()) {
-            const Matcher::StateId next = matcher_.step(path_[d], static_cast<uint8_t>(b[d]));
+            const Matcher::StateId next = m.step(path[d], static_cast<uint8_t>(b[d]));
             if (next == Matcher::kDead) break;
-            path_[d + 1] = next;
-            escaped_[d + 1] = static_cast<uint8_t>(escaped_[d] | (uncertain && matcher_.has_mark(next)));
+            path[d + 1] = next;
+            escaped[d + 1] = static_cast<uint8_t>(escaped[d] | (uncertain && m.has_mark(next)));
             ++d;
         }
         valid = d;
         const size_t first = i++;
         if (d == b.size()) {
-            set(sorted[first]);
-        } else if (escaped_[d]) { // every token sharing the dead prefix may go on below
+            mask[static_cast<size_t>(sorted[first]) / 32] |= 1u << (static_cast<uint32_t>(sorted[first]) % 32);
+        } else if (escaped[d]) { // every token sharing the dead prefix may go on below
             uncertain->push_back(sorted[first]);
             for (; i < sorted.size() && lcp[i] > d; ++i) uncertain->push_back(sorted[i]);
         } else {
@@ -111,14 +107,27 @@ void TokenMatcher::walk_vocabulary(Matcher::StateId s, std::vector<uint32_t>& ma
     }
 }
 
-const TokenMatcher::LocalMask& TokenMatcher::local_mask(Matcher::StateId local) {
-    auto it = local_masks_.find(local);
-    if (it != local_masks_.end()) return it->second;
-    if (local_masks_.size() >= 4096) local_masks_.clear(); // bounded: 4096 masks of 16 KiB for 128k tokens
-    LocalMask lm;
-    lm.accepted.assign(static_cast<size_t>((vocab_->n_vocab() + 31) / 32), 0);
-    walk_vocabulary(local, lm.accepted, &lm.uncertain);
-    return local_masks_.emplace(local, std::move(lm)).first->second;
+LocalMaskCache::LocalMaskCache(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab)
+    : grammar_(std::move(grammar)), vocab_(std::move(vocab)), walker_(std::make_unique<Matcher>(grammar_)) {}
+
+std::shared_ptr<const LocalMaskCache::Entry> LocalMaskCache::get(const Matcher::LocalKey& key) {
+    const std::string k = key.bytes();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = entries_.find(k); it != entries_.end()) return it->second;
+    if (entries_.size() >= 4096) entries_.clear(); // bounded: 4096 masks of 16 KiB for 128k tokens
+    if (walker_->state_count() > (size_t{1} << 16)) walker_ = std::make_unique<Matcher>(grammar_); // its caches only
+    auto e = std::make_shared<Entry>();
+    e->accepted.assign(static_cast<size_t>((vocab_->n_vocab() + 31) / 32), 0);
+    walk_vocabulary(*walker_, *vocab_, walker_->local_state(key), e->accepted, &e->uncertain, scratch_);
+    return entries_.emplace(k, std::move(e)).first->second;
+}
+
+TokenMatcher::TokenMatcher(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab,
+                           const MatcherLimits& limits, std::shared_ptr<LocalMaskCache> shared)
+    : matcher_(grammar, limits), vocab_(std::move(vocab)), local_masks_(std::move(shared)) {
+    if (!local_masks_) local_masks_ = std::make_shared<LocalMaskCache>(std::move(grammar), vocab_);
+    else if (&local_masks_->grammar() != &matcher_.grammar())
+        throw Error(ErrorCode::argument, "TokenMatcher: the local mask cache belongs to another grammar");
 }
 
 bool TokenMatcher::bytes_accepted(Matcher::StateId s, std::string_view b) {
@@ -127,22 +136,23 @@ bool TokenMatcher::bytes_accepted(Matcher::StateId s, std::string_view b) {
 }
 
 // A state's mask is the union of its stacks' masks (a set of stacks accepts what any of them
-// accepts). Each stack's comes from its local state, shared by every stack with the same top
-// frames whatever lies below; only the local state's uncertain tokens are walked on the real
-// stack. Inside an unfinished character, the local and single states keep its bytes.
+// accepts). Each stack's comes from its local stack, shared by every stack with the same top
+// frames whatever lies below (and by other sequences); only the local stack's uncertain tokens
+// are walked on the real stack. Inside an unfinished character, the local stack keeps its bytes.
 void TokenMatcher::compute_mask(Matcher::StateId s, std::vector<uint32_t>& mask) {
     mask.assign(static_cast<size_t>((vocab_->n_vocab() + 31) / 32), 0);
     auto set = [&mask](TokenId t) { mask[static_cast<size_t>(t) / 32] |= 1u << (static_cast<uint32_t>(t) % 32); };
     const std::vector<uint32_t> stacks = matcher_.stacks(s); // a copy: states are added below
     for (uint32_t stack : stacks) {
         if (!matcher_.top_is_chars(stack)) continue;
-        const LocalMask& lm = local_mask(matcher_.local_state(stack, kLocalDepth, s));
-        for (size_t w = 0; w < mask.size(); ++w) mask[w] |= lm.accepted[w];
-        if (lm.uncertain.empty()) continue;
+        held_ = local_masks_->get(matcher_.local_key(stack, kLocalDepth, s));
+        for (size_t w = 0; w < mask.size(); ++w) mask[w] |= held_->accepted[w];
+        if (held_->uncertain.empty()) continue;
         const Matcher::StateId alone = matcher_.single_state(stack, s);
-        for (TokenId t : lm.uncertain)
+        for (TokenId t : held_->uncertain)
             if (!((mask[static_cast<size_t>(t) / 32] >> (t % 32)) & 1u) && bytes_accepted(alone, vocab_->bytes(t))) set(t);
     }
+    held_.reset();
     if (matcher_.complete(s))
         for (TokenId t : vocab_->eog_ids()) set(t);
     elements_.clear();
@@ -225,6 +235,19 @@ std::shared_ptr<const CompiledGrammar> GrammarCache::grammar(std::string_view gb
         }
     }
     return grammars_.at(key);
+}
+
+std::shared_ptr<LocalMaskCache> GrammarCache::local_masks(std::string_view gbnf, const Tokenizer& tok) {
+    auto g = grammar(gbnf, tok);
+    auto v = vocab(tok);
+    const std::string key = std::to_string(v->hash()) + "\n" + std::string(gbnf);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& slot = local_masks_[key];
+    if (!slot || &slot->grammar() != g.get()) slot = std::make_shared<LocalMaskCache>(g, v);
+    if (local_masks_.size() > max_grammars_) // drop those whose grammar was dropped
+        for (auto it = local_masks_.begin(); it != local_masks_.end();)
+            it = grammars_.count(it->first) ? std::next(it) : local_masks_.erase(it);
+    return local_masks_.count(key) ? local_masks_.at(key) : std::make_shared<LocalMaskCache>(g, v);
 }
 
 } // namespace rwd::grammar

@@ -14,8 +14,8 @@ namespace {
 class GrammarConstraint final : public TokenConstraint {
 public:
     GrammarConstraint(std::shared_ptr<const grammar::CompiledGrammar> g, std::shared_ptr<const grammar::VocabIndex> vocab,
-                      const Tokenizer& tok)
-        : tm_(std::move(g), std::move(vocab)), tok_(tok) {}
+                      std::shared_ptr<grammar::LocalMaskCache> masks, const Tokenizer& tok)
+        : tm_(std::move(g), std::move(vocab), {}, std::move(masks)), tok_(tok) {}
 
     void reset() override { tm_.matcher().reset(); }
     void fill_mask(std::span<uint32_t> mask) override { tm_.fill_mask(mask); }
@@ -55,15 +55,16 @@ void GrammarConstraint::forced_tokens(size_t max_tokens, std::vector<TokenId>& o
 
 std::unique_ptr<TokenConstraint> make_grammar_constraint(std::shared_ptr<const grammar::CompiledGrammar> g,
                                                          std::shared_ptr<const grammar::VocabIndex> vocab,
-                                                         const Tokenizer& tok) {
+                                                         const Tokenizer& tok,
+                                                         std::shared_ptr<grammar::LocalMaskCache> masks) {
     if (!g || !vocab) throw Error(ErrorCode::argument, "make_grammar_constraint: null grammar or vocabulary index");
     if (vocab->n_vocab() != tok.n_vocab())
         throw Error(ErrorCode::argument, "make_grammar_constraint: the vocabulary index is not the tokenizer's");
-    return std::make_unique<GrammarConstraint>(std::move(g), std::move(vocab), tok);
+    return std::make_unique<GrammarConstraint>(std::move(g), std::move(vocab), std::move(masks), tok);
 }
 
 std::unique_ptr<TokenConstraint> make_grammar_constraint(std::string_view gbnf, const Tokenizer& tok, grammar::GrammarCache* cache) {
-    if (cache) return make_grammar_constraint(cache->grammar(gbnf, tok), cache->vocab(tok), tok);
+    if (cache) return make_grammar_constraint(cache->grammar(gbnf, tok), cache->vocab(tok), tok, cache->local_masks(gbnf, tok));
     grammar::GrammarCache local(1);
     return make_grammar_constraint(local.grammar(gbnf, tok), local.vocab(tok), tok);
 }

@@ -50,7 +50,7 @@ private:
 // Bounds on one matcher's memory (hostile or very ambiguous grammars); past one, the call that
 // would pass it throws rwd::Error (capacity) and the state is unchanged.
 struct MatcherLimits {
-    size_t max_states = size_t{1} << 17;  // automaton states (each 1 KiB of transitions)
+    size_t max_states = size_t{1} << 18;  // automaton states (each 1 KiB of transitions)
     size_t max_frames = size_t{1} << 22;  // distinct stack frames
     size_t max_stacks = size_t{1} << 12;  // stacks alive at once (ambiguity)
 };
@@ -106,16 +106,24 @@ public:
 
     // For masks computed stack by stack (TokenMatcher): a state's stacks (frame ids; 0 = root
     // finished), whether a stack's top is a character class, the state of that one stack alone,
-    // and its local state: the top `depth` frames over kMark, a bottom that stands for whatever
-    // lies below (both keep the unfinished character of state `of`, the stack's state). A local state's language does not depend on what lies below, up to the point
-    // where kMark appears in a state (has_mark): the text may go on in the frames below.
+    // and its local stack: the top `depth` frames over kMark, a bottom that stands for whatever
+    // lies below (both keep the unfinished character of state `of`, the stack's state). A local
+    // state's language does not depend on what lies below, up to the point where kMark appears in
+    // a state (has_mark): the text may go on in the frames below.
     static constexpr uint32_t kMark = 1;
+    struct LocalKey {
+        std::vector<uint32_t> positions; // program positions, top first
+        uint32_t bottom = kMark;         // 0: the stack's true bottom (it fits in `depth` frames)
+        uint32_t pending = 0;
+        uint8_t pending_len = 0;
+        std::string bytes() const; // a map key
+    };
     const std::vector<uint32_t>& stacks(StateId s) const { return states_[s].stacks; }
     bool has_mark(StateId s) const { return states_[s].mark; }
-    bool pending(StateId s) const { return states_[s].pending_len != 0; }
     bool top_is_chars(uint32_t stack) const;
     StateId single_state(uint32_t stack, StateId of);
-    StateId local_state(uint32_t stack, size_t depth, StateId of);
+    LocalKey local_key(uint32_t stack, size_t depth, StateId of) const;
+    StateId local_state(const LocalKey& key); // in this matcher (any matcher of the same grammar)
 
 private:
     struct Frame {

@@ -62,14 +62,52 @@ private:
     size_t max_length_ = 0;
 };
 
+// Scratch space of a vocabulary walk.
+struct WalkScratch {
+    std::vector<Matcher::StateId> path; // state after each byte of the present token
+    std::vector<uint8_t> escaped;       // kMark seen along the path
+};
+
+// Walks the sorted vocabulary from state `s` of `m`, setting the bits of the tokens whose bytes
+// `s` accepts. With `uncertain` (s a local state), a token refused after a state holding kMark
+// may go on below the local stack: it is listed there instead.
+void walk_vocabulary(Matcher& m, const VocabIndex& vocab, Matcher::StateId s, std::span<uint32_t> mask,
+                     std::vector<TokenId>* uncertain, WalkScratch& scratch);
+
+// The masks of local stacks (Matcher::local_key) of one grammar over one vocabulary: the tokens a
+// local stack accepts whatever lies below it, and those that may go on below (checked against
+// the real stack). Computed once, shared by the TokenMatchers of every sequence using the grammar.
+// Thread-safe (one lock around lookups and walks). Bounded: past 4096 entries it starts afresh.
+class LocalMaskCache {
+public:
+    struct Entry {
+        std::vector<uint32_t> accepted; // bits, as a mask
+        std::vector<TokenId> uncertain;
+    };
+    LocalMaskCache(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab);
+
+    std::shared_ptr<const Entry> get(const Matcher::LocalKey& key);
+    const CompiledGrammar& grammar() const { return *grammar_; }
+
+private:
+    std::mutex mutex_;
+    std::shared_ptr<const CompiledGrammar> grammar_;
+    std::shared_ptr<const VocabIndex> vocab_;
+    std::unique_ptr<Matcher> walker_; // its own automaton; renewed when it grows large
+    WalkScratch scratch_;
+    std::unordered_map<std::string, std::shared_ptr<const Entry>> entries_;
+};
+
 // One sequence's grammar state over a vocabulary: masks, accept, undo. Masks are cached per
 // automaton state, so the usual cost of a mask is a copy; a state seen first walks the sorted
 // vocabulary once (memoized byte steps). Not thread-safe: one thread at a time.
 class TokenMatcher {
 public:
     // `grammar` must have been compiled against the tokenizer `vocab` was built from (token names).
+    // `shared`: local masks shared with other sequences of the same grammar and vocabulary
+    // (GrammarCache::local_masks); null: this matcher's own.
     TokenMatcher(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab,
-                 const MatcherLimits& limits = {});
+                 const MatcherLimits& limits = {}, std::shared_ptr<LocalMaskCache> shared = nullptr);
 
     // Bits of the allowed tokens: token t is bit t % 32 of mask[t / 32]; `mask` has
     // (n_vocab + 31) / 32 words, all written. Throws rwd::Error (shape) for another size.
@@ -85,21 +123,12 @@ private:
     Matcher matcher_;
     std::shared_ptr<const VocabIndex> vocab_;
     std::unordered_map<Matcher::StateId, std::vector<uint32_t>> masks_; // per automaton state
-    // Per local state (Matcher::local_state): the tokens it accepts whatever lies below, and those
-    // that may go on below it (checked against the real stack at run time); the rest it refuses.
-    struct LocalMask {
-        std::vector<uint32_t> accepted;
-        std::vector<TokenId> uncertain;
-    };
-    std::unordered_map<Matcher::StateId, LocalMask> local_masks_;
-    std::vector<Matcher::StateId> path_;                               // scratch of the vocabulary walk
-    std::vector<uint8_t> escaped_;                                     // scratch: kMark seen along path_
-    static constexpr size_t kLocalDepth = 4; // frames a local state keeps (more: fewer uncertain tokens, less sharing)
+    std::shared_ptr<LocalMaskCache> local_masks_;
+    std::shared_ptr<const LocalMaskCache::Entry> held_; // the entry in use (the cache may drop it)
+    static constexpr size_t kLocalDepth = 4; // frames a local stack keeps (more: fewer uncertain tokens, less sharing)
     std::vector<std::pair<int32_t, bool>> elements_;                   // scratch: token elements
 
     void compute_mask(Matcher::StateId s, std::vector<uint32_t>& mask);
-    void walk_vocabulary(Matcher::StateId s, std::vector<uint32_t>& mask, std::vector<TokenId>* uncertain);
-    const LocalMask& local_mask(Matcher::StateId local);
     bool bytes_accepted(Matcher::StateId s, std::string_view b);
     bool element_allows(TokenId t);
 };
@@ -114,12 +143,15 @@ public:
     std::shared_ptr<const VocabIndex> vocab(const Tokenizer& tok);
     // Parses (parse_gbnf's errors) and compiles `gbnf` against `tok`'s vocabulary (token names).
     std::shared_ptr<const CompiledGrammar> grammar(std::string_view gbnf, const Tokenizer& tok);
+    // The local masks of `grammar()`'s result over `vocab()`'s, shared by its sequences.
+    std::shared_ptr<LocalMaskCache> local_masks(std::string_view gbnf, const Tokenizer& tok);
 
 private:
     std::mutex mutex_;
     size_t max_grammars_;
     std::unordered_map<uint64_t, std::shared_ptr<const VocabIndex>> vocabs_;
     std::unordered_map<std::string, std::shared_ptr<const CompiledGrammar>> grammars_;
+    std::unordered_map<std::string, std::shared_ptr<LocalMaskCache>> local_masks_;
     std::vector<std::string> order_; // grammar keys, oldest first
 };
 
