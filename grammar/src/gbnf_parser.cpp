@@ -270,7 +270,7 @@ void Parser::parse_class(Sequence& seq) {
         if (peek() == ']') break;
         const uint32_t lo = parse_code_point(true);
         uint32_t hi = lo;
-        if (peek() == '-' && peek(1) != ']' && pos_ + 1 < src_.size()) {
+        if (peek() == '-' && peek(1) != ']' && peek(1) != '\n' && peek(1) != '\r' && pos_ + 1 < src_.size()) {
             ++pos_;
             hi = parse_code_point(true);
             if (hi < lo) fail("character range with its end before its start", start);
