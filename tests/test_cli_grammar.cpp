@@ -68,7 +68,7 @@ TEST_F(CliGrammar, PrintAndBadGrammar) {
     const std::string g = write_temp("bad.gbnf", "root ::= \"a\"\nitem ::= [a-\n");
     const CliRun e = run("--grammar " + g + " --text a");
     EXPECT_EQ(e.status, 8); // argument
-    EXPECT_NE(e.out.find("line 2, column 9"), std::string::npos) << e.out;
+    EXPECT_NE(e.out.find("line 2, column 10"), std::string::npos) << e.out;
     std::filesystem::remove(g);
 }
 
