@@ -129,27 +129,40 @@ Matcher::StateId Matcher::intern(std::vector<uint32_t> stacks, uint32_t pending,
         throw Error(ErrorCode::capacity, "grammar matcher: more than " + std::to_string(limits_.max_states) + " automaton states");
     const auto id = static_cast<StateId>(states_.size());
     const bool mark = std::binary_search(stacks.begin(), stacks.end(), kMark);
-    states_.push_back(State{std::move(stacks), pending, pending_len, mark});
+    states_.push_back(State{std::move(stacks), pending, pending_len, mark, {}});
     next_.resize(states_.size() * 256, kUnknown);
     state_ids_.emplace(std::move(key), id);
     return id;
 }
 
-Matcher::StateId Matcher::advance(const State& s, uint32_t cp) {
-    const std::vector<uint32_t> stacks = s.stacks; // `s` may move as states are added
+// The step depends only on which stacks take `cp`, so the characters the same stacks take (most
+// of a class) share one closure: memoized per state by that set (for states of up to 64 stacks).
+Matcher::StateId Matcher::advance(StateId sid, uint32_t cp) {
+    const std::vector<uint32_t> stacks = states_[sid].stacks; // a copy: states_ may grow below
     const auto& prog = g_->program();
     const auto& classes = g_->grammar().classes;
+    const bool memo = stacks.size() <= 64;
+    uint64_t takers = 0;
+    std::vector<uint32_t> taking;
+    for (size_t i = 0; i < stacks.size(); ++i) {
+        if (stacks[i] <= kMark) continue;
+        const auto& in = prog[frames_[stacks[i]].pos];
+        if (in.op != CompiledGrammar::Op::Chars || !classes[in.arg].contains(cp)) continue;
+        taking.push_back(stacks[i]);
+        if (memo) takers |= uint64_t{1} << i;
+    }
+    if (taking.empty()) return kDead;
+    if (memo)
+        for (const auto& [set, next] : states_[sid].by_takers)
+            if (set == takers) return next;
     std::vector<uint32_t> out;
     visited_.clear();
-    for (uint32_t st : stacks) {
-        if (st <= kMark) continue;
-        const Frame f = frames_[st];
-        const auto& in = prog[f.pos];
-        if (in.op == CompiledGrammar::Op::Chars && classes[in.arg].contains(cp)) closure(f.pos + 1, f.parent, out);
-    }
+    for (uint32_t st : taking) closure(frames_[st].pos + 1, frames_[st].parent, out);
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
-    return intern(std::move(out), 0, 0);
+    const StateId next = intern(std::move(out), 0, 0);
+    if (memo) states_[sid].by_takers.emplace_back(takers, next);
+    return next;
 }
 
 // State `s` with the unfinished character `pending` (`len` bytes): dead if the bytes can never be
@@ -159,7 +172,7 @@ Matcher::StateId Matcher::after_partial(StateId s, uint32_t pending, uint8_t len
     for (size_t i = 0; i < len; ++i) b[i] = static_cast<unsigned char>(pending >> (8 * i));
     const Utf8Step d = decode_utf8(std::string_view(reinterpret_cast<const char*>(b), len));
     if (!d.valid) return kDead;
-    if (d.length > 0) return advance(states_[s], d.code_point);
+    if (d.length > 0) return advance(s, d.code_point);
     const auto [lo, hi] = partial_range(b, len);
     const auto& prog = g_->program();
     const auto& classes = g_->grammar().classes;
@@ -176,7 +189,7 @@ Matcher::StateId Matcher::after_partial(StateId s, uint32_t pending, uint8_t len
 Matcher::StateId Matcher::compute_step(StateId s, uint8_t byte) {
     const uint8_t len = states_[s].pending_len;
     if (len == 0) {
-        if (byte < 0x80) return advance(states_[s], byte);
+        if (byte < 0x80) return advance(s, byte);
         if (utf8_length_of(byte) == 0) return kDead;
         return after_partial(s, byte, 1);
     }

@@ -135,6 +135,7 @@ private:
         uint32_t pending = 0;         // bytes of an unfinished UTF-8 character, first byte lowest
         uint8_t pending_len = 0;
         bool mark = false; // kMark is one of the stacks
+        std::vector<std::pair<uint64_t, StateId>> by_takers; // advance(): the stacks taking a character -> next
     };
     struct Entry {
         StateId state;
@@ -158,7 +159,7 @@ private:
     uint32_t frame(uint32_t pos, uint32_t parent);
     void closure(uint32_t pos, uint32_t parent, std::vector<uint32_t>& out);
     StateId intern(std::vector<uint32_t> stacks, uint32_t pending, uint8_t pending_len);
-    StateId advance(const State& s, uint32_t cp);
+    StateId advance(StateId s, uint32_t cp);
     StateId compute_step(StateId s, uint8_t byte);
     StateId slow_step(StateId s, uint8_t byte); // computes and memoizes a step
     StateId after_partial(StateId s, uint32_t pending, uint8_t len);
