@@ -130,6 +130,7 @@ Matcher::StateId Matcher::intern(std::vector<uint32_t> stacks, uint32_t pending,
     const auto id = static_cast<StateId>(states_.size());
     const bool mark = std::binary_search(stacks.begin(), stacks.end(), kMark);
     states_.push_back(State{std::move(stacks), pending, pending_len, mark, {}});
+    marks_.push_back(mark ? 1 : 0);
     next_.resize(states_.size() * 256, kUnknown);
     state_ids_.emplace(std::move(key), id);
     return id;

@@ -211,16 +211,14 @@ bool TokenMatcher::accept(TokenId t) {
     return matcher_.accept_token(t, vocab_->is_control(t) || vocab_->is_eog(t), vocab_->bytes(t));
 }
 
-std::shared_ptr<const VocabIndex> GrammarCache::vocab(const Tokenizer& tok) {
-    const uint64_t h = VocabIndex::hash_of(tok);
+std::shared_ptr<const VocabIndex> GrammarCache::vocab_for(const Tokenizer& tok, uint64_t h) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto& slot = vocabs_[h];
     if (!slot) slot = std::make_shared<const VocabIndex>(tok);
     return slot;
 }
 
-std::shared_ptr<const CompiledGrammar> GrammarCache::grammar(std::string_view gbnf, const Tokenizer& tok) {
-    const std::string key = std::to_string(VocabIndex::hash_of(tok)) + "\n" + std::string(gbnf);
+std::shared_ptr<const CompiledGrammar> GrammarCache::grammar_for(std::string_view gbnf, const Tokenizer& tok, const std::string& key) {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         if (auto it = grammars_.find(key); it != grammars_.end()) return it->second;
@@ -231,23 +229,36 @@ std::shared_ptr<const CompiledGrammar> GrammarCache::grammar(std::string_view gb
         order_.push_back(key);
         if (order_.size() > max_grammars_) {
             grammars_.erase(order_.front());
+            local_masks_.erase(order_.front());
             order_.erase(order_.begin());
         }
     }
-    return grammars_.at(key);
+    auto it = grammars_.find(key);
+    return it != grammars_.end() ? it->second : compiled;
+}
+
+std::shared_ptr<const VocabIndex> GrammarCache::vocab(const Tokenizer& tok) { return vocab_for(tok, VocabIndex::hash_of(tok)); }
+
+std::shared_ptr<const CompiledGrammar> GrammarCache::grammar(std::string_view gbnf, const Tokenizer& tok) {
+    return get(gbnf, tok).grammar;
 }
 
 std::shared_ptr<LocalMaskCache> GrammarCache::local_masks(std::string_view gbnf, const Tokenizer& tok) {
-    auto g = grammar(gbnf, tok);
-    auto v = vocab(tok);
-    const std::string key = std::to_string(v->hash()) + "\n" + std::string(gbnf);
+    return get(gbnf, tok).local_masks;
+}
+
+GrammarCache::Compiled GrammarCache::get(std::string_view gbnf, const Tokenizer& tok) {
+    const uint64_t h = VocabIndex::hash_of(tok); // once: a pass over every piece
+    const std::string key = std::to_string(h) + "\n" + std::string(gbnf);
+    Compiled c;
+    c.vocab = vocab_for(tok, h);
+    c.grammar = grammar_for(gbnf, tok, key);
     std::lock_guard<std::mutex> lock(mutex_);
     auto& slot = local_masks_[key];
-    if (!slot || &slot->grammar() != g.get()) slot = std::make_shared<LocalMaskCache>(g, v);
-    if (local_masks_.size() > max_grammars_) // drop those whose grammar was dropped
-        for (auto it = local_masks_.begin(); it != local_masks_.end();)
-            it = grammars_.count(it->first) ? std::next(it) : local_masks_.erase(it);
-    return local_masks_.count(key) ? local_masks_.at(key) : std::make_shared<LocalMaskCache>(g, v);
+    if (!slot || &slot->grammar() != c.grammar.get()) slot = std::make_shared<LocalMaskCache>(c.grammar, c.vocab);
+    c.local_masks = slot;
+    if (!grammars_.count(key)) local_masks_.erase(key); // its grammar was dropped meanwhile
+    return c;
 }
 
 } // namespace rwd::grammar

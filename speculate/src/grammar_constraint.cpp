@@ -64,9 +64,9 @@ std::unique_ptr<TokenConstraint> make_grammar_constraint(std::shared_ptr<const g
 }
 
 std::unique_ptr<TokenConstraint> make_grammar_constraint(std::string_view gbnf, const Tokenizer& tok, grammar::GrammarCache* cache) {
-    if (cache) return make_grammar_constraint(cache->grammar(gbnf, tok), cache->vocab(tok), tok, cache->local_masks(gbnf, tok));
     grammar::GrammarCache local(1);
-    return make_grammar_constraint(local.grammar(gbnf, tok), local.vocab(tok), tok);
+    const grammar::GrammarCache::Compiled c = (cache ? *cache : local).get(gbnf, tok);
+    return make_grammar_constraint(c.grammar, c.vocab, tok, c.local_masks);
 }
 
 } // namespace rwd

@@ -119,7 +119,7 @@ public:
         std::string bytes() const; // a map key
     };
     const std::vector<uint32_t>& stacks(StateId s) const { return states_[s].stacks; }
-    bool has_mark(StateId s) const { return states_[s].mark; }
+    bool has_mark(StateId s) const { return marks_[s] != 0; }
     bool top_is_chars(uint32_t stack) const;
     StateId single_state(uint32_t stack, StateId of);
     LocalKey local_key(uint32_t stack, size_t depth, StateId of) const;
@@ -149,6 +149,7 @@ private:
     std::unordered_map<uint64_t, uint32_t> frame_ids_;
     std::vector<State> states_;
     std::vector<StateId> next_; // memoized steps: next_[state * 256 + byte], kUnknown until computed
+    std::vector<uint8_t> marks_; // per state: State::mark, packed for the vocabulary walk
     std::unordered_map<std::string, StateId> state_ids_;
     std::vector<Entry> history_;
     uint64_t serial_ = 0;

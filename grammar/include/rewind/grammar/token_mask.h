@@ -140,13 +140,25 @@ class GrammarCache {
 public:
     explicit GrammarCache(size_t max_grammars = 64) : max_grammars_(max_grammars) {}
 
+    // What a sequence under a grammar needs: the grammar parsed (parse_gbnf's errors) and compiled
+    // against `tok`'s vocabulary (token names), the vocabulary index, and the local masks that
+    // the grammar's sequences share. Each call hashes the vocabulary once (about a millisecond
+    // for 128k tokens); the rest is built on first use.
+    struct Compiled {
+        std::shared_ptr<const CompiledGrammar> grammar;
+        std::shared_ptr<const VocabIndex> vocab;
+        std::shared_ptr<LocalMaskCache> local_masks;
+    };
+    Compiled get(std::string_view gbnf, const Tokenizer& tok);
+    // Parts of get().
     std::shared_ptr<const VocabIndex> vocab(const Tokenizer& tok);
-    // Parses (parse_gbnf's errors) and compiles `gbnf` against `tok`'s vocabulary (token names).
     std::shared_ptr<const CompiledGrammar> grammar(std::string_view gbnf, const Tokenizer& tok);
-    // The local masks of `grammar()`'s result over `vocab()`'s, shared by its sequences.
     std::shared_ptr<LocalMaskCache> local_masks(std::string_view gbnf, const Tokenizer& tok);
 
 private:
+    std::shared_ptr<const VocabIndex> vocab_for(const Tokenizer& tok, uint64_t h);
+    std::shared_ptr<const CompiledGrammar> grammar_for(std::string_view gbnf, const Tokenizer& tok, const std::string& key);
+
     std::mutex mutex_;
     size_t max_grammars_;
     std::unordered_map<uint64_t, std::shared_ptr<const VocabIndex>> vocabs_;
