@@ -39,7 +39,8 @@ void GrammarConstraint::forced_tokens(size_t max_tokens, std::vector<TokenId>& o
     grammar::Matcher& m = tm_.matcher();
     // Bytes of a few tokens at most: long forced runs are cut, the rest comes on a later call.
     const std::string text = m.forced_bytes(std::min<size_t>(max_tokens * 16, 1024));
-    if (text.empty()) return;
+    // Empty, or the rest of a character a token left unfinished: nothing a tokenizer encodes as such.
+    if (text.empty() || (static_cast<unsigned char>(text[0]) & 0xC0) == 0x80) return;
     const std::vector<TokenId> ids = tok_.encode(text, AddBos::No, SpecialTokens::AsText);
     const auto start = m.snapshot();
     size_t taken = 0;
