@@ -1,8 +1,6 @@
-// The outside oracle for rewind's token masks: XGrammar's WebAssembly build (pinned in
-// package.json) computes the next-token bitmask along random valid token paths through grammars
-// both accept, on the Llama 3 and Qwen2.5 vocabularies; `rewind grammar --tokens ... --mask-each`
-// must give the same mask at every step. Exit 0 pass, 1 mismatch, 77 skipped (no node_modules).
-//   node oracle_test.mjs --rewind build/bin/rewind --shared ../shared [--steps 20] [--seeds 2]
+// The outside oracle for rewind's token masks: XGrammar's WebAssembly build (pinned) gives the
+// next-token bitmask along random token paths on the Llama 3 and Qwen2.5 vocabularies, and
+// `rewind grammar --tokens ... --mask-each` must give the same mask at every step.
 import { createRequire } from 'node:module';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -10,6 +8,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+// node oracle_test.mjs --rewind build/bin/rewind --shared ../shared [--steps 20] [--seeds 2]
+// Exit 0 pass, 1 mismatch, 77 skipped (no node_modules).
 const here = path.dirname(fileURLToPath(import.meta.url));
 const arg = (name, dflt) => {
   const i = process.argv.indexOf(name);
