@@ -1,5 +1,5 @@
-// Exact token masks: a vocabulary's token bytes sorted (so a mask walks shared prefixes once) and
-// a per-sequence TokenMatcher that turns the grammar matcher's state into allowed-token bits.
+// Exact token masks: a vocabulary's token bytes sorted (so a walk steps shared prefixes once),
+// masks of local stacks shared by a grammar's sequences, and a per-sequence TokenMatcher.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -99,8 +99,9 @@ private:
 };
 
 // One sequence's grammar state over a vocabulary: masks, accept, undo. Masks are cached per
-// automaton state, so the usual cost of a mask is a copy; a state seen first walks the sorted
-// vocabulary once (memoized byte steps). Not thread-safe: one thread at a time.
+// automaton state, so the usual cost of a mask is a copy; a state seen first ORs its stacks'
+// local masks (a local stack seen first walks the sorted vocabulary once) and checks their few
+// uncertain tokens on the real stacks. Not thread-safe: one thread at a time.
 class TokenMatcher {
 public:
     // `grammar` must have been compiled against the tokenizer `vocab` was built from (token names).
