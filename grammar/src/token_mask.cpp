@@ -175,7 +175,7 @@ void TokenMatcher::fill_mask(std::span<uint32_t> mask) {
     const Matcher::StateId s = matcher_.state();
     auto it = masks_.find(s);
     if (it == masks_.end()) {
-        if (masks_.size() >= 1024) masks_.clear(); // bounded memory: 1024 masks of 16 KiB for 128k tokens
+        if (masks_.size() >= 256) masks_.clear(); // bounded memory: 256 masks of 16 KiB for 128k tokens
         std::vector<uint32_t> m;
         compute_mask(s, m);
         it = masks_.emplace(s, std::move(m)).first;

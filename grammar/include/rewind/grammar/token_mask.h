@@ -101,7 +101,8 @@ private:
 // One sequence's grammar state over a vocabulary: masks, accept, undo. Masks are cached per
 // automaton state, so the usual cost of a mask is a copy; a state seen first ORs its stacks'
 // local masks (a local stack seen first walks the sorted vocabulary once) and checks their few
-// uncertain tokens on the real stacks. Not thread-safe: one thread at a time.
+// uncertain tokens on the real stacks. Memory: at most 256 cached masks (4 MiB for 128k tokens)
+// plus the matcher's automaton (MatcherLimits). Not thread-safe: one thread at a time.
 class TokenMatcher {
 public:
     // `grammar` must have been compiled against the tokenizer `vocab` was built from (token names).
