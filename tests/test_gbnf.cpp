@@ -30,6 +30,8 @@ std::vector<std::string> sorted_lines(const std::string& text) {
     return lines;
 }
 
+Matcher make(const std::string& gbnf) { return Matcher(std::make_shared<CompiledGrammar>(parse_gbnf(gbnf))); }
+
 // Whether `text` is a complete sentence of `gbnf`.
 bool accepts(const std::string& gbnf, const std::string& text) {
     Matcher m(std::make_shared<CompiledGrammar>(parse_gbnf(gbnf)));
@@ -117,6 +119,15 @@ TEST(Gbnf, LeftRecursionIsRefusedWithTheCycle) {
     EXPECT_NE(e.find("expr -> expr"), std::string::npos) << e;
     EXPECT_NE(error_of("root ::= a\na ::= b \"x\"\nb ::= a | \"y\"").find("a -> b -> a"), std::string::npos);
     EXPECT_EQ(error_of("root ::= \"(\" root \")\" | \"\""), ""); // recursion after input is fine
+}
+
+TEST(Gbnf, AlternativesThatNeverFinishAreDropped) {
+    // "x" a can never end: "x" would be a prefix of no sentence.
+    const std::string g = "root ::= a | \"y\" [^\\x00-\\U0010FFFF] | \"z\"\na ::= \"x\" a";
+    EXPECT_EQ(make(g).valid_prefix_length("x"), 0u);
+    EXPECT_EQ(make(g).valid_prefix_length("y"), 0u);
+    EXPECT_TRUE(accepts(g, "z"));
+    EXPECT_NE(error_of("root ::= \"x\" root").find("no finite sentence"), std::string::npos);
 }
 
 TEST(Gbnf, HostileInputIsRefusedWithinLimits) {

@@ -78,6 +78,39 @@ std::vector<bool> nullable_rules(const Grammar& g) {
     return nullable;
 }
 
+void prune_unfinishable(Grammar& g) {
+    auto finishes = [&g](const Element& e, const std::vector<bool>& productive) {
+        if (e.kind == Element::Kind::Rule) return static_cast<bool>(productive[e.index]);
+        if (e.kind == Element::Kind::Chars) return !g.classes[e.index].ranges.empty();
+        return true; // a token
+    };
+    std::vector<bool> productive(g.rules.size(), false);
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (size_t r = 0; r < g.rules.size(); ++r) {
+            if (productive[r]) continue;
+            for (const Sequence& alt : g.rules[r].alternatives) {
+                if (std::all_of(alt.begin(), alt.end(), [&](const Element& e) { return finishes(e, productive); })) {
+                    productive[r] = changed = true;
+                    break;
+                }
+            }
+        }
+    }
+    if (!productive[g.root])
+        throw Error(ErrorCode::argument, "GBNF: the start rule '" + g.rules[g.root].name +
+                                             "' has no finite sentence (every expansion recurses forever or uses an empty class)");
+    for (size_t r = 0; r < g.rules.size(); ++r) {
+        if (!productive[r]) continue; // unreachable once the alternatives using it are gone
+        auto& alts = g.rules[r].alternatives;
+        alts.erase(std::remove_if(alts.begin(), alts.end(),
+                                  [&](const Sequence& alt) {
+                                      return !std::all_of(alt.begin(), alt.end(), [&](const Element& e) { return finishes(e, productive); });
+                                  }),
+                   alts.end());
+    }
+}
+
 namespace {
 
 // Rules each rule can start with: those referenced before anything non-nullable in an alternative.

@@ -23,6 +23,11 @@ void name_generated_rules(Grammar& g);
 // consuming input first.
 void check_left_recursion(const Grammar& g);
 
+// Removes every alternative that can never finish (it uses a rule with no finite expansion, such
+// as `a ::= "x" a`, or an empty class), so that every prefix the matcher admits can complete.
+// Throws rwd::Error (argument) when the start rule has no finite sentence at all.
+void prune_unfinishable(Grammar& g);
+
 // Which rules can match the empty string.
 std::vector<bool> nullable_rules(const Grammar& g);
 

@@ -398,6 +398,7 @@ Grammar Parser::run(std::string_view root_rule) {
     g_.root = root->second;
     name_generated_rules(g_);
     check_left_recursion(g_);
+    prune_unfinishable(g_);
     return std::move(g_);
 }
 

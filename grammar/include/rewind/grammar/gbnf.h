@@ -75,9 +75,11 @@ struct GbnfLimits {
 // \UHHHHHHHH, negated classes `[^...]`, `.` (any code point), groups, alternation, `* + ?`,
 // `{m}` `{m,}` `{m,n}` `{,n}`, tokens `<[id]>` / `<text>` and their negation `!<...>`.
 // Newlines end a rule except after `::=`, after `|` and inside parentheses. `root_rule` names
-// the start rule. Throws rwd::Error (argument) saying what and at which line:column: a syntax
-// error, an undefined or missing rule, a rule defined twice, left recursion (with the cycle's
-// rule names), or a limit passed.
+// the start rule. Alternatives that can never finish (a rule with no finite expansion, an empty
+// class) are dropped, so every prefix the grammar admits can complete. Throws rwd::Error
+// (argument) saying what and at which line:column: a syntax error, an undefined or missing rule,
+// a rule defined twice, left recursion (with the cycle's rule names), a start rule with no finite
+// sentence, or a limit passed.
 Grammar parse_gbnf(std::string_view text, std::string_view root_rule = "root", const GbnfLimits& limits = {});
 
 } // namespace rwd::grammar
