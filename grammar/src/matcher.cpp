@@ -131,6 +131,8 @@ Matcher::StateId Matcher::intern(std::vector<uint32_t> stacks, uint32_t pending,
     const bool mark = std::binary_search(stacks.begin(), stacks.end(), kMark);
     states_.push_back(State{std::move(stacks), pending, pending_len, mark, {}});
     marks_.push_back(mark ? 1 : 0);
+    loops_.push_back({0, 0});
+    loop_known_.push_back(0);
     next_.resize(states_.size() * 256, kUnknown);
     state_ids_.emplace(std::move(key), id);
     return id;
@@ -213,6 +215,18 @@ bool Matcher::is_complete() const { return complete(state()); }
 bool Matcher::is_finished() const { return complete(state()) && states_[state()].stacks.size() == 1; }
 
 void Matcher::push_state(StateId s) { history_.push_back({s, serial_++}); }
+
+const std::array<uint64_t, 2>& Matcher::loop_set(StateId s) {
+    if (!loop_known_[s]) {
+        std::array<uint64_t, 2> set{0, 0};
+        if (s != kDead)
+            for (uint32_t b = 0; b < 0x80; ++b)
+                if (step(s, static_cast<uint8_t>(b)) == s) set[b / 64] |= uint64_t{1} << (b % 64);
+        loops_[s] = set; // after the steps: loops_ may have grown
+        loop_known_[s] = 1;
+    }
+    return loops_[s];
+}
 
 bool Matcher::top_is_chars(uint32_t stack) const {
     return stack > kMark && g_->program()[frames_[stack].pos].op == CompiledGrammar::Op::Chars;

@@ -55,6 +55,18 @@ VocabIndex::VocabIndex(const Tokenizer& tok) : n_vocab_(tok.n_vocab()), hash_(ha
         while (k < cur.size() && k < prev.size() && k < 0xFFFF && cur[k] == prev[k]) ++k;
         lcp_[i] = static_cast<uint16_t>(k);
     }
+    suffix_sets_.assign(sorted_.size(), {0, 0});
+    for (size_t i = 0; i < sorted_.size(); ++i) {
+        const std::string_view b = sorted_bytes(i);
+        for (size_t k = lcp_[i]; k < b.size(); ++k) {
+            const auto c = static_cast<uint8_t>(b[k]);
+            if (c >= 0x80) {
+                suffix_sets_[i] = {~uint64_t{0}, ~uint64_t{0}};
+                break;
+            }
+            suffix_sets_[i][c / 64] |= uint64_t{1} << (c % 64);
+        }
+    }
     jump_.assign(sorted_.size(), static_cast<uint32_t>(sorted_.size()));
     std::vector<uint32_t> open; // entries still waiting for a smaller lcp after them
     for (size_t i = 0; i < sorted_.size(); ++i) {
@@ -87,6 +99,20 @@ void walk_vocabulary(Matcher& m, const VocabIndex& vocab, Matcher::StateId s, st
     for (size_t i = 0; i < sorted.size();) {
         const std::string_view b = vocab.sorted_bytes(i);
         size_t d = std::min<size_t>(lcp[i], valid);
+        if (d == lcp[i] && d < b.size()) {
+            // A state that steps to itself on every byte left (a string's characters, say):
+            // the token is accepted and the path stays there, without a step per byte.
+            const auto& loop = m.loop_set(path[d]);
+            const auto& suffix = vocab.suffix_set(i);
+            if ((suffix[0] & ~loop[0]) == 0 && (suffix[1] & ~loop[1]) == 0) {
+                const auto esc = static_cast<uint8_t>(escaped[d] | (uncertain && m.has_mark(path[d])));
+                for (size_t k = d + 1; k <= b.size(); ++k) {
+                    path[k] = path[d];
+                    escaped[k] = esc;
+                }
+                d = b.size();
+            }
+        }
         while (d < b.size()) {
             const Matcher::StateId next = m.step(path[d], static_cast<uint8_t>(b[d]));
             if (next == Matcher::kDead) break;

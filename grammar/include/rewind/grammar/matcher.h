@@ -3,6 +3,7 @@
 // step is memoized, and a snapshot or rollback is O(1).
 #pragma once
 #include <cstddef>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -120,6 +121,8 @@ public:
     };
     const std::vector<uint32_t>& stacks(StateId s) const { return states_[s].stacks; }
     bool has_mark(StateId s) const { return marks_[s] != 0; }
+    // The ASCII bytes on which state `s` steps to itself (computed on first use; none for kDead).
+    const std::array<uint64_t, 2>& loop_set(StateId s);
     bool top_is_chars(uint32_t stack) const;
     StateId single_state(uint32_t stack, StateId of);
     LocalKey local_key(uint32_t stack, size_t depth, StateId of) const;
@@ -150,6 +153,8 @@ private:
     std::vector<State> states_;
     std::vector<StateId> next_; // memoized steps: next_[state * 256 + byte], kUnknown until computed
     std::vector<uint8_t> marks_; // per state: State::mark, packed for the vocabulary walk
+    std::vector<std::array<uint64_t, 2>> loops_; // per state: loop_set(), once computed
+    std::vector<uint8_t> loop_known_;
     std::unordered_map<std::string, StateId> state_ids_;
     std::vector<Entry> history_;
     uint64_t serial_ = 0;

@@ -1,6 +1,7 @@
 // Exact token masks: a vocabulary's token bytes sorted (so a walk steps shared prefixes once),
 // masks of local stacks shared by a grammar's sequences, and a per-sequence TokenMatcher.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,8 @@ public:
     // The first entry after i whose lcp is below lcp[i] (or the end): every entry between shares
     // entry i's first lcp[i] bytes, so a walk that found a shorter prefix dead skips them at once.
     const std::vector<uint32_t>& jump() const { return jump_; }
+    // The bytes of entry i past lcp[i], as a set of ASCII bytes; all ones (~0) when one is not ASCII.
+    const std::array<uint64_t, 2>& suffix_set(size_t i) const { return suffix_sets_[i]; }
     std::string_view sorted_bytes(size_t i) const {
         return std::string_view(sorted_blob_).substr(sorted_offsets_[i], sorted_offsets_[i + 1] - sorted_offsets_[i]);
     }
@@ -57,6 +60,7 @@ private:
     std::vector<TokenId> eog_, sorted_;
     std::vector<uint16_t> lcp_;
     std::vector<uint32_t> jump_;
+    std::vector<std::array<uint64_t, 2>> suffix_sets_;
     std::string sorted_blob_;
     std::vector<uint32_t> sorted_offsets_;
     size_t max_length_ = 0;
