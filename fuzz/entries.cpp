@@ -15,6 +15,8 @@
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
 #include "rewind/bench/bench_workload.h"
+#include "rewind/grammar/gbnf.h"
+#include "rewind/grammar/matcher.h"
 #include "rewind/serve/api.h"
 #include "rewind/speculate/reference_source.h"
 #include "rewind/tokenizer.h"
@@ -284,7 +286,32 @@ void serve_request(std::span<const uint8_t> data) {
     }
 }
 
+void gbnf(std::span<const uint8_t> data) {
+    const std::string_view all = as_text(data);
+    const size_t nul = all.find('\0');
+    const std::string_view text = all.substr(0, nul);
+    const std::string_view sample = nul == std::string_view::npos ? std::string_view() : all.substr(nul + 1, 256);
+    try {
+        grammar::Grammar g = grammar::parse_gbnf(text);
+        const std::string printed = g.to_gbnf();
+        const grammar::Grammar again = grammar::parse_gbnf(printed);
+        check(again.rules.size() == g.rules.size(), "printed grammar has another number of rules");
+        grammar::MatcherLimits limits;
+        limits.max_states = 4096;
+        limits.max_frames = size_t{1} << 16;
+        limits.max_stacks = 256;
+        grammar::Matcher m(std::make_shared<grammar::CompiledGrammar>(std::move(g)), limits);
+        const size_t n = m.valid_prefix_length(sample);
+        check(n <= sample.size(), "valid prefix longer than the text");
+        check(m.accept_bytes(sample.substr(0, n)), "a valid prefix was refused");
+        const std::string forced = m.forced_bytes(64);
+        check(m.valid_prefix_length(forced) == forced.size(), "forced bytes refused");
+    } catch (const Error&) {
+    }
+}
+
 Entry entry(std::string_view name) {
+    if (name == "gbnf") return gbnf;
     if (name == "gguf") return gguf;
     if (name == "tokenizer") return tokenizer;
     if (name == "kv_state") return kv_state;

@@ -36,6 +36,12 @@ void reference(std::span<const uint8_t> data);
 // or refuses it with an ApiError whose status is 400 and whose body is OpenAI's error JSON.
 void serve_request(std::span<const uint8_t> data);
 
+// The GBNF front end: the bytes before the first NUL are a grammar, those after it a text. A
+// grammar parses or is refused with rwd::Error (within GbnfLimits: bounded time and memory); one
+// that parses prints back as GBNF that parses to as many rules, and its matcher (small limits)
+// checks the text and finds its forced bytes.
+void gbnf(std::span<const uint8_t> data);
+
 // Loads the fixtures the named entry uses (tokenizers, a model), so the first input is not
 // charged for them (libFuzzer's per-input timeout); entries also load them on first use.
 void prepare(std::string_view name);

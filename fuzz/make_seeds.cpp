@@ -225,13 +225,15 @@ int main(int argc, char** argv) {
     }
     const fs::path shared = argv[1], out = argv[2];
     try {
-        for (const char* t : {"gguf", "kv_state", "workload", "reference", "tokenizer", "serve_request"}) {
+        for (const char* t : {"gguf", "kv_state", "workload", "reference", "tokenizer", "serve_request", "gbnf"}) {
             fs::remove_all(out / t);
             fs::create_directories(out / t);
         }
         gguf_seeds(shared, out / "gguf");
         kv_seeds(shared, out / "kv_state");
         text_seeds(shared, out / "workload", out / "reference", out / "tokenizer");
+        for (const auto& f : fs::directory_iterator(shared / "grammars")) // GBNF: llama.cpp's examples
+            if (f.path().extension() == ".gbnf") put(out / "gbnf" / f.path().filename(), slurp(f.path()));
     } catch (const std::exception& e) {
         std::cerr << "fuzz_seeds: " << e.what() << "\n";
         return 1;

@@ -40,7 +40,7 @@ TEST_P(FuzzRegressions, EveryInputIsHandled) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, FuzzRegressions,
-                         ::testing::Values("gguf", "tokenizer", "kv_state", "workload", "reference", "serve_request"),
+                         ::testing::Values("gguf", "tokenizer", "kv_state", "workload", "reference", "serve_request", "gbnf"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 } // namespace

@@ -12,6 +12,7 @@ void register_commands(CLI::App& app, Runner& run) {
     register_batch(app, run);
     register_make_dummy(app, run);
     register_serve(app, run);
+    register_grammar(app, run);
 }
 
 } // namespace rwd::cli

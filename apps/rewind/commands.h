@@ -19,6 +19,7 @@ void register_bench(CLI::App& app, Runner& run);
 void register_batch(CLI::App& app, Runner& run);
 void register_make_dummy(CLI::App& app, Runner& run);
 void register_serve(CLI::App& app, Runner& run);
+void register_grammar(CLI::App& app, Runner& run);
 
 // Every subcommand above, in the order `rewind --help` lists them.
 void register_commands(CLI::App& app, Runner& run);

@@ -1,0 +1,175 @@
+// `rewind grammar`: for people writing grammars. Prints a grammar back as GBNF, says whether a
+// text is a complete sentence, a valid prefix or where it is rejected, and with a vocabulary the
+// tokens allowed next (and mask timings along a text's tokens).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "rewind/error.h"
+#include "rewind/file_io.h"
+#include "rewind/gguf.h"
+#include "rewind/grammar/gbnf.h"
+#include "rewind/grammar/token_mask.h"
+#include "rewind/tokenizer.h"
+
+namespace rwd::cli {
+
+namespace {
+
+constexpr size_t kMaxGrammarFileBytes = size_t{1} << 20;
+
+struct GrammarOptions {
+    std::string grammar_file; // GBNF source (--json-schema / --regex would add their own here)
+    bool print = false;
+    std::string text, file, tokens;
+    bool have_text = false;
+    std::string vocab;
+    bool mask = false, mask_each = false, time_masks = false;
+};
+
+// The grammar's GBNF text, from whichever source was given.
+std::string gbnf_text(const GrammarOptions& o) {
+    return read_file_limited(o.grammar_file, kMaxGrammarFileBytes, "grammar file");
+}
+
+std::vector<TokenId> parse_ids(const std::string& list) {
+    std::vector<TokenId> ids;
+    std::stringstream ss(list);
+    for (std::string item; std::getline(ss, item, ',');) {
+        if (item.empty()) continue;
+        size_t used = 0;
+        long long v = -1;
+        try {
+            v = std::stoll(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used != item.size() || v < 0 || v > 0x7FFFFFFF) throw Error(ErrorCode::argument, "--tokens: '" + item + "' is not a token id");
+        ids.push_back(static_cast<TokenId>(v));
+    }
+    return ids;
+}
+
+void print_mask(grammar::TokenMatcher& tm) {
+    std::vector<uint32_t> mask(static_cast<size_t>((tm.vocab().n_vocab() + 31) / 32));
+    tm.fill_mask(mask);
+    std::string line = "allowed:";
+    for (TokenId t = 0; t < tm.vocab().n_vocab(); ++t)
+        if ((mask[static_cast<size_t>(t) / 32] >> (t % 32)) & 1u) line += " " + std::to_string(t);
+    std::printf("%s\n", line.c_str());
+}
+
+const char* verdict(const grammar::Matcher& m) { return m.is_complete() ? "complete" : "prefix"; }
+
+// Mask time at each token of `text` (encoded without BOS), on a fresh matcher then again once its
+// caches are warm. Timings on a shared machine are noisy.
+void time_masks(const std::shared_ptr<const grammar::CompiledGrammar>& g, const std::shared_ptr<const grammar::VocabIndex>& v,
+                const Tokenizer& tok, const std::string& text) {
+    const std::vector<TokenId> ids = tok.encode(text, AddBos::No);
+    grammar::TokenMatcher tm(g, v); // its own local masks: the first pass pays for all of them
+    std::vector<uint32_t> mask(static_cast<size_t>((v->n_vocab() + 31) / 32));
+    for (const char* pass : {"fresh matcher", "warm caches"}) {
+        tm.matcher().reset();
+        std::vector<double> us;
+        for (TokenId t : ids) {
+            const auto t0 = std::chrono::steady_clock::now();
+            tm.fill_mask(mask);
+            us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+            if (!tm.accept(t)) break;
+        }
+        std::sort(us.begin(), us.end());
+        auto q = [&us](double f) { return us.empty() ? 0.0 : us[std::min(us.size() - 1, static_cast<size_t>(f * static_cast<double>(us.size())))]; };
+        std::printf("mask time (%s): %zu masks, median %.1f us, p90 %.1f us, p99 %.1f us, max %.1f us\n", pass, us.size(), q(0.5),
+                    q(0.9), q(0.99), us.empty() ? 0.0 : us.back());
+    }
+}
+
+int run_with_vocab(const GrammarOptions& o, const std::string& gbnf, const std::string& text) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto tok = Tokenizer::from_gguf(GgufFile::open(o.vocab));
+    grammar::GrammarCache cache;
+    const auto vocab = cache.vocab(*tok);
+    const auto t1 = std::chrono::steady_clock::now();
+    const auto g = cache.grammar(gbnf, *tok);
+    const auto t2 = std::chrono::steady_clock::now();
+    if (o.time_masks) {
+        std::printf("vocabulary index: %.1f ms; grammar compile: %.2f ms\n",
+                    std::chrono::duration<double, std::milli>(t1 - t0).count(), std::chrono::duration<double, std::milli>(t2 - t1).count());
+        time_masks(g, vocab, *tok, text);
+        return 0;
+    }
+    grammar::TokenMatcher tm(g, vocab);
+    if (o.mask_each) { // for oracles: the tokens never matched by their bytes (control, EOG, empty)
+        std::string line = "not-text:";
+        for (TokenId t = 0; t < vocab->n_vocab(); ++t)
+            if (vocab->bytes(t).empty()) line += " " + std::to_string(t);
+        std::printf("%s\n", line.c_str());
+    }
+    if (!o.tokens.empty()) {
+        const std::vector<TokenId> ids = parse_ids(o.tokens);
+        for (size_t i = 0; i < ids.size(); ++i) {
+            if (o.mask_each) print_mask(tm);
+            if (!tm.accept(ids[i])) {
+                std::printf("rejected at token %zu\n", i);
+                return 0;
+            }
+        }
+    } else if (const size_t n = tm.matcher().valid_prefix_length(text); n < text.size()) {
+        std::printf("rejected at byte %zu\n", n);
+        return 0;
+    } else {
+        tm.matcher().accept_bytes(text);
+    }
+    std::printf("%s\n", verdict(tm.matcher()));
+    if (o.mask || o.mask_each) print_mask(tm);
+    return 0;
+}
+
+int run_grammar(const GrammarOptions& o) {
+    const std::string gbnf = gbnf_text(o);
+    const grammar::Grammar parsed = grammar::parse_gbnf(gbnf);
+    if (o.print) std::printf("%s", parsed.to_gbnf().c_str());
+    std::string text = o.text;
+    if (!o.file.empty()) text = read_file_limited(o.file, kMaxPromptFileBytes, "text file");
+    const bool check = o.have_text || !o.file.empty() || !o.tokens.empty();
+    if (!o.vocab.empty() && (check || o.mask || o.time_masks)) return run_with_vocab(o, gbnf, text);
+    if (!check) return 0;
+    grammar::Matcher m(std::make_shared<grammar::CompiledGrammar>(parsed));
+    if (const size_t n = m.valid_prefix_length(text); n < text.size()) {
+        std::printf("rejected at byte %zu\n", n);
+        return 0;
+    }
+    m.accept_bytes(text);
+    std::printf("%s\n", verdict(m));
+    return 0;
+}
+
+} // namespace
+
+void register_grammar(CLI::App& app, Runner& run) {
+    auto o = std::make_shared<GrammarOptions>();
+    CLI::App* cmd = app.add_subcommand("grammar", "Check a GBNF grammar: print it, test a text against it, list the tokens it allows");
+    cmd->add_option("--grammar", o->grammar_file, "GBNF grammar file (llama.cpp's syntax, start rule 'root')")->required();
+    cmd->add_flag("--print", o->print, "Print the parsed grammar back as GBNF (groups and repetitions as generated rules)");
+    CLI::Option* t = cmd->add_option("--text", o->text, "Text to check: prints 'complete', 'prefix' or 'rejected at byte N'");
+    CLI::Option* f = cmd->add_option("--file", o->file, "Read the text to check from this file (at most 8 MiB)");
+    CLI::Option* ids = cmd->add_option("--tokens", o->tokens, "With --vocab: token ids (comma-separated) to accept as tokens instead of a text");
+    t->excludes(f)->excludes(ids);
+    f->excludes(ids);
+    CLI::Option* v = cmd->add_option("--vocab", o->vocab, "GGUF file with a tokenizer (vocabulary-only files work)");
+    ids->needs(v);
+    cmd->add_flag("--mask", o->mask, "With --vocab: print the token ids allowed after the text")->needs(v);
+    cmd->add_flag("--mask-each", o->mask_each, "With --vocab and --tokens: a line 'not-text:' (ids matched by name only: control, end of generation, empty), then the allowed ids before each token and after the last")->needs(ids);
+    cmd->add_flag("--time-masks", o->time_masks, "With --vocab and a text: time a mask at each of the text's tokens")->needs(v);
+    cmd->callback([o, t, &run] {
+        o->have_text = t->count() > 0;
+        run = [o] { return run_grammar(*o); };
+    });
+}
+
+} // namespace rwd::cli

@@ -1,0 +1,290 @@
+// Token masks: the vocabulary sorted by bytes and walked depth-first along the matcher's memoized
+// byte steps (a dead prefix skips every token that shares it), cached per automaton state.
+#include "rewind/grammar/token_mask.h"
+
+#include <algorithm>
+
+#include "rewind/error.h"
+
+namespace rwd::grammar {
+
+uint64_t VocabIndex::hash_of(const Tokenizer& tok) {
+    uint64_t h = 1469598103934665603ull; // FNV-1a over each piece, its kind and its flags
+    auto mix = [&h](uint64_t v) {
+        h ^= v;
+        h *= 1099511628211ull;
+    };
+    for (TokenId t = 0; t < tok.n_vocab(); ++t) {
+        for (char c : tok.piece(t)) mix(static_cast<uint8_t>(c));
+        mix(0x100 + static_cast<uint64_t>(tok.kind(t)) * 4 + (tok.is_eog(t) ? 2 : 0) + (tok.is_control(t) ? 1 : 0));
+    }
+    mix(static_cast<uint64_t>(tok.model() == TokenizerModel::Spm));
+    return h;
+}
+
+VocabIndex::VocabIndex(const Tokenizer& tok) : n_vocab_(tok.n_vocab()), hash_(hash_of(tok)) {
+    const auto n = static_cast<size_t>(n_vocab_);
+    flags_.assign(n, 0);
+    offsets_.assign(n + 1, 0);
+    for (TokenId t = 0; t < n_vocab_; ++t) {
+        const TokenKind kind = tok.kind(t);
+        const bool eog = tok.is_eog(t);
+        const bool control = tok.is_control(t) || kind == TokenKind::Control || kind == TokenKind::Unknown ||
+                             kind == TokenKind::Unused;
+        flags_[static_cast<size_t>(t)] = static_cast<uint8_t>((eog ? kEog : 0) | (control ? kControl : 0));
+        offsets_[static_cast<size_t>(t)] = static_cast<uint32_t>(blob_.size());
+        if (!eog && !control) blob_ += tok.token_to_piece(t, false);
+        if (eog) eog_.push_back(t);
+    }
+    offsets_[n] = static_cast<uint32_t>(blob_.size());
+    for (TokenId t = 0; t < n_vocab_; ++t)
+        if (!bytes(t).empty()) sorted_.push_back(t);
+    std::sort(sorted_.begin(), sorted_.end(), [this](TokenId a, TokenId b) { return bytes(a) < bytes(b); });
+    for (TokenId t : sorted_) {
+        sorted_offsets_.push_back(static_cast<uint32_t>(sorted_blob_.size()));
+        sorted_blob_ += bytes(t);
+    }
+    sorted_offsets_.push_back(static_cast<uint32_t>(sorted_blob_.size()));
+    lcp_.assign(sorted_.size(), 0);
+    for (size_t i = 0; i < sorted_.size(); ++i) {
+        const std::string_view cur = bytes(sorted_[i]);
+        max_length_ = std::max(max_length_, cur.size());
+        if (i == 0) continue;
+        const std::string_view prev = bytes(sorted_[i - 1]);
+        size_t k = 0;
+        while (k < cur.size() && k < prev.size() && k < 0xFFFF && cur[k] == prev[k]) ++k;
+        lcp_[i] = static_cast<uint16_t>(k);
+    }
+    suffix_sets_.assign(sorted_.size(), {0, 0});
+    for (size_t i = 0; i < sorted_.size(); ++i) {
+        const std::string_view b = sorted_bytes(i);
+        for (size_t k = lcp_[i]; k < b.size(); ++k) {
+            const auto c = static_cast<uint8_t>(b[k]);
+            if (c >= 0x80) {
+                suffix_sets_[i] = {~uint64_t{0}, ~uint64_t{0}};
+                break;
+            }
+            suffix_sets_[i][c / 64] |= uint64_t{1} << (c % 64);
+        }
+    }
+    jump_.assign(sorted_.size(), static_cast<uint32_t>(sorted_.size()));
+    std::vector<uint32_t> open; // entries still waiting for a smaller lcp after them
+    for (size_t i = 0; i < sorted_.size(); ++i) {
+        while (!open.empty() && lcp_[open.back()] > lcp_[i]) {
+            jump_[open.back()] = static_cast<uint32_t>(i);
+            open.pop_back();
+        }
+        open.push_back(static_cast<uint32_t>(i));
+    }
+}
+
+std::string_view VocabIndex::bytes(TokenId t) const {
+    const auto i = static_cast<size_t>(t);
+    return std::string_view(blob_).substr(offsets_[i], offsets_[i + 1] - offsets_[i]);
+}
+
+void walk_vocabulary(Matcher& m, const VocabIndex& vocab, Matcher::StateId s, std::span<uint32_t> mask,
+                     std::vector<TokenId>* uncertain, WalkScratch& scratch) {
+    // Tokens in byte order; path[d] is the state after the first d bytes of the present token,
+    // kept for the next token as far as they share a prefix.
+    const auto& sorted = vocab.sorted();
+    const auto& lcp = vocab.lcp();
+    const auto& jump = vocab.jump();
+    auto& path = scratch.path;
+    auto& escaped = scratch.escaped;
+    path.assign(vocab.max_length() + 1, Matcher::kDead);
+    escaped.assign(vocab.max_length() + 1, 0);
+    path[0] = s;
+    size_t valid = 0;
+    for (size_t i = 0; i < sorted.size();) {
+        const std::string_view b = vocab.sorted_bytes(i);
+        size_t d = std::min<size_t>(lcp[i], valid);
+        if (d == lcp[i] && d < b.size()) {
+            // A state that steps to itself on every byte left (a string's characters, say):
+            // the token is accepted and the path stays there, without a step per byte.
+            const auto& loop = m.loop_set(path[d]);
+            const auto& suffix = vocab.suffix_set(i);
+            if ((suffix[0] & ~loop[0]) == 0 && (suffix[1] & ~loop[1]) == 0) {
+                const auto esc = static_cast<uint8_t>(escaped[d] | (uncertain && m.has_mark(path[d])));
+                for (size_t k = d + 1; k <= b.size(); ++k) {
+                    path[k] = path[d];
+                    escaped[k] = esc;
+                }
+                d = b.size();
+            }
+        }
+        while (d < b.size()) {
+            const Matcher::StateId next = m.step(path[d], static_cast<uint8_t>(b[d]));
+            if (next == Matcher::kDead) break;
+            path[d + 1] = next;
+            escaped[d + 1] = static_cast<uint8_t>(escaped[d] | (uncertain && m.has_mark(next)));
+            ++d;
+        }
+        valid = d;
+        const size_t first = i++;
+        if (d == b.size()) {
+            mask[static_cast<size_t>(sorted[first]) / 32] |= 1u << (static_cast<uint32_t>(sorted[first]) % 32);
+        } else if (escaped[d]) { // every token sharing the dead prefix may go on below
+            uncertain->push_back(sorted[first]);
+            for (; i < sorted.size() && lcp[i] > d; ++i) uncertain->push_back(sorted[i]);
+        } else {
+            while (i < sorted.size() && lcp[i] > d) i = jump[i]; // they share the dead prefix b[0..d]
+        }
+    }
+}
+
+LocalMaskCache::LocalMaskCache(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab)
+    : grammar_(std::move(grammar)), vocab_(std::move(vocab)), walker_(std::make_unique<Matcher>(grammar_)) {}
+
+std::shared_ptr<const LocalMaskCache::Entry> LocalMaskCache::get(const Matcher::LocalKey& key) {
+    const std::string k = key.bytes();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = entries_.find(k); it != entries_.end()) return it->second;
+    if (entries_.size() >= 4096) entries_.clear(); // bounded: 4096 masks of 16 KiB for 128k tokens
+    if (walker_->state_count() > (size_t{1} << 16)) walker_ = std::make_unique<Matcher>(grammar_); // its caches only
+    auto e = std::make_shared<Entry>();
+    e->accepted.assign(static_cast<size_t>((vocab_->n_vocab() + 31) / 32), 0);
+    walk_vocabulary(*walker_, *vocab_, walker_->local_state(key), e->accepted, &e->uncertain, scratch_);
+    return entries_.emplace(k, std::move(e)).first->second;
+}
+
+TokenMatcher::TokenMatcher(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab,
+                           const MatcherLimits& limits, std::shared_ptr<LocalMaskCache> shared)
+    : matcher_(grammar, limits), vocab_(std::move(vocab)), local_masks_(std::move(shared)) {
+    if (!local_masks_) local_masks_ = std::make_shared<LocalMaskCache>(std::move(grammar), vocab_);
+    else if (&local_masks_->grammar() != &matcher_.grammar())
+        throw Error(ErrorCode::argument, "TokenMatcher: the local mask cache belongs to another grammar");
+}
+
+bool TokenMatcher::bytes_accepted(Matcher::StateId s, std::string_view b) {
+    for (size_t i = 0; i < b.size() && s != Matcher::kDead; ++i) s = matcher_.step(s, static_cast<uint8_t>(b[i]));
+    return s != Matcher::kDead;
+}
+
+// A state's mask is the union of its stacks' masks (a set of stacks accepts what any of them
+// accepts). Each stack's comes from its local stack, shared by every stack with the same top
+// frames whatever lies below (and by other sequences); only the local stack's uncertain tokens
+// are walked on the real stack. Inside an unfinished character, the local stack keeps its bytes.
+void TokenMatcher::compute_mask(Matcher::StateId s, std::vector<uint32_t>& mask) {
+    mask.assign(static_cast<size_t>((vocab_->n_vocab() + 31) / 32), 0);
+    auto set = [&mask](TokenId t) { mask[static_cast<size_t>(t) / 32] |= 1u << (static_cast<uint32_t>(t) % 32); };
+    const std::vector<uint32_t> stacks = matcher_.stacks(s); // a copy: states are added below
+    for (uint32_t stack : stacks) {
+        if (!matcher_.top_is_chars(stack)) continue;
+        held_ = local_masks_->get(matcher_.local_key(stack, kLocalDepth, s));
+        for (size_t w = 0; w < mask.size(); ++w) mask[w] |= held_->accepted[w];
+        if (held_->uncertain.empty()) continue;
+        const Matcher::StateId alone = matcher_.single_state(stack, s);
+        for (TokenId t : held_->uncertain)
+            if (!((mask[static_cast<size_t>(t) / 32] >> (t % 32)) & 1u) && bytes_accepted(alone, vocab_->bytes(t))) set(t);
+    }
+    held_.reset();
+    if (matcher_.complete(s))
+        for (TokenId t : vocab_->eog_ids()) set(t);
+    elements_.clear();
+    matcher_.token_elements(s, elements_);
+    for (const auto& [id, negated] : elements_) {
+        if (!negated) {
+            if (id >= 0 && id < vocab_->n_vocab()) set(id);
+            continue;
+        }
+        for (TokenId t = 0; t < vocab_->n_vocab(); ++t)
+            if (t != id && !vocab_->is_control(t) && !vocab_->is_eog(t)) set(t);
+    }
+}
+
+void TokenMatcher::fill_mask(std::span<uint32_t> mask) {
+    const auto words = static_cast<size_t>((vocab_->n_vocab() + 31) / 32);
+    if (mask.size() != words)
+        throw Error(ErrorCode::shape, "token mask of " + std::to_string(mask.size()) + " words; the vocabulary of " +
+                                          std::to_string(vocab_->n_vocab()) + " tokens needs " + std::to_string(words));
+    const Matcher::StateId s = matcher_.state();
+    auto it = masks_.find(s);
+    if (it == masks_.end()) {
+        if (masks_.size() >= 256) masks_.clear(); // bounded memory: 256 masks of 16 KiB for 128k tokens
+        std::vector<uint32_t> m;
+        compute_mask(s, m);
+        it = masks_.emplace(s, std::move(m)).first;
+    }
+    std::copy(it->second.begin(), it->second.end(), mask.begin());
+}
+
+bool TokenMatcher::element_allows(TokenId t) {
+    elements_.clear();
+    matcher_.token_elements(matcher_.state(), elements_);
+    const bool plain = !vocab_->is_control(t) && !vocab_->is_eog(t);
+    return std::any_of(elements_.begin(), elements_.end(), [&](const std::pair<int32_t, bool>& e) {
+        return e.second ? (plain && e.first != t) : e.first == t;
+    });
+}
+
+bool TokenMatcher::allows(TokenId t) {
+    if (t < 0 || t >= vocab_->n_vocab()) return false;
+    if (element_allows(t)) return true;
+    if (vocab_->is_eog(t)) return matcher_.is_complete();
+    const std::string_view b = vocab_->bytes(t);
+    if (b.empty()) return false;
+    return bytes_accepted(matcher_.state(), b);
+}
+
+bool TokenMatcher::accept(TokenId t) {
+    if (!allows(t)) return false;
+    const bool named = element_allows(t);
+    if (vocab_->is_eog(t) && !named) {
+        matcher_.push_state(matcher_.state()); // the end: nothing more to match
+        return true;
+    }
+    return matcher_.accept_token(t, vocab_->is_control(t) || vocab_->is_eog(t), vocab_->bytes(t));
+}
+
+std::shared_ptr<const VocabIndex> GrammarCache::vocab_for(const Tokenizer& tok, uint64_t h) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& slot = vocabs_[h];
+    if (!slot) slot = std::make_shared<const VocabIndex>(tok);
+    return slot;
+}
+
+std::shared_ptr<const CompiledGrammar> GrammarCache::grammar_for(std::string_view gbnf, const Tokenizer& tok, const std::string& key) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (auto it = grammars_.find(key); it != grammars_.end()) return it->second;
+    }
+    auto compiled = std::make_shared<const CompiledGrammar>(parse_gbnf(gbnf), &tok); // outside the lock
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (grammars_.emplace(key, compiled).second) {
+        order_.push_back(key);
+        if (order_.size() > max_grammars_) {
+            grammars_.erase(order_.front());
+            local_masks_.erase(order_.front());
+            order_.erase(order_.begin());
+        }
+    }
+    auto it = grammars_.find(key);
+    return it != grammars_.end() ? it->second : compiled;
+}
+
+std::shared_ptr<const VocabIndex> GrammarCache::vocab(const Tokenizer& tok) { return vocab_for(tok, VocabIndex::hash_of(tok)); }
+
+std::shared_ptr<const CompiledGrammar> GrammarCache::grammar(std::string_view gbnf, const Tokenizer& tok) {
+    return get(gbnf, tok).grammar;
+}
+
+std::shared_ptr<LocalMaskCache> GrammarCache::local_masks(std::string_view gbnf, const Tokenizer& tok) {
+    return get(gbnf, tok).local_masks;
+}
+
+GrammarCache::Compiled GrammarCache::get(std::string_view gbnf, const Tokenizer& tok) {
+    const uint64_t h = VocabIndex::hash_of(tok); // once: a pass over every piece
+    const std::string key = std::to_string(h) + "\n" + std::string(gbnf);
+    Compiled c;
+    c.vocab = vocab_for(tok, h);
+    c.grammar = grammar_for(gbnf, tok, key);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& slot = local_masks_[key];
+    if (!slot || &slot->grammar() != c.grammar.get()) slot = std::make_shared<LocalMaskCache>(c.grammar, c.vocab);
+    c.local_masks = slot;
+    if (!grammars_.count(key)) local_masks_.erase(key); // its grammar was dropped meanwhile
+    return c;
+}
+
+} // namespace rwd::grammar

@@ -1,0 +1,82 @@
+// `rewind grammar` run as a user runs it: printing a grammar, the one-line verdict on a text
+// (exit 0 whenever the check ran), a bad grammar's message and status, allowed tokens.
+// Skipped when the apps are not built (REWIND_BUILD_APPS=OFF).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+const std::string kShared = REWIND_SHARED_DIR;
+const std::string kRewind = std::string(REWIND_BINARY_DIR) + "/bin/rewind";
+
+struct CliRun {
+    int status = -1;
+    std::string out; // stdout and stderr together
+};
+
+CliRun run(const std::string& args) {
+    CliRun r;
+    FILE* p = ::popen((kRewind + " grammar " + args + " 2>&1").c_str(), "r");
+    if (!p) return r;
+    std::array<char, 4096> buf{};
+    size_t n = 0;
+    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+    const int st = ::pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return r;
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+    const auto path = std::filesystem::temp_directory_path() / ("rewind_test_cli_grammar_" + std::to_string(::getpid()) + "_" + name);
+    std::ofstream(path, std::ios::binary) << text;
+    return path.string();
+}
+
+class CliGrammar : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (!std::filesystem::exists(kRewind)) GTEST_SKIP() << kRewind << " not built (REWIND_BUILD_APPS=OFF)";
+    }
+    const std::string json = kShared + "/grammars/json.gbnf";
+};
+
+} // namespace
+
+TEST_F(CliGrammar, VerdictsOnText) {
+    EXPECT_EQ(run("--grammar " + json + " --text '{\"a\": [1, 2'").out, "prefix\n");
+    EXPECT_EQ(run("--grammar " + json + " --text '{\"a\": [1, 2]}'").out, "complete\n");
+    const CliRun bad = run("--grammar " + json + " --text '{\"a\": ]'");
+    EXPECT_EQ(bad.status, 0);
+    EXPECT_EQ(bad.out, "rejected at byte 6\n");
+    const std::string file = write_temp("doc.json", "[1]");
+    EXPECT_EQ(run("--grammar " + kShared + "/grammars/json_arr.gbnf --file " + file).out, "rejected at byte 1\n");
+    std::filesystem::remove(file);
+}
+
+TEST_F(CliGrammar, PrintAndBadGrammar) {
+    const CliRun p = run("--grammar " + kShared + "/grammars/chess.gbnf --print");
+    EXPECT_EQ(p.status, 0);
+    EXPECT_NE(p.out.find("castle ::= \"O-O\" castle-2"), std::string::npos) << p.out;
+    const std::string g = write_temp("bad.gbnf", "root ::= \"a\"\nitem ::= [a-\n");
+    const CliRun e = run("--grammar " + g + " --text a");
+    EXPECT_EQ(e.status, 8); // argument
+    EXPECT_NE(e.out.find("line 2, column 10"), std::string::npos) << e.out;
+    std::filesystem::remove(g);
+}
+
+TEST_F(CliGrammar, AllowedTokens) {
+    const std::string g = write_temp("yes.gbnf", "root ::= \"yes\" | \"no\"\n");
+    const CliRun r = run("--grammar " + g + " --vocab " + kShared + "/vocab/ggml-vocab-llama-bpe.gguf --text y --mask");
+    EXPECT_EQ(r.status, 0);
+    // Llama 3: "es" is 288, "e" is 68.
+    EXPECT_EQ(r.out, "prefix\nallowed: 68 288\n");
+    std::filesystem::remove(g);
+}

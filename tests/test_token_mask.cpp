@@ -1,0 +1,173 @@
+// Exact token masks on real vocabularies (Llama 3, Qwen2.5, the bundled SentencePiece one): the
+// mask's trie walk against token-by-token checks along random valid paths, EOG and control rules,
+// token names, and the compiled-grammar cache.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "rewind/error.h"
+#include "rewind/gguf.h"
+#include "rewind/grammar/token_mask.h"
+
+using namespace rwd;
+using namespace rwd::grammar;
+
+namespace {
+
+std::string shared_path(const std::string& rel) { return std::string(REWIND_SHARED_DIR) + "/" + rel; }
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+const Tokenizer& vocab_tokenizer(const std::string& path) {
+    static std::map<std::string, std::unique_ptr<Tokenizer>> loaded; // test fixture: one load per file
+    auto& slot = loaded[path];
+    if (!slot) slot = Tokenizer::from_gguf(GgufFile::open(path));
+    return *slot;
+}
+
+bool bit(const std::vector<uint32_t>& mask, TokenId t) { return (mask[static_cast<size_t>(t) / 32] >> (t % 32)) & 1u; }
+
+// Token t checked on its own: its bytes from the present text, against a second matcher that
+// accepted the same text byte by byte (no trie walk, no mask cache).
+bool expected_allowed(Matcher& ref, const Tokenizer& tok, const VocabIndex& v, TokenId t) {
+    if (v.is_eog(t)) return ref.is_complete();
+    if (tok.is_control(t) || v.is_control(t)) return false;
+    const std::string b = tok.token_to_piece(t, false);
+    return !b.empty() && ref.valid_prefix_length(b) == b.size();
+}
+
+// Walks `steps` random allowed tokens, checking the whole mask at each step; returns the text.
+std::string check_random_path(const std::string& gbnf, const Tokenizer& tok, uint32_t seed, int steps) {
+    GrammarCache cache;
+    const auto grammar = cache.grammar(gbnf, tok);
+    const auto vocab = cache.vocab(tok);
+    TokenMatcher tm(grammar, vocab);
+    Matcher ref(grammar);
+    std::mt19937 rng(seed);
+    std::vector<uint32_t> mask(static_cast<size_t>((tok.n_vocab() + 31) / 32));
+    std::string text;
+    for (int step = 0; step < steps; ++step) {
+        tm.fill_mask(mask);
+        std::vector<TokenId> allowed;
+        for (TokenId t = 0; t < tok.n_vocab(); ++t) {
+            const bool want = expected_allowed(ref, tok, *vocab, t);
+            EXPECT_EQ(bit(mask, t), want) << "token " << t << " '" << tok.token_to_piece(t) << "' after '" << text << "'";
+            if (bit(mask, t) != want) return text;
+            EXPECT_EQ(tm.allows(t), want);
+            if (want && !vocab->is_eog(t)) allowed.push_back(t);
+        }
+        if (allowed.empty()) break;
+        // Mostly short tokens, so paths go deep into the grammar rather than into long words.
+        TokenId pick = allowed[rng() % allowed.size()];
+        for (int tries = 0; tries < 8 && tok.token_to_piece(pick).size() > 2; ++tries) pick = allowed[rng() % allowed.size()];
+        EXPECT_TRUE(tm.accept(pick));
+        const std::string b = tok.token_to_piece(pick);
+        EXPECT_TRUE(ref.accept_bytes(b));
+        text += b;
+    }
+    return text;
+}
+
+const char* kVocabs[] = {"vocab/ggml-vocab-llama-bpe.gguf", "vocab/ggml-vocab-qwen2.gguf", "models/pycode-4m.gguf"};
+const char* kGrammars[] = {"json.gbnf", "arithmetic.gbnf", "list.gbnf", "japanese.gbnf", "chess.gbnf", "c.gbnf"};
+
+} // namespace
+
+class TokenMaskPaths : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(TokenMaskPaths, MaskEqualsTokenByTokenCheck) {
+    const auto [v, g] = GetParam();
+    const Tokenizer& tok = vocab_tokenizer(shared_path(kVocabs[v]));
+    const std::string gbnf = read_text(shared_path(std::string("grammars/") + kGrammars[g]));
+    for (uint32_t seed = 1; seed <= 2; ++seed) {
+        const std::string text = check_random_path(gbnf, tok, seed * 7919 + static_cast<uint32_t>(g), 24);
+        if (::testing::Test::HasFailure()) return;
+        EXPECT_FALSE(text.empty());
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocabularies, TokenMaskPaths, ::testing::Combine(::testing::Range(0, 3), ::testing::Range(0, 6)));
+
+// Schema-like grammars: bounded strings as chains of named rules, digit ranges, any character
+// (so tokens end inside characters), nesting through named rules.
+TEST(TokenMask, SchemaLikeGrammarsOnLlama3) {
+    const Tokenizer& tok = vocab_tokenizer(shared_path("vocab/ggml-vocab-llama-bpe.gguf"));
+    const std::string gbnf = R"(root ::= "{\"name\":" ws str ",\"n\":" ws int ",\"tags\":[" ( str ( "," str )* )? "]" ( ",\"kid\":" root )? "}"
+str ::= "\"" s0 "\""
+s0 ::= ch s1 | ""
+s1 ::= ch s2 | ""
+s2 ::= ch s3 | ""
+s3 ::= ch | ""
+ch ::= [^"\\\x00-\x1F] | "\\" ["\\/nt]
+int ::= "-"? ( [1-9] [0-9]{0,2} | "0" )
+ws ::= " "?)";
+    for (uint32_t seed = 1; seed <= 3; ++seed) {
+        check_random_path(gbnf, tok, seed, 40);
+        if (::testing::Test::HasFailure()) return;
+    }
+}
+
+TEST(TokenMask, EogOnlyWhenCompleteControlOnlyWhenNamed) {
+    const Tokenizer& tok = vocab_tokenizer(shared_path("vocab/ggml-vocab-llama-bpe.gguf"));
+    GrammarCache cache;
+    TokenMatcher tm(cache.grammar("root ::= \"ab\" | \"ab\" <|start_header_id|> \"c\"", tok), cache.vocab(tok));
+    const TokenId eot = tok.eot();
+    const auto eom = tok.encode("<|start_header_id|>", AddBos::No, SpecialTokens::Parse);
+    ASSERT_EQ(eom.size(), 1u);
+    EXPECT_FALSE(tm.allows(eot));
+    EXPECT_FALSE(tm.allows(eom[0]));
+    ASSERT_TRUE(tm.accept(tok.encode("ab", AddBos::No)[0]));
+    EXPECT_TRUE(tm.allows(eot));    // complete
+    EXPECT_TRUE(tm.allows(eom[0])); // a control token the grammar names
+    const TokenId bos = tok.bos();
+    EXPECT_FALSE(tm.allows(bos));
+    ASSERT_TRUE(tm.accept(eom[0]));
+    EXPECT_FALSE(tm.matcher().is_complete()); // "c" must follow
+    EXPECT_TRUE(tm.allows(tok.encode("c", AddBos::No)[0]));
+}
+
+TEST(TokenMask, TokensSpanningElementsAndEndingInsideCharacters) {
+    const Tokenizer& tok = vocab_tokenizer(shared_path("vocab/ggml-vocab-llama-bpe.gguf"));
+    GrammarCache cache;
+    TokenMatcher tm(cache.grammar(R"(root ::= "{\"" [a-z]+ "\":" [0-9]+ "}")", tok), cache.vocab(tok));
+    const auto ids = tok.encode("{\"", AddBos::No);
+    ASSERT_EQ(ids.size(), 1u);
+    EXPECT_TRUE(tm.allows(ids[0]));
+    EXPECT_TRUE(tm.allows(tok.encode("{", AddBos::No)[0]));
+    ASSERT_TRUE(tm.accept(ids[0]));
+    const auto key = tok.encode("name\":", AddBos::No); // a token may cross from the key into ":"
+    for (TokenId t : key) ASSERT_TRUE(tm.accept(t));
+    EXPECT_FALSE(tm.allows(tok.encode("}", AddBos::No)[0]));
+    // Byte-fallback pieces of the SentencePiece vocabulary: an unfinished character.
+    const Tokenizer& spm = vocab_tokenizer(shared_path("models/pycode-4m.gguf"));
+    TokenMatcher cjk(cache.grammar("root ::= [一-鿿]+", spm), cache.vocab(spm));
+    const auto bytes = spm.encode("\xE4\xB8\x80", AddBos::No);
+    ASSERT_EQ(bytes.size(), 3u);
+    EXPECT_TRUE(cjk.allows(bytes[0]));
+    ASSERT_TRUE(cjk.accept(bytes[0]));
+    EXPECT_FALSE(cjk.matcher().is_complete());
+    EXPECT_FALSE(cjk.allows(bytes[0])); // E4 again: not a continuation byte
+    EXPECT_TRUE(cjk.accept(bytes[1]));
+    EXPECT_TRUE(cjk.accept(bytes[2]));
+    EXPECT_TRUE(cjk.matcher().is_complete());
+}
+
+TEST(TokenMask, ShapeErrorsAndTokenNames) {
+    const Tokenizer& tok = vocab_tokenizer(shared_path("vocab/ggml-vocab-qwen2.gguf"));
+    GrammarCache cache;
+    TokenMatcher tm(cache.grammar("root ::= \"x\"", tok), cache.vocab(tok));
+    std::vector<uint32_t> wrong(3);
+    EXPECT_THROW(tm.fill_mask(wrong), Error);
+    EXPECT_THROW(cache.grammar("root ::= <not a single token at all>", tok), Error);
+    EXPECT_THROW(cache.grammar("root ::= <[999999999]>", tok), Error);
+    EXPECT_EQ(cache.grammar("root ::= \"x\"", tok), cache.grammar("root ::= \"x\"", tok)); // cached
+    EXPECT_EQ(cache.vocab(tok), cache.vocab(tok));
+}
