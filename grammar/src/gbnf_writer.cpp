@@ -87,8 +87,14 @@ std::string gbnf_literal(std::string_view utf8) {
 }
 
 std::string gbnf_class(const CharSet& set) {
-    std::string out = "[";
-    for (const auto& [lo, hi] : set.ranges) {
+    // A set that runs to U+10FFFF ("anything but ...") is printed negated: shorter, and the form
+    // XGrammar's web build reads correctly (its positive classes mix up multi-byte ranges).
+    CharSet with_surrogates = set;
+    with_surrogates.add(0xD800, 0xDFFF);
+    const bool negate = set.ranges.back().second == 0x10FFFF && !with_surrogates.complement().empty();
+    const CharSet& shown = negate ? with_surrogates.complement() : set;
+    std::string out = negate ? "[^" : "[";
+    for (const auto& [lo, hi] : shown.ranges) {
         out += escape_cp(lo, "\\]-^[");
         if (hi > lo) {
             if (hi > lo + 1) out += "-";

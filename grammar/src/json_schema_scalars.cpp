@@ -62,7 +62,7 @@ std::optional<std::string> format_regex(const std::string& f) {
     date.replace(date.find("LEAP"), 4, kLeapYear);
     if (f == "date") return date;
     if (f == "time") return std::string(kTime);
-    if (f == "date-time") return date + "[Tt]" + kTime;
+    if (f == "date-time") return date + "[Tt ]" + kTime;
     if (f == "uuid") return std::string("[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}");
     if (f == "email")
         return std::string("[a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]+(\\.[a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]+)*@"

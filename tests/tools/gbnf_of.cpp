@@ -14,7 +14,7 @@
 
 namespace {
 
-nlohmann::json convert(const nlohmann::json& req) {
+nlohmann::ordered_json convert(const nlohmann::ordered_json& req) {
     using namespace rwd::grammar;
     JsonGrammarOptions opts;
     if (req.value("free", false)) opts.whitespace = JsonWhitespace::Free;
@@ -31,12 +31,12 @@ nlohmann::json convert(const nlohmann::json& req) {
 } // namespace
 
 int main(int argc, char** argv) {
-    nlohmann::json req = nlohmann::json::object();
+    nlohmann::ordered_json req = nlohmann::ordered_json::object();
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--batch") {
             std::string line;
-            while (std::getline(std::cin, line)) std::cout << convert(nlohmann::json::parse(line)).dump() << "\n" << std::flush;
+            while (std::getline(std::cin, line)) std::cout << convert(nlohmann::ordered_json::parse(line)).dump() << "\n" << std::flush;
             return 0;
         }
         if (a == "--free") req["free"] = true;
