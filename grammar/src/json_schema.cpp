@@ -61,11 +61,45 @@ std::string percent_decoded(const std::string& s) {
     return out;
 }
 
+// Marks a number kept as text (see number_text).
+constexpr std::string_view kNumberMark = "\x01rewind-number:";
+
+// The schema text with every number of more than 15 digits turned into a marked string, so that
+// bounds and enum values keep all their digits (a double keeps about 16).
+std::string mark_long_numbers(std::string_view text) {
+    std::string out;
+    bool in_string = false;
+    for (size_t i = 0; i < text.size();) {
+        const char c = text[i];
+        if (in_string) {
+            out.push_back(c);
+            if (c == '\\' && i + 1 < text.size()) out.push_back(text[++i]);
+            else if (c == '"') in_string = false;
+            ++i;
+            continue;
+        }
+        if (c == '"') in_string = true;
+        if (c == '-' || (c >= '0' && c <= '9')) {
+            size_t j = i, digits = 0;
+            while (j < text.size() && std::string_view("+-.eE0123456789").find(text[j]) != std::string_view::npos)
+                digits += (text[j++] >= '0' && text[j - 1] <= '9') ? 1 : 0;
+            const std::string_view token = text.substr(i, j - i);
+            if (digits > 15) out += cat("\"\\u0001", kNumberMark.substr(1), token, "\"");
+            else out.append(token);
+            i = j;
+            continue;
+        }
+        out.push_back(c);
+        ++i;
+    }
+    return out;
+}
+
 // The JSON type of an instance ("integer" for integral numbers).
 std::string type_of(const Json& v) {
     if (v.is_null()) return "null";
     if (v.is_boolean()) return "boolean";
-    if (v.is_number()) return parse_decimal(v.dump()).is_integer() ? "integer" : "number";
+    if (const auto t = number_text(v)) return parse_decimal(*t).is_integer() ? "integer" : "number";
     if (v.is_string()) return "string";
     if (v.is_array()) return "array";
     return "object";
@@ -74,10 +108,10 @@ std::string type_of(const Json& v) {
 // JSON.stringify's spelling: compact, integers without fraction or exponent.
 std::string canonical_json(const Json& v, const std::string& ptr, int depth) {
     if (depth > kMaxDepth) throw Error(ErrorCode::capacity, ptr + ": value nested deeper than 512 levels");
-    if (v.is_number()) {
-        const Decimal d = parse_decimal(v.dump());
+    if (const auto t = number_text(v)) {
+        const Decimal d = parse_decimal(*t);
         if (d.is_integer()) return (d.neg ? "-" : "") + d.ip;
-        return v.dump();
+        return v.is_number() ? v.dump() : *t;
     }
     if (v.is_array()) {
         std::string s = "[";
@@ -113,6 +147,15 @@ std::string pointer_join(const std::string& ptr, const std::string& key) {
 }
 
 bool is_false_schema(const Json& s) { return s.is_boolean() && !s.get<bool>(); }
+
+std::optional<std::string> number_text(const Json& v) {
+    if (v.is_number()) return v.dump();
+    if (v.is_string()) {
+        const auto& s = v.get_ref<const std::string&>();
+        if (s.rfind(kNumberMark, 0) == 0) return s.substr(kNumberMark.size());
+    }
+    return std::nullopt;
+}
 
 SchemaCompiler::SchemaCompiler(const Json& root, const JsonGrammarOptions& opts) : root_(root), opts_(opts) {
     w_.reserve("root");
@@ -338,7 +381,7 @@ std::string SchemaCompiler::any_string() {
 std::string json_schema_to_gbnf(std::string_view schema_json, const JsonGrammarOptions& opts) {
     detail::Json doc;
     try {
-        doc = detail::Json::parse(schema_json);
+        doc = detail::Json::parse(detail::mark_long_numbers(schema_json));
     } catch (const nlohmann::json::exception& e) {
         throw Error(ErrorCode::format, std::string("JSON Schema: not JSON: ") + e.what());
     }

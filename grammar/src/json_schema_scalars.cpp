@@ -33,8 +33,9 @@ std::string quant(int64_t lo, int64_t hi) {
 }
 
 Decimal bound_value(const Json& s, const std::string& key, const std::string& ptr) {
-    if (!s[key].is_number()) schema_error(pointer_join(ptr, key), key + " must be a number");
-    return parse_decimal(s[key].dump());
+    const auto text = number_text(s[key]);
+    if (!text) schema_error(pointer_join(ptr, key), key + " must be a number");
+    return parse_decimal(*text);
 }
 
 // The tighter of `minimum` (with draft 4's boolean exclusiveMinimum) and a numeric

@@ -241,6 +241,11 @@ public:
         const auto key = std::make_pair(l, h);
         if (auto it = names_.find(key); it != names_.end()) return it->second;
         if (l == -1 && h == -1) return names_[key] = w_.add("digits", "[0-9]+");
+        // The two states that loop on themselves, written as loops rather than recursion: all of
+        // an exclusive lower bound's digits matched (zeros, then a non-zero digit, then anything),
+        // all of an inclusive upper bound's digits matched (zeros only).
+        if (l == static_cast<int>(lo_.size()) && h == -1) return names_[key] = w_.add("frac-pos", "\"0\"* [1-9] [0-9]*");
+        if (h == static_cast<int>(hi_.size()) && l == -1) return names_[key] = w_.add("zeros", "\"0\"+");
         const std::string name = w_.reserve(prefix_ + "-frac");
         names_[key] = name;
         std::map<std::pair<int, int>, std::pair<int, int>> groups; // target -> digit range

@@ -63,6 +63,9 @@ private:
 [[noreturn]] void schema_error(const std::string& ptr, const std::string& what);
 std::string pointer_join(const std::string& ptr, const std::string& key);
 bool is_false_schema(const Json& s);
+// The text of a JSON number: as written in the schema when it has more digits than a double
+// keeps (such numbers are carried through parsing as marked strings), else as parsed.
+std::optional<std::string> number_text(const Json& v);
 // The regex of a supported `format` (matched whole), or nullopt.
 std::optional<std::string> format_regex(const std::string& format);
 

@@ -18,7 +18,7 @@ async function integerBounds({ convert, expect, fail, ajv }) {
     { type: "integer", minimum: -1000, maximum: -7 }, { type: "integer", exclusiveMinimum: 9, exclusiveMaximum: 101 },
     { type: "integer", minimum: 95 }, { type: "integer", maximum: -95 }, { type: "integer", minimum: 0, maximum: 0 },
     { type: "integer", minimum: 2.5, maximum: 19.5 }, { type: "integer", exclusiveMinimum: -3.5, maximum: 1009 },
-    { type: "integer", minimum: 99999999999999999999 },
+    { type: "integer", minimum: 100000000000000000000 },
     { type: "number", minimum: -2.5, maximum: 3.25 }, { type: "number", exclusiveMinimum: 0, exclusiveMaximum: 1 },
     { type: "number", minimum: 10.05 }, { type: "number", maximum: -0.5 }, { type: "number", minimum: 7, exclusiveMaximum: 12 },
   ];
