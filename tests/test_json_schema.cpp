@@ -208,6 +208,14 @@ TEST(JsonSchema, EnumConstTypesAndAnyOf) {
     const auto typed = compile(R"({"type":"string","enum":["a",1,"b"]})");
     EXPECT_TRUE(typed.accepts("\"a\""));
     EXPECT_FALSE(typed.accepts("1"));
+    // Sibling keywords hold in every branch (their intersection).
+    const auto both = compile(R"({"type":"integer","anyOf":[{"minimum":10},{"maximum":-10},{"type":"string"}]})");
+    for (int v = -30; v <= 30; ++v) EXPECT_EQ(both.accepts(std::to_string(v)), v >= 10 || v <= -10) << v;
+    EXPECT_FALSE(both.accepts("\"a\""));
+    const auto refd = compile(R"({"$defs":{"s":{"type":"string"}},"maxLength":1,"oneOf":[{"$ref":"#/$defs/s"},{"type":"null"}]})");
+    EXPECT_TRUE(refd.accepts("\"a\""));
+    EXPECT_FALSE(refd.accepts("\"ab\""));
+    EXPECT_TRUE(refd.accepts("null"));
     const auto one = compile(R"({"oneOf":[{"type":"string","maxLength":1},{"type":"integer"}]})");
     EXPECT_TRUE(one.accepts("\"a\""));
     EXPECT_TRUE(one.accepts("7"));
@@ -266,7 +274,8 @@ TEST(JsonSchema, RefusalsNameKeywordAndPointer) {
         {R"({"type":"object","properties":{"a":{}},"required":["b"]})", "'b'"},
         {R"({"type":"strin"})", "unknown type"},
         {"false", "admits no value"},
-        {R"({"type":"string","anyOf":[{}]})", "anyOf together with 'type'"},
+        {R"({"properties":{"a":{}},"anyOf":[{"additionalProperties":false}]})", "split between a branch"},
+        {R"({"minimum":1,"anyOf":[{"minimum":2}]})", "'minimum' both beside and inside"},
     };
     for (const auto& [schema, expected] : cases) {
         const rwd::Error e = error_of(schema);

@@ -279,22 +279,104 @@ bool provably_disjoint(const Json& a, const Json& b) {
 
 } // namespace
 
+namespace {
+
+// Keywords that read each other inside one schema object: a merge must not split them.
+const std::vector<std::set<std::string>>& keyword_groups() {
+    static const std::vector<std::set<std::string>> k = {
+        {"properties", "additionalProperties"}, {"items", "prefixItems", "additionalItems"},
+        {"minimum", "exclusiveMinimum"}, {"maximum", "exclusiveMaximum"}, {"enum", "const"}};
+    return k;
+}
+
+// allOf(base, branch) as one schema, when that is exact: keywords on one side only (or equal on
+// both), `type` intersected, no group of interacting keywords split between the two. nullopt
+// when the types do not meet; rwd::Error naming the keyword otherwise.
+std::optional<Json> merged(const Json& base, const Json& branch, const std::string& ptr) {
+    Json out = branch;
+    for (const auto& [k, v] : base.items()) {
+        if (!out.contains(k)) { out[k] = v; continue; }
+        if (out[k] == v) continue;
+        if (k != "type") schema_error(ptr, "'" + k + "' both beside and inside a branch is not supported");
+        const auto names = [](const Json& t) {
+            std::set<std::string> n;
+            if (t.is_string()) n.insert(t.get<std::string>());
+            else for (const auto& x : t) if (x.is_string()) n.insert(x.get<std::string>());
+            if (n.count("number")) n.insert("integer");
+            return n;
+        };
+        const auto a = names(v), b = names(out[k]);
+        Json both = Json::array();
+        for (const auto& t : a)
+            if (b.count(t) && !(t == "number" && !(a.count("number") && b.count("number")))) both.push_back(t);
+        if (both.empty()) return std::nullopt;
+        out[k] = both;
+    }
+    for (const auto& group : keyword_groups()) {
+        bool in_base = false, in_branch = false;
+        for (const auto& k : group) {
+            in_base = in_base || (base.contains(k) && !(branch.contains(k) && branch[k] == base[k]));
+            in_branch = in_branch || (branch.contains(k) && !(base.contains(k) && branch[k] == base[k]));
+        }
+        if (in_base && in_branch)
+            schema_error(ptr, "'" + *group.begin() + "' and its related keywords split between a branch and its siblings");
+    }
+    return out;
+}
+
+} // namespace
+
+// A branch with the sibling keywords of anyOf/oneOf merged in (their intersection), nullopt when
+// it admits nothing; a branch that is a reference is read through it first.
+std::optional<Json> SchemaCompiler::branch_with(const Json& base, const Json& branch, const std::string& ptr) {
+    if (is_false_schema(branch)) return std::nullopt;
+    if (base.empty()) return branch;
+    const Json* b = &branch;
+    std::set<std::string> seen;
+    while (b->is_object() && b->contains("$ref") && other_assertions(*b, {"$ref"}).empty()) {
+        if (!(*b)["$ref"].is_string()) schema_error(ptr, "$ref must be a string");
+        const std::string r = (*b)["$ref"].get<std::string>();
+        if (r.empty() || r[0] != '#') schema_error(ptr, "only references inside the document ('#...') are supported: '" + r + "'");
+        if (!seen.insert(r).second) schema_error(ptr, "$ref cycle through '" + r + "'");
+        try {
+            b = &root_.at(Json::json_pointer(percent_decoded(r.substr(1))));
+        } catch (const nlohmann::json::exception&) {
+            schema_error(ptr, "$ref target '" + r + "' not found");
+        }
+    }
+    if (is_false_schema(*b)) return std::nullopt;
+    if (b->is_boolean()) return base;
+    if (!b->is_object()) schema_error(ptr, "a schema must be an object or a boolean");
+    return merged(base, *b, ptr);
+}
+
 std::string SchemaCompiler::alternatives(const Json& s, const std::string& key, const std::string& ptr, int depth) {
     const std::string kptr = pointer_join(ptr, key);
-    const auto others = other_assertions(s, {key});
-    if (!others.empty()) schema_error(ptr, key + " together with '" + others[0] + "' is not supported");
     const Json& list = s[key];
     if (!list.is_array() || list.empty()) schema_error(kptr, key + " must be a non-empty array");
-    std::vector<std::string> alts;
+    Json base = Json::object();
+    for (const auto& [k, v] : s.items())
+        if (assertions().count(k) && k != key) base[k] = v;
+    if (base.contains("$ref")) schema_error(ptr, key + " together with '$ref' is not supported");
+    std::vector<Json> branches;
+    std::vector<std::string> ptrs;
     for (size_t i = 0; i < list.size(); ++i) {
-        if (key == "oneOf")
+        const std::string bptr = pointer_join(kptr, std::to_string(i));
+        if (auto b = branch_with(base, list[i], bptr)) {
+            branches.push_back(std::move(*b));
+            ptrs.push_back(bptr);
+        }
+    }
+    if (key == "oneOf")
+        for (size_t i = 0; i < branches.size(); ++i)
             for (size_t j = 0; j < i; ++j)
-                if (!provably_disjoint(list[i], list[j]))
-                    schema_error(kptr, "branches " + std::to_string(j) + " and " + std::to_string(i) +
+                if (!provably_disjoint(branches[i], branches[j]))
+                    schema_error(kptr, "branches " + ptrs[j] + " and " + ptrs[i] +
                                            " may both match a value; oneOf is supported when its branches differ "
                                            "in type or in enum/const values (use anyOf otherwise)");
-        if (is_false_schema(list[i])) continue;
-        const std::string r = value(list[i], pointer_join(kptr, std::to_string(i)), depth + 1);
+    std::vector<std::string> alts;
+    for (size_t i = 0; i < branches.size(); ++i) {
+        const std::string r = value(branches[i], ptrs[i], depth + 1);
         if (std::find(alts.begin(), alts.end(), r) == alts.end()) alts.push_back(r);
     }
     if (alts.empty()) schema_error(kptr, "no branch admits a value");
