@@ -371,7 +371,7 @@ std::string SchemaCompiler::alternatives(const Json& s, const std::string& key, 
         for (size_t i = 0; i < branches.size(); ++i)
             for (size_t j = 0; j < i; ++j)
                 if (!provably_disjoint(branches[i], branches[j]))
-                    schema_error(kptr, "branches " + ptrs[j] + " and " + ptrs[i] +
+                    schema_error(kptr, "branches #" + ptrs[j] + " and #" + ptrs[i] +
                                            " may both match a value; oneOf is supported when its branches differ "
                                            "in type or in enum/const values (use anyOf otherwise)");
     std::vector<std::string> alts;
