@@ -57,6 +57,13 @@ TEST(RegexGrammar, RootRuleFirstAndNonAsciiLiterals) {
     EXPECT_TRUE(rwd::test::GbnfRegex(regex_to_gbnf("\\u{1F600}|x")).accepts("x"));
 }
 
+TEST(RegexGrammar, EmptyClassMatchesNothing) {
+    const rwd::test::GbnfRegex g(regex_to_gbnf("a[^\\d\\D]|b[]"));
+    EXPECT_FALSE(g.accepts("a"));
+    EXPECT_FALSE(g.accepts("ax"));
+    EXPECT_FALSE(g.accepts("b"));
+}
+
 TEST(RegexGrammar, LargeCountsStayCounts) {
     // {0,1000000} is printed as a count, not unrolled.
     const std::string g = regex_to_gbnf("a{0,1000000}");

@@ -87,6 +87,7 @@ std::string gbnf_literal(std::string_view utf8) {
 }
 
 std::string gbnf_class(const CharSet& set) {
+    if (set.empty()) return "[^\\x00-\\U0010FFFF]"; // matches nothing (e.g. the regex [])
     // A set that runs to U+10FFFF ("anything but ...") is printed negated: shorter, and the form
     // XGrammar's web build reads correctly (its positive classes mix up multi-byte ranges).
     CharSet with_surrogates = set;

@@ -37,7 +37,7 @@ struct CharSet {
 
 // `"..."`: the GBNF literal for UTF-8 text (quotes, backslashes and controls escaped).
 std::string gbnf_literal(std::string_view utf8);
-// `[...]`: the GBNF class of a non-empty set.
+// `[...]`: the GBNF class of a set (of an empty set, a class no character matches).
 std::string gbnf_class(const CharSet& set);
 
 // The rules of one grammar. Rule names are [a-z0-9-] (llama.cpp's rule-name alphabet).
