@@ -13,7 +13,8 @@ namespace rwd::grammar {
 namespace detail {
 namespace {
 
-constexpr int kMaxDepth = 512;
+constexpr int kMaxDepth = 512;      // schema levels
+constexpr int kMaxJsonDepth = 2048; // JSON nesting of the document (a few per schema level)
 
 const std::set<std::string>& annotations() {
     static const std::set<std::string> k = {"title", "description", "$schema", "$id", "id", "default", "examples",
@@ -65,10 +66,12 @@ std::string percent_decoded(const std::string& s) {
 constexpr std::string_view kNumberMark = "\x01rewind-number:";
 
 // The schema text with every number of more than 15 digits turned into a marked string, so that
-// bounds and enum values keep all their digits (a double keeps about 16).
+// bounds and enum values keep all their digits (a double keeps about 16). Refuses (capacity)
+// documents nested deeper than kMaxJsonDepth before they are parsed.
 std::string mark_long_numbers(std::string_view text) {
     std::string out;
     bool in_string = false;
+    int depth = 0;
     for (size_t i = 0; i < text.size();) {
         const char c = text[i];
         if (in_string) {
@@ -79,6 +82,12 @@ std::string mark_long_numbers(std::string_view text) {
             continue;
         }
         if (c == '"') in_string = true;
+        if (c == '[' || c == '{') {
+            if (++depth > kMaxJsonDepth)
+                throw Error(ErrorCode::capacity, "JSON Schema: nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
         if (c == '-' || (c >= '0' && c <= '9')) {
             size_t j = i, digits = 0;
             while (j < text.size() && std::string_view("+-.eE0123456789").find(text[j]) != std::string_view::npos)
@@ -93,6 +102,17 @@ std::string mark_long_numbers(std::string_view text) {
         ++i;
     }
     return out;
+}
+
+// The schema's text without its annotations: equal texts, equal languages. (The copy lives only
+// here, not across the recursion into subschemas.)
+std::string memo_key(const Json& s) {
+    bool annotated = false;
+    for (const auto& [k, v] : s.items()) annotated = annotated || annotations().count(k) > 0;
+    if (!annotated) return s.dump();
+    Json key = s;
+    for (const auto& k : annotations()) key.erase(k);
+    return key.dump();
 }
 
 // The JSON type of an instance ("integer" for integral numbers).
@@ -187,9 +207,7 @@ std::string SchemaCompiler::value(const Json& s, const std::string& ptr, int dep
         else if (!annotations().count(k)) schema_error(pointer_join(ptr, k), "unsupported keyword '" + k + "'");
     }
     if (!any_assertion) return any_value();
-    Json key = s;
-    for (const auto& k : annotations()) key.erase(k);
-    const std::string text = key.dump();
+    const std::string text = memo_key(s);
     if (auto it = memo_.find(text); it != memo_.end()) return it->second;
     std::string rule;
     if (s.contains("$ref")) rule = ref_value(s, ptr, depth);

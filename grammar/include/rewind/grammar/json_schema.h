@@ -19,7 +19,8 @@ struct JsonGrammarOptions {
 // GBNF whose language is exactly the schema's instances (properties in declared order). Throws
 // rwd::Error: format (not JSON), argument (an unsupported keyword, named with its JSON pointer;
 // an invalid schema; a schema no value satisfies), capacity (a pattern with length bounds whose
-// automaton passes kMaxAutomatonStates, or nesting deeper than 512 levels). Never ignores a keyword.
+// automaton passes kMaxAutomatonStates, nesting deeper than 512 schema or 2048 JSON levels).
+// Never ignores a keyword.
 std::string json_schema_to_gbnf(std::string_view schema_json, const JsonGrammarOptions& opts = {});
 
 // The "any JSON value" grammar (OpenAI's json_object response format): every JSON text, in any
