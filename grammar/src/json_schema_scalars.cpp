@@ -124,7 +124,11 @@ std::string SchemaCompiler::string_value(const Json& s, const std::string& ptr) 
         if (!re) schema_error(pointer_join(ptr, "format"), "unsupported format '" + s["format"].get<std::string>() + "'");
         parse("format", *re, false);
     }
-    const auto json_char = [this](const CharSet& set) { return json_char_rule(set, w_); };
+    const auto json_char = [this](const CharSet& set) {
+        auto it = json_chars_.find(set);
+        if (it == json_chars_.end()) it = json_chars_.emplace(set, json_char_rule(set, w_)).first;
+        return it->second;
+    };
     const std::string quote = "\"\\\"\"";
     if (regexes.empty()) return cat(quote, " ", json_char(CharSet::all()), quant(min, max), " ", quote);
     if (regexes.size() == 1) {

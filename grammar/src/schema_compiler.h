@@ -58,6 +58,8 @@ private:
     // Schema text -> rule: equal subschemas share rules (references are document-wide, so a
     // schema's language does not depend on where it appears).
     std::map<std::string, std::string> memo_;
+    // Character set -> rule of its JSON-string spellings (an automaton asks once per state).
+    std::map<CharSet, std::string> json_chars_;
 };
 
 // Keyword checks shared by the compiler's parts.
