@@ -181,6 +181,16 @@ TEST(JsonSchema, PatternWithLengthsIsTheIntersection) {
     EXPECT_TRUE(g.accepts("\"\\u0041\""));
     EXPECT_TRUE(g.accepts("\"\\n\""));
     EXPECT_FALSE(g.accepts("\"\\u00411\""));
+    // Above U+FFFF: a surrogate pair is one character; a lone or reversed half is no character.
+    EXPECT_TRUE(g.accepts("\"\\uD83D\\uDE00\""));
+    EXPECT_TRUE(g.accepts("\"\\ud83d\\ude00\""));
+    EXPECT_FALSE(g.accepts("\"\\uD83D\""));
+    EXPECT_FALSE(g.accepts("\"\\uDE00\\uD83D\""));
+    const auto emoji = compile(R"({"type":"string","pattern":"^[\\u{1F600}-\\u{1F64F}]$"})");
+    EXPECT_TRUE(emoji.accepts("\"\\ud83d\\ude00\""));
+    EXPECT_TRUE(emoji.accepts("\"\\uD83D\\uDE4F\""));
+    EXPECT_FALSE(emoji.accepts("\"\\ud83d\\ude50\""));
+    EXPECT_FALSE(emoji.accepts("\"\\ud83d\\uddff\""));
 }
 
 TEST(JsonSchema, Formats) {
