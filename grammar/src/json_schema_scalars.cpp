@@ -56,6 +56,45 @@ std::optional<Bound> bound_of(const Json& s, const std::string& ptr, bool upper)
     return b;
 }
 
+// Lengths folded into the pattern itself where that is exact and simple: each alternative is
+// anchored at both ends and is fixed-length parts around one repetition of a character set, so
+// `^[a-z_][a-z0-9_]*$` with maxLength 40 becomes `[a-z_] [a-z0-9_]{0,39}` instead of an automaton
+// unrolled 40 times. Returns false (changing nothing) when a branch has another shape.
+bool fold_lengths(std::vector<RegexBranch>& branches, bool search, int64_t min, int64_t max) {
+    std::vector<RegexNode*> reps;
+    std::vector<int64_t> fixed;
+    for (auto& b : branches) {
+        if (search && !(b.anchored_start && b.anchored_end)) return false;
+        if (b.body->kind != RegexNode::Kind::seq) return false;
+        RegexNode* rep = nullptr;
+        int64_t len = 0;
+        for (auto& k : b.body->kids) {
+            const bool single_set_repeat = k->kind == RegexNode::Kind::repeat && k->kids[0]->kind == RegexNode::Kind::set;
+            if (single_set_repeat && k->min != k->max && !rep) { rep = k.get(); continue; }
+            const int64_t lo = regex_min_length(*k), hi = regex_max_length(*k);
+            if (lo != hi) return false;
+            len += lo;
+        }
+        if (!rep) return false;
+        reps.push_back(rep);
+        fixed.push_back(len);
+    }
+    std::vector<int64_t> lo(reps.size()), hi(reps.size());
+    size_t nonempty = 0;
+    for (size_t i = 0; i < reps.size(); ++i) {
+        lo[i] = std::max(reps[i]->min, min - fixed[i]);
+        hi[i] = reps[i]->max;
+        if (max != kUnbounded) hi[i] = hi[i] == kUnbounded ? max - fixed[i] : std::min(hi[i], max - fixed[i]);
+        if (hi[i] == kUnbounded || hi[i] >= lo[i]) ++nonempty;
+    }
+    if (nonempty != reps.size()) return false; // a branch without an allowed length: the automaton says so
+    for (size_t i = 0; i < reps.size(); ++i) {
+        reps[i]->min = lo[i];
+        reps[i]->max = hi[i];
+    }
+    return true;
+}
+
 } // namespace
 
 std::optional<std::string> format_regex(const std::string& f) {
@@ -140,7 +179,8 @@ std::string SchemaCompiler::string_value(const Json& s, const std::string& ptr) 
             const int64_t m = open ? kUnbounded : regex_max_length(*b.body);
             rmax = rmax == kUnbounded || m == kUnbounded ? kUnbounded : std::max(rmax, m);
         }
-        if (rmin >= min && (max == kUnbounded || (rmax != kUnbounded && rmax <= max)))
+        if ((rmin >= min && (max == kUnbounded || (rmax != kUnbounded && rmax <= max))) ||
+            fold_lengths(regexes[0].first, regexes[0].second, min, max))
             return cat(quote, " ", w_.add("str", regex_expr(regexes[0].first, regexes[0].second, json_char)), " ", quote);
     }
     std::vector<Nfa> nfas;
