@@ -140,6 +140,16 @@ TEST(JsonSchema, AdditionalPropertiesAfterDeclaredOnes) {
     EXPECT_FALSE(g.accepts("{\"x\":true,\"ab\":null}"));
 }
 
+TEST(JsonSchema, RequiredNamesOutsideProperties) {
+    const auto g = compile(R"({"type":"object","properties":{"a":{"type":"null"}},"required":["b"],
+        "additionalProperties":{"type":"boolean"}})");
+    EXPECT_TRUE(g.accepts("{\"b\":true}"));
+    EXPECT_TRUE(g.accepts("{\"a\":null,\"b\":false,\"c\":true}"));
+    EXPECT_FALSE(g.accepts("{\"a\":null}"));
+    EXPECT_FALSE(g.accepts("{\"b\":null}"));
+    EXPECT_FALSE(g.accepts("{\"b\":true,\"b\":true}"));
+}
+
 TEST(JsonSchema, ArraysWithPrefixItemsAndCounts) {
     const auto g = compile(R"({"type":"array","prefixItems":[{"type":"null"},{"type":"boolean"}],
         "items":{"const":0},"minItems":1,"maxItems":4})");
@@ -281,7 +291,7 @@ TEST(JsonSchema, RefusalsNameKeywordAndPointer) {
         {R"({"type":"integer","minimum":5,"maximum":4})", "no integer"},
         {R"({"type":"string","minLength":3,"maxLength":2})", "minLength"},
         {R"({"type":"string","pattern":"^a+$","maxLength":0,"minLength":0})", "no string"},
-        {R"({"type":"object","properties":{"a":{}},"required":["b"]})", "'b'"},
+        {R"({"type":"object","properties":{"a":{}},"required":["b"],"additionalProperties":false})", "'b'"},
         {R"({"type":"strin"})", "unknown type"},
         {"false", "admits no value"},
         {R"({"properties":{"a":{}},"anyOf":[{"additionalProperties":false}]})", "split between a branch"},

@@ -58,9 +58,6 @@ std::string SchemaCompiler::object_members(const Json& s, const std::string& ptr
         if (!s["required"].is_array()) schema_error(pointer_join(ptr, "required"), "required must be an array");
         for (const auto& r : s["required"]) {
             if (!r.is_string()) schema_error(pointer_join(ptr, "required"), "required must list strings");
-            if (!props.contains(r.get<std::string>()))
-                schema_error(pointer_join(ptr, "required"), "required property '" + r.get<std::string>() +
-                                                                "' is not declared in properties (not supported)");
             required.insert(r.get<std::string>());
         }
     }
@@ -73,6 +70,18 @@ std::string SchemaCompiler::object_members(const Json& s, const std::string& ptr
             continue;
         }
         list.push_back({name, &sub, required.count(name) > 0});
+    }
+    // A required name that properties does not declare: a member whose value follows
+    // additionalProperties, written after the declared ones (in the order `required` lists it).
+    const Json any_schema = true;
+    const Json& addl = s.contains("additionalProperties") ? s["additionalProperties"] : any_schema;
+    for (const auto& r : s.contains("required") ? s["required"] : Json::array()) {
+        const std::string name = r.get<std::string>();
+        if (props.contains(name) || std::find(declared.begin(), declared.end(), name) != declared.end()) continue;
+        if (is_false_schema(addl))
+            schema_error(pointer_join(ptr, "required"), "required property '" + name + "' is neither declared nor allowed by additionalProperties");
+        declared.push_back(name);
+        list.push_back({name, &addl, true});
     }
     std::string tail_value; // the additional properties' values, if any are allowed
     const std::string aptr = pointer_join(ptr, "additionalProperties");
