@@ -57,13 +57,16 @@ CharSet CharSet::intersect(const CharSet& other) const {
 
 namespace {
 
-// One code point inside a literal or class: printable ASCII as itself (with `special` escaped),
+// One code point inside a literal or class: printable ASCII as itself (`special` ones escaped),
 // everything else as \xHH, \uHHHH or \UHHHHHHHH, so the text stays ASCII and unambiguous.
 std::string escape_cp(uint32_t cp, std::string_view special) {
     char buf[16];
-    if (cp >= 0x20 && cp < 0x7F) {
+    const bool is_special = cp < 0x80 && special.find(static_cast<char>(cp)) != std::string_view::npos;
+    // llama.cpp's parser knows the backslash escapes of \ " [ ] only: other specials are hex.
+    const bool backslash = is_special && std::string_view("\\\"[]").find(static_cast<char>(cp)) != std::string_view::npos;
+    if (cp >= 0x20 && cp < 0x7F && (!is_special || backslash)) {
         std::string s;
-        if (special.find(static_cast<char>(cp)) != std::string_view::npos) s.push_back('\\');
+        if (backslash) s.push_back('\\');
         s.push_back(static_cast<char>(cp));
         return s;
     }
