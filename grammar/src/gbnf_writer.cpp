@@ -58,11 +58,11 @@ CharSet CharSet::intersect(const CharSet& other) const {
 namespace {
 
 // One code point inside a literal or class: printable ASCII as itself (`special` ones escaped),
-// everything else as \xHH, \uHHHH or \UHHHHHHHH, so the text stays ASCII and unambiguous.
+// everything else as \uHHHH or \UHHHHHHHH, so the text stays ASCII and unambiguous.
 std::string escape_cp(uint32_t cp, std::string_view special) {
     char buf[16];
     const bool is_special = cp < 0x80 && special.find(static_cast<char>(cp)) != std::string_view::npos;
-    // llama.cpp's parser knows the backslash escapes of \ " [ ] only: other specials are hex.
+    // llama.cpp's parser knows the backslash escapes of \ " [ ] only: other specials as \u.
     const bool backslash = is_special && std::string_view("\\\"[]").find(static_cast<char>(cp)) != std::string_view::npos;
     if (cp >= 0x20 && cp < 0x7F && (!is_special || backslash)) {
         std::string s;
@@ -70,8 +70,9 @@ std::string escape_cp(uint32_t cp, std::string_view special) {
         s.push_back(static_cast<char>(cp));
         return s;
     }
-    if (cp < 0x80) std::snprintf(buf, sizeof buf, "\\x%02X", static_cast<unsigned>(cp));
-    else if (cp <= 0xFFFF) std::snprintf(buf, sizeof buf, "\\u%04X", static_cast<unsigned>(cp));
+    // \uHHHH even below 0x80: XGrammar reads \x greedily (\x2D0 is U+02D0), llama.cpp reads
+    // exactly two digits; both read \u with four.
+    if (cp <= 0xFFFF) std::snprintf(buf, sizeof buf, "\\u%04X", static_cast<unsigned>(cp));
     else std::snprintf(buf, sizeof buf, "\\U%08X", static_cast<unsigned>(cp));
     return buf;
 }
@@ -90,7 +91,7 @@ std::string gbnf_literal(std::string_view utf8) {
 }
 
 std::string gbnf_class(const CharSet& set) {
-    if (set.empty()) return "[^\\x00-\\U0010FFFF]"; // matches nothing (e.g. the regex [])
+    if (set.empty()) return "[^\\u0000-\\U0010FFFF]"; // matches nothing (e.g. the regex [])
     // A set that runs to U+10FFFF ("anything but ...") is printed negated: shorter, and the form
     // XGrammar's web build reads correctly (its positive classes mix up multi-byte ranges).
     CharSet with_surrogates = set;

@@ -266,7 +266,7 @@ public:
         }
         std::string body;
         for (size_t i = 0; i < alts.size(); ++i) body += (i ? " | " : "") + alts[i];
-        w_.define(name, body.empty() ? "[^\\x00-\\U0010FFFF]" : body);
+        w_.define(name, body.empty() ? "[^\\u0000-\\U0010FFFF]" : body);
         return name;
     }
 

@@ -58,6 +58,7 @@ const regexCases = [
   ["(a|b)*c", ["c", "ababc", "abab"]],
   ["[\\-+]?[0-9]+", ["-1", "+22", "3", "--1"]],
   ["colou?r", ["color", "colour", "colouur"]],
+  ["[-0-9a]x\\^", ["-x^", "5x^", "ax^", "bx^", "\u02d0x^"]],
 ];
 
 // Regexes: the whole-match language against JavaScript's RegExp (flag u), and as a schema's
