@@ -2,7 +2,9 @@
 #include "string_automaton.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
+#include <unordered_map>
 
 #include "rewind/error.h"
 
@@ -137,14 +139,24 @@ Nfa regex_nfa(const std::vector<RegexBranch>& branches, bool search, int64_t max
 
 namespace {
 
+// A product state: the state of each NFA (at most two: a pattern and a format) and the length
+// so far, packed into one integer for the lookup (16 bits per NFA state, 32 for the length: the
+// state limit keeps both in range).
+using Key = std::array<int, 3>;
+
+uint64_t pack(const Key& k) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(k[0]) & 0xFFFF) << 48) |
+           (static_cast<uint64_t>(static_cast<uint32_t>(k[1]) & 0xFFFF) << 32) | static_cast<uint32_t>(k[2]);
+}
+
 struct Product {
-    std::map<std::vector<int>, int> ids;
-    std::vector<std::vector<int>> keys;
+    std::unordered_map<uint64_t, int> ids;
+    std::vector<Key> keys;
     std::vector<std::vector<Nfa::Edge>> edges;
     std::vector<bool> final;
 
-    int id(const std::vector<int>& key) {
-        auto [it, fresh] = ids.emplace(key, static_cast<int>(keys.size()));
+    int id(const Key& key) {
+        auto [it, fresh] = ids.emplace(pack(key), static_cast<int>(keys.size()));
         if (fresh) {
             if (keys.size() >= kMaxAutomatonStates) too_large();
             keys.push_back(key);
@@ -156,9 +168,9 @@ struct Product {
 };
 
 // Every combination of one edge per NFA from `key`'s states, with the intersected sets.
-void combine(const std::vector<Nfa>& nfas, const std::vector<int>& key, size_t i, const CharSet& set,
-             std::vector<int>& next, std::vector<std::pair<CharSet, std::vector<int>>>& out) {
-    if (i == nfas.size()) { out.emplace_back(set, next); return; }
+void combine(const std::vector<Nfa>& nfas, const Key& key, size_t i, const CharSet& set, Key& next,
+             std::vector<std::pair<CharSet, Key>>& out) {
+    if (i == nfas.size() || i == 2) { out.emplace_back(set, next); return; }
     for (const auto& e : nfas[i].edges[static_cast<size_t>(key[i])]) {
         const CharSet s = set.intersect(e.set);
         if (s.empty()) continue;
@@ -168,29 +180,30 @@ void combine(const std::vector<Nfa>& nfas, const std::vector<int>& key, size_t i
 }
 
 Product explore(const std::vector<Nfa>& nfas, int64_t min_len, int64_t max_len) {
+    if (nfas.empty() || nfas.size() > 2) throw Error(ErrorCode::argument, "string automaton: one or two patterns expected");
     Product p;
-    std::vector<int> start;
-    for (const auto& n : nfas) start.push_back(n.start);
-    start.push_back(0); // the length so far (saturating at min_len when there is no maximum)
+    Key start{0, 0, 0}; // the last: the length so far (saturating at min_len when there is no maximum)
+    for (size_t i = 0; i < nfas.size() && i < 2; ++i) start[i] = nfas[i].start;
     std::vector<int> todo{p.id(start)};
+    std::vector<std::pair<CharSet, Key>> moves;
     while (!todo.empty()) {
         const int s = todo.back();
         todo.pop_back();
-        const std::vector<int> key = p.keys[static_cast<size_t>(s)];
-        const int64_t count = key.back();
+        const Key key = p.keys[static_cast<size_t>(s)];
+        const int64_t count = key[2];
         bool fin = count >= min_len;
-        for (size_t i = 0; i < nfas.size(); ++i) fin = fin && nfas[i].final[static_cast<size_t>(key[i])];
+        for (size_t i = 0; i < nfas.size() && i < 2; ++i) fin = fin && nfas[i].final[static_cast<size_t>(key[i])];
         p.final[static_cast<size_t>(s)] = fin;
         if (max_len != kUnbounded && count >= max_len) continue;
-        std::vector<std::pair<CharSet, std::vector<int>>> moves;
-        std::vector<int> next(nfas.size() + 1);
+        moves.clear();
+        Key next{0, 0, 0};
         combine(nfas, key, 0, CharSet::all(), next, moves);
         for (auto& [set, to] : moves) {
-            to.back() = static_cast<int>(max_len == kUnbounded ? std::min(count + 1, min_len) : count + 1);
+            to[2] = static_cast<int>(max_len == kUnbounded ? std::min(count + 1, min_len) : count + 1);
             const size_t before = p.keys.size();
             const int t = p.id(to);
             if (p.keys.size() > before) todo.push_back(t);
-            p.edges[static_cast<size_t>(s)].push_back({set, t});
+            p.edges[static_cast<size_t>(s)].push_back({std::move(set), t});
         }
     }
     return p;
