@@ -1,7 +1,6 @@
-// A small acceptance helper for the grammar front ends' tests: a GBNF text without recursion is
-// rewritten as one std::regex (ECMAScript), so a test can ask whether an ASCII text is in the
-// language. Classes keep only their ASCII part (the texts tested are ASCII); recursive grammars
-// are refused (the matcher of the grammar layer is the tool for those).
+// Acceptance helper for the grammar front ends' tests: a GBNF text without recursion rewritten as
+// one std::regex, to ask whether an ASCII text is in its language (classes keep their ASCII part;
+// a recursive grammar is refused: the grammar layer's matcher is the tool for those).
 #pragma once
 #include <cstdint>
 #include <map>

@@ -1,7 +1,6 @@
 // Strings as automata, for what a grammar of the regex alone cannot say: a pattern together with
-// a format and/or minLength/maxLength (the intersection of their languages). A pattern becomes
-// an NFA over character sets; NFAs and a length counter are multiplied and written as
-// right-linear rules, one per reachable state that can still reach an end.
+// a format and/or lengths. Patterns become NFAs over character sets; NFAs and a length counter
+// are multiplied and written as right-linear rules, one per live state of the product.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -1,7 +1,7 @@
-// Outside checks of rewind's JSON Schema and regex front ends. rewind's GBNF (printed by the
-// gbnf_of tool) is read by XGrammar's WebAssembly build, which says whether a text is in its
-// language; ajv (with ajv-formats) says whether an instance is valid; json-schema-faker makes
-// valid instances; the JSON Schema Test Suite's draft 4 cases give valid and invalid instances.
+// Outside checks of rewind's JSON Schema and regex front ends: XGrammar's web build accepts or
+// refuses texts by rewind's GBNF (printed by gbnf_of), ajv validates, json-schema-faker makes
+// instances, and the JSON Schema Test Suite's draft 4 cases give valid and invalid ones.
+
 //   node check.mjs --gbnf-of PATH --shared DIR [--verbose]
 // Exit 0: all agree; 1: a disagreement (listed); 77: node_modules missing (npm ci not run).
 import { spawnSync } from "node:child_process";

@@ -1,5 +1,6 @@
 // Prints the GBNF that rewind's JSON Schema or regex front end makes, for outside checks (the
 // node tests in scripts/json-schema feed it to other tools).
+
 //   gbnf_of --json-schema TEXT [--free] | --regex PATTERN | --any-json [--free]
 //   gbnf_of --batch: JSON lines {"json_schema": S, "free": bool} or {"regex": P} on stdin, one
 //   JSON line out each: {"gbnf": TEXT} or {"error": MESSAGE, "code": NAME}.
