@@ -111,7 +111,22 @@ async function strings({ convert, expect, fail, ajv }) {
   console.log(`strings: ${cases.length} schemas`);
 }
 
+// The "any JSON value" grammar (json_object), compact and free, against JSON.parse.
+async function anyJson({ convert, expect, fail }) {
+  const texts = ['{"a":[1,2,{"b":null}],"c":"\\u00e9\\n"}', "[]", '"x"', "-0.5e+3", "0", "true", "null", "tru",
+                 '{"a":}', "[1,]", "01", '{"a":1,"a":2}', '"\\ud83d\\ude00"', "[[[[[[[[[[[[]]]]]]]]]]]]", '{"":{}}', "1.", '"\\x"'];
+  const out = convert([{ any_json: true }, { any_json: true, free: true }, { json_schema: {} }, { json_schema: true }]);
+  const parses = (t) => { try { JSON.parse(t); return true; } catch { return false; } };
+  for (const o of out) if (o.error) fail(`any JSON: ${o.error}`);
+  for (const t of texts) {
+    for (const o of out) await expect(o.gbnf, t, parses(t), "any JSON");
+    await expect(out[1].gbnf, ` ${t.replace(/,/g, " ,\n ")} `, parses(t), "any JSON (free)");
+  }
+  console.log(`any JSON: ${texts.length} texts, 4 grammars`);
+}
+
 export async function extraChecks(t) {
+  await anyJson(t);
   await integerBounds(t);
   await regexes(t);
   await strings(t);
