@@ -231,6 +231,8 @@ std::string SchemaCompiler::ref_value(const Json& s, const std::string& ptr, int
         if (target_ptr.empty() || target_ptr[0] != '#')
             schema_error(rptr, "only references inside the document ('#...') are supported: '" + target_ptr + "'");
         target_ptr = percent_decoded(target_ptr.substr(1));
+        if (unguarded_.count(target_ptr))
+            schema_error(rptr, "$ref cycle through '#" + target_ptr + "' that admits no text before recurring");
         if (auto it = refs_.find(target_ptr); it != refs_.end()) return it->second;
         if (!seen.insert(target_ptr).second) schema_error(rptr, "$ref cycle through '#" + target_ptr + "'");
         try {
@@ -245,7 +247,9 @@ std::string SchemaCompiler::ref_value(const Json& s, const std::string& ptr, int
     if (is_false_schema(*target)) schema_error(rptr, "$ref to the schema false admits no value");
     const std::string name = w_.reserve("ref-" + hint_of(target_ptr));
     refs_[target_ptr] = name;
+    unguarded_.insert(target_ptr);
     w_.define(name, value(*target, target_ptr, depth + 1));
+    unguarded_.erase(target_ptr);
     return name;
 }
 

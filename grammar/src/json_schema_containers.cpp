@@ -1,6 +1,7 @@
 // JSON Schema objects and arrays: properties in declared order with optional ones skippable,
 // additional properties after them, and arrays with prefix items and item counts.
 #include <algorithm>
+#include <utility>
 
 #include "json_chars.h"
 #include "rewind/error.h"
@@ -44,7 +45,10 @@ struct Property {
 } // namespace
 
 std::string SchemaCompiler::object_value(const Json& s, const std::string& ptr, int depth) {
-    return w_.add("obj-" + std::to_string(depth), cat("\"{\"", wsp(), " ", object_members(s, ptr, depth), " \"}\""));
+    const auto outer = std::exchange(unguarded_, {}); // "{" comes first: recursion inside is guarded
+    const std::string members = object_members(s, ptr, depth);
+    unguarded_ = outer;
+    return w_.add("obj-" + std::to_string(depth), cat("\"{\"", wsp(), " ", members, " \"}\""));
 }
 
 // Members after "{" ws: T(i, e) is the members from property i on, e saying whether one was
@@ -151,6 +155,13 @@ std::string SchemaCompiler::additional_key(const std::vector<std::string>& decla
 }
 
 std::string SchemaCompiler::array_value(const Json& s, const std::string& ptr, int depth) {
+    const auto outer = std::exchange(unguarded_, {}); // "[" comes first: recursion inside is guarded
+    std::string out = array_items(s, ptr, depth);
+    unguarded_ = outer;
+    return out;
+}
+
+std::string SchemaCompiler::array_items(const Json& s, const std::string& ptr, int depth) {
     std::vector<const Json*> prefix;
     const Json any = true;
     const Json* rest = &any;

@@ -36,6 +36,7 @@ private:
     std::string object_value(const Json& s, const std::string& ptr, int depth);
     std::string object_members(const Json& s, const std::string& ptr, int depth);
     std::string array_value(const Json& s, const std::string& ptr, int depth);
+    std::string array_items(const Json& s, const std::string& ptr, int depth);
     std::string string_value(const Json& s, const std::string& ptr);
     std::string integer_value(const Json& s, const std::string& ptr);
     std::string number_value(const Json& s, const std::string& ptr);
@@ -55,6 +56,9 @@ private:
     std::string ws_rule_;
     std::string any_value_rule_;
     std::map<std::string, std::string> refs_; // resolved pointer -> rule
+    // References being compiled with no text consumed since they were entered: reaching one again
+    // would make a left-recursive rule (a cycle through anyOf/$ref that never writes a character).
+    std::set<std::string> unguarded_;
     // Schema text -> rule: equal subschemas share rules (references are document-wide, so a
     // schema's language does not depend on where it appears).
     std::map<std::string, std::string> memo_;
