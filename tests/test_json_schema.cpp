@@ -241,6 +241,17 @@ TEST(JsonSchema, EnumConstTypesAndAnyOf) {
     EXPECT_TRUE(one.accepts("7"));
 }
 
+TEST(JsonSchema, AllOfMergesItsBranches) {
+    const auto g = compile(R"({"$defs":{"named":{"type":"object","properties":{"name":{"type":"string","maxLength":2}},
+        "additionalProperties":false}},"allOf":[{"$ref":"#/$defs/named"},{"type":["object","null"]},true,
+        {"required":["name"],"description":"x"}]})");
+    EXPECT_TRUE(g.accepts("{\"name\":\"ab\"}"));
+    EXPECT_FALSE(g.accepts("{\"name\":\"abc\"}"));
+    EXPECT_FALSE(g.accepts("{\"name\":\"ab\",\"x\":1}"));
+    EXPECT_FALSE(g.accepts("null"));
+    EXPECT_FALSE(g.accepts("{}"));
+}
+
 TEST(JsonSchema, RefsAndDefinitions) {
     const auto g = compile(R"({"$defs":{"b":{"type":"boolean"},"l":{"$ref":"#/definitions/x"}},
         "definitions":{"x":{"type":"array","items":{"$ref":"#/$defs/b"},"maxItems":2}},
@@ -278,7 +289,9 @@ TEST(JsonSchema, RefusalsNameKeywordAndPointer) {
     const std::vector<std::pair<std::string, std::string>> cases = {
         {R"({"type":"object","properties":{"x":{"minProperties":1}}})", "#/properties/x/minProperties"},
         {R"({"type":"object","properties":{"x":{"minProperties":1}}})", "unsupported keyword 'minProperties'"},
-        {R"({"allOf":[{}]})", "'allOf'"},
+        {R"({"allOf":[{"minimum":1},{"minimum":2}]})", "'minimum' both beside and inside"},
+        {R"({"allOf":[{"type":"string"},{"type":"null"}]})", "no value satisfies every branch"},
+        {R"({"allOf":[{"properties":{"a":{}}},{"additionalProperties":false}]})", "split between"},
         {R"({"type":"string","format":"hostname"})", "unsupported format 'hostname'"},
         {R"({"type":"integer","multipleOf":2})", "'multipleOf'"},
         {R"({"type":"array","uniqueItems":true})", "#/uniqueItems"},

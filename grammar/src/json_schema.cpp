@@ -23,7 +23,7 @@ const std::set<std::string>& annotations() {
 }
 const std::set<std::string>& assertions() {
     static const std::set<std::string> k = {
-        "type", "enum", "const", "anyOf", "oneOf", "$ref", "properties", "required", "additionalProperties",
+        "type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "properties", "required", "additionalProperties",
         "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "minLength",
         "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
     return k;
@@ -210,7 +210,8 @@ std::string SchemaCompiler::value(const Json& s, const std::string& ptr, int dep
     const std::string text = memo_key(s);
     if (auto it = memo_.find(text); it != memo_.end()) return it->second;
     std::string rule;
-    if (s.contains("$ref")) rule = ref_value(s, ptr, depth);
+    if (s.contains("allOf")) rule = all_of(s, ptr, depth);
+    else if (s.contains("$ref")) rule = ref_value(s, ptr, depth);
     else if (s.contains("anyOf") && s.contains("oneOf")) schema_error(ptr, "anyOf together with oneOf is not supported");
     else if (s.contains("anyOf")) rule = alternatives(s, "anyOf", ptr, depth);
     else if (s.contains("oneOf")) rule = alternatives(s, "oneOf", ptr, depth);
@@ -317,6 +318,7 @@ const std::vector<std::set<std::string>>& keyword_groups() {
 std::optional<Json> merged(const Json& base, const Json& branch, const std::string& ptr) {
     Json out = branch;
     for (const auto& [k, v] : base.items()) {
+        if (!assertions().count(k)) continue; // annotations and $defs stay where they were
         if (!out.contains(k)) { out[k] = v; continue; }
         if (out[k] == v) continue;
         if (k != "type") schema_error(ptr, "'" + k + "' both beside and inside a branch is not supported");
@@ -348,11 +350,14 @@ std::optional<Json> merged(const Json& base, const Json& branch, const std::stri
 
 } // namespace
 
-// A branch with the sibling keywords of anyOf/oneOf merged in (their intersection), nullopt when
-// it admits nothing; a branch that is a reference is read through it first.
-std::optional<Json> SchemaCompiler::branch_with(const Json& base, const Json& branch, const std::string& ptr) {
+// A branch with the sibling keywords of anyOf/oneOf (or what allOf gathered so far) merged in:
+// their intersection; nullopt when it admits nothing. A branch that is a reference is read
+// through it first, except when there is nothing to merge and `inline_refs` is false (a
+// reference then stays one, so that recursion goes through its rule).
+std::optional<Json> SchemaCompiler::branch_with(const Json& base, const Json& branch, const std::string& ptr,
+                                                bool inline_refs) {
     if (is_false_schema(branch)) return std::nullopt;
-    if (base.empty()) return branch;
+    if (base.empty() && !inline_refs) return branch;
     const Json* b = &branch;
     std::set<std::string> seen;
     while (b->is_object() && b->contains("$ref") && other_assertions(*b, {"$ref"}).empty()) {
@@ -370,6 +375,24 @@ std::optional<Json> SchemaCompiler::branch_with(const Json& base, const Json& br
     if (b->is_boolean()) return base;
     if (!b->is_object()) schema_error(ptr, "a schema must be an object or a boolean");
     return merged(base, *b, ptr);
+}
+
+// allOf: the schema and its branches merged into one (see branch_with), when that is exact.
+std::string SchemaCompiler::all_of(const Json& s, const std::string& ptr, int depth) {
+    const std::string kptr = pointer_join(ptr, "allOf");
+    const Json& list = s["allOf"];
+    if (!list.is_array() || list.empty()) schema_error(kptr, "allOf must be a non-empty array");
+    Json acc = Json::object();
+    for (const auto& [k, v] : s.items())
+        if (k != "allOf" && assertions().count(k)) acc[k] = v;
+    if (acc.contains("$ref")) schema_error(ptr, "allOf together with '$ref' is not supported");
+    for (size_t i = 0; i < list.size(); ++i) {
+        auto next = branch_with(acc, list[i], pointer_join(kptr, std::to_string(i)), true);
+        if (!next) schema_error(kptr, "no value satisfies every branch");
+        acc = std::move(*next);
+    }
+    if (acc.contains("allOf")) schema_error(kptr, "allOf nested inside allOf is not supported");
+    return value(acc, ptr, depth + 1);
 }
 
 std::string SchemaCompiler::alternatives(const Json& s, const std::string& key, const std::string& ptr, int depth) {

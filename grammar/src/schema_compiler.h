@@ -31,7 +31,9 @@ private:
     std::string typed_value(const Json& s, const std::string& ptr, int depth);
     std::string ref_value(const Json& s, const std::string& ptr, int depth);
     std::string alternatives(const Json& s, const std::string& key, const std::string& ptr, int depth);
-    std::optional<Json> branch_with(const Json& base, const Json& branch, const std::string& ptr);
+    std::optional<Json> branch_with(const Json& base, const Json& branch, const std::string& ptr,
+                                    bool inline_refs = false);
+    std::string all_of(const Json& s, const std::string& ptr, int depth);
     std::string enum_value(const Json& s, const std::string& ptr, const std::set<std::string>& types);
     std::string object_value(const Json& s, const std::string& ptr, int depth);
     std::string object_members(const Json& s, const std::string& ptr, int depth);
