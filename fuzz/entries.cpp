@@ -17,6 +17,8 @@
 #include "rewind/bench/bench_workload.h"
 #include "rewind/grammar/gbnf.h"
 #include "rewind/grammar/matcher.h"
+#include "rewind/grammar/json_schema.h"
+#include "rewind/grammar/regex.h"
 #include "rewind/serve/api.h"
 #include "rewind/speculate/reference_source.h"
 #include "rewind/tokenizer.h"
@@ -310,8 +312,46 @@ void gbnf(std::span<const uint8_t> data) {
     }
 }
 
+namespace {
+
+// What both grammar front ends promise of their output.
+void check_gbnf(const std::string& g) {
+    check(g.rfind("root ::= ", 0) == 0, "GBNF without root first");
+    check(!g.empty() && g.back() == '\n', "GBNF not ending with a newline");
+    size_t line_start = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+        const auto c = static_cast<unsigned char>(g[i]);
+        check((c >= 0x20 && c < 0x7F) || c == '\n', "GBNF with a byte outside printable ASCII");
+        if (c == '\n') {
+            check(g.find(" ::= ", line_start) < i, "a GBNF line without ' ::= '");
+            line_start = i + 1;
+        }
+    }
+}
+
+} // namespace
+
+void json_schema(std::span<const uint8_t> data) {
+    if (data.empty()) return;
+    grammar::JsonGrammarOptions opts;
+    opts.whitespace = data[0] & 1 ? grammar::JsonWhitespace::Free : grammar::JsonWhitespace::Compact;
+    try {
+        check_gbnf(grammar::json_schema_to_gbnf(as_text(data.subspan(1)), opts));
+    } catch (const Error&) {
+    }
+}
+
+void regex(std::span<const uint8_t> data) {
+    try {
+        check_gbnf(grammar::regex_to_gbnf(as_text(data)));
+    } catch (const Error&) {
+    }
+}
+
 Entry entry(std::string_view name) {
     if (name == "gbnf") return gbnf;
+    if (name == "json_schema") return json_schema;
+    if (name == "regex") return regex;
     if (name == "gguf") return gguf;
     if (name == "tokenizer") return tokenizer;
     if (name == "kv_state") return kv_state;

@@ -41,6 +41,11 @@ void serve_request(std::span<const uint8_t> data);
 // that parses prints back as GBNF that parses to as many rules, and its matcher (small limits)
 // checks the text and finds its forced bytes.
 void gbnf(std::span<const uint8_t> data);
+// The JSON Schema front end: byte 0's low bit picks the whitespace mode, the rest is the schema.
+// Either GBNF (ASCII text, one `name ::= body` line per rule, `root` first) or rwd::Error.
+void json_schema(std::span<const uint8_t> data);
+// The regex front end: the bytes are the pattern; GBNF as above or rwd::Error.
+void regex(std::span<const uint8_t> data);
 
 // Loads the fixtures the named entry uses (tokenizers, a model), so the first input is not
 // charged for them (libFuzzer's per-input timeout); entries also load them on first use.

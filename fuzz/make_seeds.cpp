@@ -1,6 +1,7 @@
 // Builds the fuzz seed corpora from ../shared at build time (none are committed): small valid
 // GGUF models re-using aidreams260K's vocabulary, the first bytes of every shared GGUF file,
-// saved KV caches of pycode-600k, workload lines, reference documents and tokenizer test strings.
+// saved KV caches of pycode-600k, workload lines, reference documents, tokenizer test strings, and
+// JSON Schemas and regexes for the grammar front ends.
 // Usage: fuzz_seeds SHARED_DIR OUT_DIR (writes OUT_DIR/<target>/...).
 #include <cstdio>
 #include <cstring>
@@ -216,6 +217,31 @@ void text_seeds(const fs::path& shared, const fs::path& wl_out, const fs::path& 
     }
 }
 
+// JSON Schema seeds (byte 0: whitespace mode) from the JSON workload's schemas and a few
+// keywords it lacks; regex seeds from their patterns and the formats' shapes.
+void grammar_seeds(const fs::path& shared, const fs::path& schema_out, const fs::path& regex_out) {
+    std::ifstream in(shared / "workloads" / "json.jsonl");
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line) && n < 6) {
+        const auto j = nlohmann::ordered_json::parse(line);
+        if (!j.contains("json_schema")) continue;
+        put(schema_out / ("workload-" + std::to_string(n)), std::string(1, static_cast<char>(n % 2)) + j["json_schema"].dump());
+        ++n;
+    }
+    const char* schemas[] = {
+        R"({"$defs":{"t":{"type":"object","properties":{"k":{"type":"array","items":{"$ref":"#/$defs/t"}}}}},"$ref":"#/$defs/t"})",
+        R"({"anyOf":[{"type":"integer","minimum":-5,"exclusiveMaximum":1e3},{"type":"number","maximum":2.5},{"const":null}]})",
+        R"({"type":"string","pattern":"^[a-z]+(-[a-z]+)*$","minLength":3,"maxLength":12,"format":"email"})",
+        R"({"type":"array","prefixItems":[{"enum":["a",1]},{"type":"boolean"}],"items":false,"minItems":1})",
+        R"({"type":"object","additionalProperties":{"type":"string","format":"date-time"},"properties":{"id":{"format":"uuid"}}})",
+    };
+    for (size_t i = 0; i < std::size(schemas); ++i) put(schema_out / ("s" + std::to_string(i)), std::string(1, '\0') + schemas[i]);
+    const char* patterns[] = {"^[A-Za-z_][A-Za-z0-9_.]*$", "(?:ab|c){2,5}x?", "[^\\d\\s]+@\\w+\\.com",
+                              "\\u00e9.{0,3}$", "(a|b)*c+[-+]?\\d{1,3}(\\.\\d+)?"};
+    for (size_t i = 0; i < std::size(patterns); ++i) put(regex_out / ("p" + std::to_string(i)), patterns[i]);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -225,7 +251,8 @@ int main(int argc, char** argv) {
     }
     const fs::path shared = argv[1], out = argv[2];
     try {
-        for (const char* t : {"gguf", "kv_state", "workload", "reference", "tokenizer", "serve_request", "gbnf"}) {
+        for (const char* t : {"gguf", "kv_state", "workload", "reference", "tokenizer", "serve_request", "gbnf", "json_schema",
+                              "regex"}) {
             fs::remove_all(out / t);
             fs::create_directories(out / t);
         }
@@ -234,6 +261,7 @@ int main(int argc, char** argv) {
         text_seeds(shared, out / "workload", out / "reference", out / "tokenizer");
         for (const auto& f : fs::directory_iterator(shared / "grammars")) // GBNF: llama.cpp's examples
             if (f.path().extension() == ".gbnf") put(out / "gbnf" / f.path().filename(), slurp(f.path()));
+        grammar_seeds(shared, out / "json_schema", out / "regex");
     } catch (const std::exception& e) {
         std::cerr << "fuzz_seeds: " << e.what() << "\n";
         return 1;

@@ -4,7 +4,7 @@
 # Fails on any crash, leak, timeout (per input), out-of-memory or sanitizer report, and prints
 # each target's executions and coverage (libFuzzer's cov/ft).
 # Usage: fuzz/run.sh BUILD_DIR SECONDS_PER_TARGET [extra libFuzzer flags...]
-#   e.g. fuzz/run.sh build-clang 55                    (CI: 7 targets, under 7 minutes together)
+#   e.g. fuzz/run.sh build-clang 40                    (CI: 9 targets, about 7 minutes together)
 #        fuzz/run.sh build-clang 0 -runs=2000000        (a campaign: a fixed number of executions)
 set -uo pipefail
 build=${1:?usage: fuzz/run.sh BUILD_DIR SECONDS [libFuzzer flags]}
@@ -15,12 +15,12 @@ bin=$build/fuzz/bin
 seeds=$build/fuzz/seeds
 work=$build/fuzz/work
 # Inputs larger than a target needs only slow it down: the tiny seed models are about 70 KB.
-declare -A max_len=([gguf]=131072 [tokenizer]=4096 [kv_state]=16384 [workload]=16384 [reference]=8192 [serve_request]=4096 [gbnf]=4096)
+declare -A max_len=([gguf]=131072 [tokenizer]=4096 [kv_state]=16384 [workload]=16384 [reference]=8192 [serve_request]=4096 [gbnf]=4096 [json_schema]=4096 [regex]=512)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 failed=()
 printf '%-10s %12s %8s %8s %9s %s\n' target executions cov ft seconds result
-for t in gguf tokenizer kv_state workload reference serve_request gbnf; do
+for t in gguf tokenizer kv_state workload reference serve_request gbnf json_schema regex; do
   mkdir -p "$work/corpus/$t" "$work/artifacts"
   log=$work/$t.log
   start=$(date +%s)

@@ -40,7 +40,8 @@ TEST_P(FuzzRegressions, EveryInputIsHandled) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, FuzzRegressions,
-                         ::testing::Values("gguf", "tokenizer", "kv_state", "workload", "reference", "serve_request", "gbnf"),
+                         ::testing::Values("gguf", "tokenizer", "kv_state", "workload", "reference", "serve_request",
+                                           "gbnf", "json_schema", "regex"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 } // namespace

@@ -33,6 +33,7 @@ set(rwd_test_timeouts
   "Python.hf" 120
   # The cluster tests (scripts/cluster, where the build has them), measured alone on the 2-core
   # machine: each starts three replicas and a balancer.
+  "JsonSchema.node" 240  # not yet measured in the whole suite
   "Grammar.xgrammar_oracle" 240  # 40-48 s on a loaded machine
   "Cluster.affinity.haproxy" 50  # 9.1
   "Cluster.affinity.nginx" 40  # 7.9
