@@ -1,5 +1,6 @@
 // Tools in the chat formats: the 18 tool renderings of Qwen2.5's and Qwen3's templates byte for
-// byte, refusals by formats without tool support, and the Python-style `tojson` details.
+// byte, refusals by formats without tool support, the Python-style `tojson` details, and reading
+// the model's <tool_call> blocks back into calls.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -10,6 +11,7 @@
 
 #include "gguf_test_util.h"
 #include "rewind/chat.h"
+#include "rewind/chat_tools.h"
 #include "rewind/error.h"
 
 using namespace rwd;
@@ -131,6 +133,59 @@ TEST(ChatTools, TojsonIsPythonJsonDumps) {
     msgs[1].tool_calls[0].arguments = R"("{\"city\": \"Oslo\"}")";
     EXPECT_NE(format_chat(q25, msgs).find(R"("arguments": "{\"city\": \"Oslo\"}"})"), std::string::npos);
     EXPECT_NE(format_chat(q3, msgs).find(R"("arguments": {"city": "Oslo"}})"), std::string::npos);
+}
+
+TEST(ChatToolParse, QwenBlocksIntoCalls) {
+    const ChatFormat f = parse_chat_format_name("qwen2.5");
+    const ParsedToolCalls p = parse_tool_calls(
+        f,
+        "Sure.\n<tool_call>\n{\"name\": \"add\", \"arguments\": {\"b\": 2, \"a\": \"\u00e9\"}}\n</tool_call>\n"
+        "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n",
+        "call_x");
+    EXPECT_EQ(p.content, "Sure.");
+    ASSERT_EQ(p.calls.size(), 2u);
+    EXPECT_EQ(p.calls[0].id, "call_x0");
+    EXPECT_EQ(p.calls[0].name, "add");
+    EXPECT_EQ(p.calls[0].arguments, "{\"b\":2,\"a\":\"\u00e9\"}"); // compact, key order kept, UTF-8 as is
+    EXPECT_EQ(p.calls[1].id, "call_x1");
+    EXPECT_EQ(p.calls[1].arguments, "{}");
+    // Calls alone: no content.
+    EXPECT_EQ(parse_tool_calls(f, "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>", "c").content, "");
+    // What the calls render back to is what the model wrote (the next turn's prompt).
+    std::vector<ChatMessage> msgs = {{.role = "user", .content = "q"}, {.role = "assistant", .content = p.content}};
+    msgs[1].tool_calls = p.calls;
+    EXPECT_NE(format_chat(f, msgs).find("Sure.\n<tool_call>\n{\"name\": \"add\", \"arguments\": {\"b\": 2, \"a\": "
+                                        "\"\u00e9\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"now\""),
+              std::string::npos);
+}
+
+TEST(ChatToolParse, AnythingElseStaysText) {
+    const ChatFormat f = parse_chat_format_name("qwen3");
+    for (const char* text : {
+             "no calls here",
+             "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}",              // cut short
+             "<tool_call>{\"name\": \"a\", \"arguments\": {}</tool_call>",      // not JSON
+             "<tool_call>{\"name\": \"a\", \"arguments\": \"{}\"}</tool_call>", // arguments not an object
+             "<tool_call>{\"arguments\": {}}</tool_call>",                      // no name
+             "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call> and then text",
+         }) {
+        const ParsedToolCalls p = parse_tool_calls(f, text, "c");
+        EXPECT_TRUE(p.calls.empty()) << text;
+        EXPECT_EQ(p.content, text);
+    }
+    // A format without tool support reads no calls.
+    const std::string call = "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>";
+    EXPECT_TRUE(parse_tool_calls(parse_chat_format_name("llama3"), call, "c").calls.empty());
+    EXPECT_EQ(parse_tool_calls(f, call, "c").calls.size(), 1u);
+}
+
+TEST(ChatToolParse, OpenTagSuffix) {
+    EXPECT_EQ(tool_call_open_suffix("hello"), 0u);
+    EXPECT_EQ(tool_call_open_suffix("hello <"), 1u);
+    EXPECT_EQ(tool_call_open_suffix("a <tool_"), 6u);
+    EXPECT_EQ(tool_call_open_suffix("<tool_call"), 10u);
+    EXPECT_EQ(tool_call_open_suffix("<tool_call>"), 0u); // complete: no longer a prefix
+    EXPECT_EQ(tool_call_open_suffix(""), 0u);
 }
 
 } // namespace
