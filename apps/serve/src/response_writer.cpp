@@ -13,7 +13,8 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-const char* finish_reason(const sp::BatchResult& r) {
+const char* finish_reason(const sp::BatchResult& r, bool tool_calls = false) {
+    if (tool_calls) return "tool_calls";
     switch (r.stop) {
     case StopReason::MaxTokens:
     case StopReason::ContextFull: return "length";
@@ -54,6 +55,31 @@ json choice(Endpoint ep, const std::string& text, const char* finish, bool chunk
     return c;
 }
 
+// "call_N_": the ids of the calls in response "chatcmpl-N" (then "call_N_0", "call_N_1", ...).
+std::string call_id_prefix(const ResponseHeader& h) { return "call_" + h.id.substr(h.id.find('-') + 1) + "_"; }
+
+// tool_calls as OpenAI writes them; a chunk's carry their index.
+json tool_calls_json(const std::vector<ChatToolCall>& calls, bool chunk) {
+    json a = json::array();
+    for (size_t i = 0; i < calls.size(); ++i) {
+        json c;
+        if (chunk) c["index"] = i;
+        c["id"] = calls[i].id;
+        c["type"] = "function";
+        c["function"] = {{"name", calls[i].name}, {"arguments", calls[i].arguments}};
+        a.push_back(std::move(c));
+    }
+    return a;
+}
+
+// A whole chat answer's message: content null when the answer is calls only.
+json message_of(const ParsedToolCalls& p) {
+    json m = {{"role", "assistant"}};
+    m["content"] = p.calls.empty() || !p.content.empty() ? json(p.content) : json(nullptr);
+    if (!p.calls.empty()) m["tool_calls"] = tool_calls_json(p.calls, false);
+    return m;
+}
+
 json usage_of(const Job& job) {
     const auto completion = static_cast<int64_t>(job.result.tokens.size());
     const auto prompt = static_cast<int64_t>(job.prompt.size());
@@ -92,7 +118,13 @@ void write_answer(httplib::Response& res, Job& job, const ResponseHeader& h, con
     TextStream ts(tok, std::move(stop));
     const std::string text = ts.push(job.result.tokens, true);
     json j = envelope(h, false);
-    j["choices"] = json::array({choice(h.endpoint, text, finish_reason(job.result), false, false)});
+    json c = choice(h.endpoint, text, finish_reason(job.result), false, false);
+    if (job.tool_format) {
+        const ParsedToolCalls p = split_tool_calls(*job.tool_format, text, call_id_prefix(h), job.parallel_tool_calls);
+        c["message"] = message_of(p);
+        c["finish_reason"] = finish_reason(job.result, !p.calls.empty());
+    }
+    j["choices"] = json::array({std::move(c)});
     j["usage"] = usage_of(job);
     res.set_content(dump(j), "application/json");
 }
@@ -100,7 +132,16 @@ void write_answer(httplib::Response& res, Job& job, const ResponseHeader& h, con
 SseWriter::SseWriter(std::shared_ptr<Job> job, ResponseHeader h, const Tokenizer& tok, std::vector<std::string> stop,
                      bool include_usage, Metrics& metrics, std::function<void()> wake)
     : job_(std::move(job)), header_(std::move(h)), text_(tok, std::move(stop)), include_usage_(include_usage),
-      metrics_(metrics), wake_(std::move(wake)) {}
+      metrics_(metrics), wake_(std::move(wake)) {
+    if (job_->tool_format) tools_.emplace(*job_->tool_format, call_id_prefix(header_), job_->parallel_tool_calls);
+}
+
+bool SseWriter::write_delta(httplib::DataSink& sink, json delta) {
+    json j = envelope(header_, true);
+    j["choices"] = json::array({choice(header_.endpoint, "", nullptr, true, false)});
+    j["choices"][0]["delta"] = std::move(delta);
+    return write(sink, j);
+}
 
 bool SseWriter::write(httplib::DataSink& sink, const json& j) {
     const std::string s = "data: " + dump(j) + "\n\n";
@@ -135,10 +176,13 @@ bool SseWriter::step(httplib::DataSink& sink) {
         write(sink, json{{"error", json::parse(error_body(*err))["error"]}});
         return write_done(sink);
     }
-    const std::string text = text_.push(fresh, done);
+    std::string text = text_.push(fresh, done);
+    if (tools_) text = tools_->push(text);
     if (!text.empty() || (first_ && header_.endpoint == Endpoint::Chat)) {
         json j = envelope(header_, true);
         j["choices"] = json::array({choice(header_.endpoint, text, nullptr, true, first_)});
+        // With tools the first chunk says no content yet: the answer may be calls only (content null).
+        if (tools_ && text.empty()) j["choices"][0]["delta"].erase("content");
         first_ = false;
         if (!write(sink, j)) {
             abandon(); // the client is gone: free its slot and KV at the next pass
@@ -156,8 +200,20 @@ bool SseWriter::step(httplib::DataSink& sink) {
 bool SseWriter::write_end(httplib::DataSink& sink) {
     // done was read under the job's mutex: what the scheduler wrote before it is visible.
     record_finished(metrics_, *job_);
+    bool calls = false;
+    if (tools_) {
+        // The rest of the content, then each call whole in one chunk (id, name, arguments).
+        const ParsedToolCalls p = tools_->finish();
+        if (!p.content.empty()) write_delta(sink, json{{"content", p.content}});
+        for (size_t i = 0; i < p.calls.size(); ++i) {
+            json call = tool_calls_json({p.calls[i]}, true);
+            call[0]["index"] = i;
+            write_delta(sink, json{{"tool_calls", std::move(call)}});
+        }
+        calls = !p.calls.empty();
+    }
     json j = envelope(header_, true);
-    j["choices"] = json::array({choice(header_.endpoint, "", finish_reason(job_->result), true, false)});
+    j["choices"] = json::array({choice(header_.endpoint, "", finish_reason(job_->result, calls), true, false)});
     if (header_.endpoint == Endpoint::Chat) j["choices"][0]["delta"] = json::object();
     write(sink, j);
     if (include_usage_) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "job.h"
 #include "metrics.h"
 #include "text_stream.h"
+#include "tool_stream.h"
 
 namespace rwd::serve {
 
@@ -54,10 +56,12 @@ private:
     bool write(httplib::DataSink& sink, const json& j);
     bool write_done(httplib::DataSink& sink);
     bool write_end(httplib::DataSink& sink);
+    bool write_delta(httplib::DataSink& sink, json delta);
 
     std::shared_ptr<Job> job_;
     ResponseHeader header_;
     TextStream text_;
+    std::optional<ToolCallStream> tools_; // a request whose answer is read for tool calls
     bool include_usage_;
     Metrics& metrics_;
     std::function<void()> wake_;
