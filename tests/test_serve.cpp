@@ -77,7 +77,7 @@ TEST(ServeParse, CompletionPromptAsTextOrIds) {
 }
 
 TEST(ServeParse, RefusesWhatItWouldHaveToIgnore) {
-    for (const char* f : {R"("n": 2)", R"("tool_choice": "required")", R"("response_format": {"type": "json_object"})",
+    for (const char* f : {R"("n": 17)", R"("tool_choice": "required")", R"("response_format": {"type": "json_object"})",
                           R"("logit_bias": {"1": 5})", R"("logprobs": true)", R"("frequency_penalty": 0.5)"}) {
         const auto [status, param] = refusal(Endpoint::Chat, std::string(R"({"messages": [{"role": "user", "content": "x"}], )") + f + "}");
         EXPECT_EQ(status, 400) << f;

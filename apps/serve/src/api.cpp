@@ -118,11 +118,6 @@ void refuse_unimplemented(const json& j, Endpoint ep) {
         const bool off = (lp->is_boolean() && !lp->get<bool>()) || (ep == Endpoint::Completions && lp->is_number_integer() && lp->get<int64_t>() == 0);
         if (!off) throw ApiError(400, "'logprobs' is not supported by rewind serve", "logprobs", "invalid_request_error", "unsupported_parameter");
     }
-    const auto n = j.find("n");
-    if (n != j.end() && !n->is_null()) {
-        if (get_int(*n, "n", 1, 128) != 1)
-            throw ApiError(400, "'n' > 1 is not supported by rewind serve (one choice per request)", "n", "invalid_request_error", "unsupported_parameter");
-    }
 }
 
 // A field's value, or null when absent or JSON null (OpenAI's clients send null for "unset").
@@ -268,6 +263,7 @@ void parse_sampling(const json& j, ServeRequest& r) {
         const int64_t n = get_int(*v, "repeat_last_n", -1, std::numeric_limits<int32_t>::max());
         r.repeat_last_n = n < 0 ? std::numeric_limits<int32_t>::max() : static_cast<int32_t>(n);
     }
+    if (const json* v = field(j, "n")) r.n = static_cast<int>(get_int(*v, "n", 1, 16));
     if (const json* v = field(j, "seed")) {
         if (!v->is_number_integer()) bad("seed", "must be an integer");
         r.seed = v->is_number_unsigned() ? v->get<uint64_t>() : static_cast<uint64_t>(v->get<int64_t>());

@@ -43,6 +43,10 @@ struct Job {
     // the answer into tool_calls; empty: the answer is text.
     std::optional<ChatFormat> tool_format;
     bool parallel_tool_calls = true;
+    // n > 1: the request's first choice, whose prompt this one shares. The scheduler admits this
+    // job only once the leader has its first token (its cache then holds the prompt), so the
+    // batch decoder copies the prompt's KV from it instead of computing it again.
+    std::shared_ptr<Job> leader;
     Clock::time_point enqueued = Clock::now();
 
     // ---- Shared without a lock.

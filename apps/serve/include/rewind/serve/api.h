@@ -88,11 +88,13 @@ struct ServeRequest {
     std::string tools;
     ToolChoice tool_choice = ToolChoice::Auto;
     bool parallel_tool_calls = true; // false: only the answer's first call is returned
+    // Choices, [1, 16]: choice i is the answer to this request with n = 1 and seed + i.
+    int n = 1;
 };
 
 // Parses and validates `body` for `endpoint`. Throws ApiError (400) for malformed JSON, a field of
 // the wrong type or out of range (naming it), a required field missing, and fields rewind does not
-// implement that would change the answer (n > 1, tool_choice "required" or a named function,
+// implement that would change the answer (n outside [1, 16], tool_choice "required" or a named function,
 // response_format, logit_bias, logprobs, ...), and assistant tool-call arguments that are not JSON.
 // Unknown fields that change nothing are ignored, as OpenAI's own server does.
 ServeRequest parse_request(Endpoint endpoint, std::string_view body, const ParseLimits& limits = {});
