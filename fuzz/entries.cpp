@@ -256,9 +256,17 @@ void serve_request(std::span<const uint8_t> data) {
         check(r.endpoint == ep, "endpoint changed");
         if (ep == serve::Endpoint::Chat) {
             check(!r.messages.empty(), "accepted a chat without messages");
-            for (const auto& m : r.messages)
-                check(m.role == "system" || m.role == "user" || m.role == "assistant", "accepted an unknown role");
+            for (const auto& m : r.messages) {
+                check(m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "tool",
+                      "accepted an unknown role");
+                check(m.tool_calls.empty() || m.role == "assistant", "accepted tool_calls on a non-assistant message");
+                for (const auto& c : m.tool_calls)
+                    check(nlohmann::json::accept(c.arguments) && nlohmann::json::parse(c.arguments).is_object(),
+                          "accepted tool-call arguments that are not a JSON object");
+            }
+            check(r.tools.empty() || nlohmann::json::parse(r.tools).is_array(), "accepted tools that are not a list");
         } else {
+            check(r.tools.empty(), "accepted tools on a completion");
             check(r.prompt_is_ids ? !r.prompt_ids.empty() : !r.prompt_text.empty(), "accepted an empty prompt");
             for (int64_t id : r.prompt_ids) check(id >= 0 && id <= INT32_MAX, "accepted a token id out of range");
         }
@@ -270,6 +278,7 @@ void serve_request(std::span<const uint8_t> data) {
                   r.repeat_last_n.value_or(0) >= 0,
               "accepted a top_k or repetition penalty out of range");
         check(r.stop.size() <= 4, "accepted more than 4 stop strings");
+        check(r.n >= 1 && r.n <= 16, "accepted n out of range");
         for (const auto& s : r.stop) check(!s.empty(), "accepted an empty stop string");
         check(r.speculation.k >= 0 && r.speculation.k <= 16, "accepted speculation.k out of range");
         check(r.speculation.source.empty() || serve::is_source_name(r.speculation.source), "accepted an unknown source");

@@ -364,6 +364,39 @@ TEST_F(Cli, TokenizeChatFormatsEveryGoldenRecordExactly) {
     EXPECT_NE(text.out.find("say <|im_end|> twice"), std::string::npos);
 }
 
+// `rewind tokenize --chat FILE --text` reads "tools", assistant "tool_calls" (arguments as objects,
+// or as OpenAI's JSON strings) and "tool" messages: every record of ../shared/chat/tool_goldens.jsonl
+// exactly; a format without tool support refuses them, naming it.
+TEST_F(Cli, TokenizeChatRendersTheToolGoldens) {
+    using ojson = nlohmann::ordered_json; // tools render in the key order written
+    std::ifstream in(kShared + "/chat/tool_goldens.jsonl");
+    ASSERT_TRUE(in) << "missing ../shared/chat/tool_goldens.jsonl";
+    int checked = 0;
+    for (std::string line; std::getline(in, line);) {
+        if (line.empty()) continue;
+        const ojson rec = ojson::parse(line);
+        ojson conv = {{"messages", rec["messages"]}, {"tools", rec["tools"]},
+                      {"add_generation_prompt", rec["add_generation_prompt"]}, {"kwargs", rec["kwargs"]},
+                      {"bos_token", rec["bos_token"]}, {"eos_token", rec["eos_token"]}};
+        if (checked % 2) // OpenAI's form: the arguments as JSON strings
+            for (ojson& m : conv["messages"])
+                for (ojson& c : m.value("tool_calls", ojson::array())) c["function"]["arguments"] = c["function"]["arguments"].dump();
+        const std::string path = write_temp("tools_" + std::to_string(checked) + ".json", conv.dump());
+        const std::string tmpl = kShared + "/chat/templates/" + rec["template"].get<std::string>() + ".jinja";
+        const CliRun r = run("tokenize --chat " + path + " --text --chat-template-file " + tmpl);
+        EXPECT_EQ(r.status, 0) << r.out;
+        EXPECT_EQ(r.out, rec["text"].get<std::string>()) << "record " << checked;
+        if (checked == 2) {
+            const CliRun refused = run("tokenize --chat " + path + " --text --chat-template llama3");
+            EXPECT_EQ(WEXITSTATUS(refused.status), 5) << refused.out; // unsupported
+            EXPECT_NE(refused.out.find("'llama3' has no tool support"), std::string::npos) << refused.out;
+        }
+        std::filesystem::remove(path);
+        ++checked;
+    }
+    EXPECT_EQ(checked, 18);
+}
+
 // `rewind generate --chat` runs exactly the ids `rewind tokenize --chat` gives for the same
 // conversation (the prompt as the user's message after --system); a file without a template and
 // no --chat-template is refused with a message.

@@ -77,7 +77,7 @@ TEST(ServeParse, CompletionPromptAsTextOrIds) {
 }
 
 TEST(ServeParse, RefusesWhatItWouldHaveToIgnore) {
-    for (const char* f : {R"("n": 2)", R"("tools": [{"type": "function"}])", R"("response_format": {"type": "json_object"})",
+    for (const char* f : {R"("n": 17)", R"("tool_choice": "required")", R"("response_format": {"type": "json_object"})",
                           R"("logit_bias": {"1": 5})", R"("logprobs": true)", R"("frequency_penalty": 0.5)"}) {
         const auto [status, param] = refusal(Endpoint::Chat, std::string(R"({"messages": [{"role": "user", "content": "x"}], )") + f + "}");
         EXPECT_EQ(status, 400) << f;
@@ -110,7 +110,8 @@ TEST(ServeParse, NamesTheFieldOfEveryMalformedRequest) {
         {"{" + msgs + R"(, "chat_template_kwargs": {"other": 1}})", "chat_template_kwargs.other"},
         {R"({"messages": []})", "messages"},
         {R"({"messages": "hi"})", "messages"},
-        {R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0].role"},
+        {R"({"messages": [{"role": "robot", "content": "x"}]})", "messages[0].role"},
+        {R"({"messages": [{"role": "tool"}]})", "messages[0].content"},
         {R"({"messages": [{"role": "user"}]})", "messages[0].content"},
         {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", "messages[0].content[0].type"},
         {R"({})", "messages"},

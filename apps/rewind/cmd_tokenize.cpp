@@ -94,44 +94,62 @@ void print_ids(const Tokenizer& tok, const std::vector<TokenId>& ids, bool piece
     std::fwrite(s.data(), 1, s.size(), stdout);
 }
 
-// A conversation file: {"messages": [{"role", "content"}...], "add_generation_prompt": bool,
-// "kwargs": {"enable_thinking": bool, "date_string": "..."}, "bos_token": "...", "eos_token": "..."}.
-// A message whose content is not one string, or that carries tool calls, is kept marked as
-// unsupported, so that formatting refuses it by name rather than flattening it.
+// A conversation file: {"messages": [{"role", "content"}...], "tools": [...],
+// "add_generation_prompt": bool, "kwargs": {"enable_thinking": bool, "date_string": "..."},
+// "bos_token": "...", "eos_token": "..."}. Assistant messages may carry "tool_calls" (arguments as
+// a JSON object, or OpenAI's JSON string); "tool" messages carry "tool_call_id". A message whose
+// content is not one string is kept marked as unsupported, so that formatting refuses it by name
+// rather than flattening it. Parsed keeping key order: tools render in the order written.
 struct Conversation {
     std::vector<ChatMessage> messages;
     ChatOptions options;
     bool has_bos = false, has_eos = false;
 };
 
+using ojson = nlohmann::ordered_json;
+
+ChatMessage read_message(const ojson& m, const std::string& where) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+        throw Error(ErrorCode::format, where + " has no \"role\" string");
+    ChatMessage msg;
+    msg.role = m["role"].get<std::string>();
+    const auto content = m.find("content");
+    const bool calls = m.contains("tool_calls") && m["tool_calls"].is_array();
+    if (content == m.end() || content->is_null()) {
+        if (!calls) msg.unsupported = "no content";
+    } else if (content->is_array()) msg.unsupported = "a list of content parts";
+    else if (!content->is_string()) msg.unsupported = std::string("content that is a ") + content->type_name();
+    else msg.content = content->get<std::string>();
+    if (m.contains("tool_call_id") && m["tool_call_id"].is_string()) msg.tool_call_id = m["tool_call_id"].get<std::string>();
+    if (!calls) return msg;
+    for (const ojson& c : m["tool_calls"]) {
+        const ojson& fn = c.contains("function") ? c["function"] : c;
+        if (!fn.is_object() || !fn.contains("name") || !fn["name"].is_string() || !fn.contains("arguments"))
+            throw Error(ErrorCode::format, where + ": a tool call needs a \"name\" and \"arguments\"");
+        const ojson& args = fn["arguments"];
+        msg.tool_calls.push_back({c.value("id", std::string()), fn["name"].get<std::string>(),
+                                  args.is_string() ? args.get<std::string>() : args.dump()});
+    }
+    return msg;
+}
+
 Conversation read_conversation(const std::string& path) {
     const std::string raw = read_file_limited(path, kMaxPromptFileBytes, "conversation file");
-    nlohmann::json j;
+    ojson j;
     try {
-        j = nlohmann::json::parse(raw);
-    } catch (const nlohmann::json::exception& e) {
+        j = ojson::parse(raw);
+    } catch (const ojson::exception& e) {
         throw Error(ErrorCode::format, path + ": not JSON (" + e.what() + ")");
     }
     if (!j.is_object() || !j.contains("messages") || !j["messages"].is_array())
         throw Error(ErrorCode::format, path + ": expected an object with a \"messages\" array");
     Conversation c;
-    for (size_t i = 0; i < j["messages"].size(); ++i) {
-        const nlohmann::json& m = j["messages"][i];
-        if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-            throw Error(ErrorCode::format, path + ": message " + std::to_string(i) + " has no \"role\" string");
-        ChatMessage msg;
-        msg.role = m["role"].get<std::string>();
-        const auto content = m.find("content");
-        if (m.contains("tool_calls")) msg.unsupported = "tool_calls";
-        else if (content == m.end() || content->is_null()) msg.unsupported = "no content";
-        else if (content->is_array()) msg.unsupported = "a list of content parts";
-        else if (!content->is_string()) msg.unsupported = std::string("content that is a ") + content->type_name();
-        else msg.content = content->get<std::string>();
-        c.messages.push_back(std::move(msg));
-    }
+    for (size_t i = 0; i < j["messages"].size(); ++i)
+        c.messages.push_back(read_message(j["messages"][i], path + ": message " + std::to_string(i)));
+    if (j.contains("tools") && !j["tools"].is_null()) c.options.tools = j["tools"].dump();
     if (j.contains("add_generation_prompt")) c.options.add_generation_prompt = j["add_generation_prompt"].get<bool>();
     if (j.contains("kwargs") && j["kwargs"].is_object()) {
-        const nlohmann::json& k = j["kwargs"];
+        const ojson& k = j["kwargs"];
         if (k.contains("enable_thinking")) c.options.enable_thinking = k["enable_thinking"].get<bool>();
         if (k.contains("date_string")) c.options.date_string = k["date_string"].get<std::string>();
     }

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <utility>
 
+#include "chat_json.h"
 #include "rewind/error.h"
 
 namespace rwd {
@@ -68,18 +69,45 @@ std::string where(size_t i, const ChatMessage& m) {
     return "chat message " + std::to_string(i) + " ('" + m.role + "')";
 }
 
+// The format's name for messages: its built-in name, else its family.
+std::string format_label(const ChatFormat& f) {
+    const std::string name = chat_format_name(f);
+    if (!name.empty()) return "'" + name + "'";
+    switch (f.family) {
+    case ChatFamily::Llama3: return "Llama 3";
+    case ChatFamily::ChatMl: return "ChatML";
+    case ChatFamily::Phi3: return "Phi-3";
+    case ChatFamily::Gemma: return "Gemma";
+    }
+    return "this";
+}
+
+Error no_tools(const ChatFormat& f, const std::string& what) {
+    return Error(ErrorCode::unsupported, what + ": the chat format " + format_label(f) +
+                                             " has no tool support (its template renders no tools; Qwen2.5's and "
+                                             "Qwen3's do)");
+}
+
 // Checks what every family requires of a conversation.
-void validate(std::span<const ChatMessage> messages) {
+void validate(const ChatFormat& f, std::span<const ChatMessage> messages) {
     if (messages.empty()) throw Error(ErrorCode::argument, "chat: the conversation has no messages");
+    const bool tools = f.family == ChatFamily::ChatMl && f.qwen_tools;
     for (size_t i = 0; i < messages.size(); ++i) {
         const ChatMessage& m = messages[i];
         if (!m.unsupported.empty())
             throw Error(ErrorCode::unsupported,
                         where(i, m) + ": holds " + m.unsupported + ", which rewind does not format (plain text only)");
+        if (!m.tool_calls.empty() && m.role != "assistant")
+            throw Error(ErrorCode::argument, where(i, m) + ": only assistant messages carry tool_calls");
+        if (!m.tool_calls.empty() && !tools) throw no_tools(f, where(i, m) + " holds tool_calls");
         if (m.role == "system" || m.role == "user" || m.role == "assistant") continue;
-        if (m.role == "tool" || m.role == "ipython" || m.role == "function")
-            throw Error(ErrorCode::unsupported, where(i, m) + ": tool messages are not supported yet");
-        throw Error(ErrorCode::argument, where(i, m) + ": unknown role (expected system, user or assistant)");
+        if (m.role == "tool") {
+            if (!tools) throw no_tools(f, where(i, m));
+            continue;
+        }
+        if (m.role == "ipython" || m.role == "function")
+            throw Error(ErrorCode::unsupported, where(i, m) + ": this role is not supported (use \"tool\")");
+        throw Error(ErrorCode::argument, where(i, m) + ": unknown role (expected system, user, assistant or tool)");
     }
 }
 
@@ -136,35 +164,99 @@ size_t last_query_index(std::span<const ChatMessage> msgs) {
     return msgs.size() - 1;
 }
 
-void chatml(Builder& b, const ChatFormat& f, std::span<const ChatMessage> msgs, const ChatOptions& o) {
-    if (!f.default_system.empty() && msgs[0].role != "system")
-        b.marker("<|im_start|>system\n" + f.default_system + "<|im_end|>\n");
-    const size_t last_query = f.qwen3_thinking ? last_query_index(msgs) : 0;
-    for (size_t i = 0; i < msgs.size(); ++i) {
-        const ChatMessage& m = msgs[i];
-        if (!f.qwen3_thinking || m.role != "assistant") {
-            b.marker("<|im_start|>" + m.role + "\n");
-            b.content(m.content);
-            b.marker("<|im_end|>\n");
-            continue;
-        }
-        std::string_view content = m.content, reasoning;
+// Qwen's tools block, the system turn a conversation with tools starts with: the first system
+// message (else the default one) and the function signatures, one `tojson` line each.
+void qwen_tools_header(Builder& b, const ChatFormat& f, std::span<const ChatMessage> msgs,
+                       const std::vector<std::string>& tools) {
+    b.marker("<|im_start|>system\n");
+    if (msgs[0].role == "system") {
+        b.content(msgs[0].content);
+        b.marker("\n\n");
+    } else if (!f.default_system.empty()) {
+        b.marker(f.default_system + "\n\n");
+    }
+    b.marker("# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided "
+             "with function signatures within <tools></tools> XML tags:\n<tools>");
+    for (const std::string& t : tools) {
+        b.marker("\n");
+        b.content(t);
+    }
+    b.marker("\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+             "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+             "<args-json-object>}\n</tool_call><|im_end|>\n");
+}
+
+// An assistant turn's calls after its text, each in a <tool_call> block on a line of its own.
+void qwen_tool_calls(Builder& b, const ChatFormat& f, size_t i, const ChatMessage& m, std::string_view content) {
+    for (size_t c = 0; c < m.tool_calls.size(); ++c) {
+        const ChatToolCall& call = m.tool_calls[c];
+        if (c > 0 || !content.empty()) b.marker("\n");
+        b.marker("<tool_call>\n{\"name\": \"");
+        b.content(call.name);
+        b.marker("\", \"arguments\": ");
+        // Qwen3's template writes an argument string as is; Qwen2.5's `tojson`s whatever it gets.
+        b.content(chat_json::arguments_text(call.arguments, f.qwen3_thinking,
+                                            where(i, m) + " tool call " + std::to_string(c)));
+        b.marker("}\n</tool_call>");
+    }
+}
+
+// A tool result: consecutive ones share one user turn, each in a <tool_response> block.
+void qwen_tool_result(Builder& b, std::span<const ChatMessage> msgs, size_t i) {
+    if (i == 0 || msgs[i - 1].role != "tool") b.marker("<|im_start|>user");
+    b.marker("\n<tool_response>\n");
+    b.content(msgs[i].content);
+    b.marker("\n</tool_response>");
+    if (i + 1 == msgs.size() || msgs[i + 1].role != "tool") b.marker("<|im_end|>\n");
+}
+
+// An assistant turn; Qwen3's reasoning rules apply to the ones after the last user query.
+void chatml_assistant(Builder& b, const ChatFormat& f, std::span<const ChatMessage> msgs, size_t i, size_t last_query) {
+    const ChatMessage& m = msgs[i];
+    std::string_view content = m.content, reasoning;
+    if (f.qwen3_thinking) {
         if (const size_t first = content.find("</think>"); first != std::string_view::npos) {
             const std::string_view before = rstrip_nl(content.substr(0, first));
             const size_t open = before.rfind("<think>");
             reasoning = lstrip_nl(open == std::string_view::npos ? before : before.substr(open + 7));
             content = lstrip_nl(content.substr(content.rfind("</think>") + 8));
         }
-        if (i > last_query && (i + 1 == msgs.size() || !reasoning.empty())) {
-            b.marker("<|im_start|>assistant\n<think>\n");
-            b.content(lstrip_nl(rstrip_nl(reasoning)));
-            b.marker("\n</think>\n\n");
-            b.content(lstrip_nl(content));
+    }
+    if (f.qwen3_thinking && i > last_query && (i + 1 == msgs.size() || !reasoning.empty())) {
+        b.marker("<|im_start|>assistant\n<think>\n");
+        b.content(lstrip_nl(rstrip_nl(reasoning)));
+        b.marker("\n</think>\n\n");
+        b.content(lstrip_nl(content));
+    } else {
+        b.marker("<|im_start|>assistant\n");
+        b.content(content);
+    }
+    qwen_tool_calls(b, f, i, m, content);
+    b.marker("<|im_end|>\n");
+}
+
+void chatml(Builder& b, const ChatFormat& f, std::span<const ChatMessage> msgs, const ChatOptions& o) {
+    const std::vector<std::string> tools = chat_json::tool_texts(o.tools, "chat tools");
+    if (!tools.empty() && !f.qwen_tools) throw no_tools(f, "chat tools");
+    size_t first = 0;
+    if (!tools.empty()) {
+        qwen_tools_header(b, f, msgs, tools);
+        first = msgs[0].role == "system" ? 1 : 0;
+    } else if (!f.default_system.empty() && msgs[0].role != "system") {
+        b.marker("<|im_start|>system\n" + f.default_system + "<|im_end|>\n");
+    }
+    const size_t last_query = f.qwen3_thinking ? last_query_index(msgs) : 0;
+    for (size_t i = first; i < msgs.size(); ++i) {
+        const ChatMessage& m = msgs[i];
+        if (m.role == "assistant") {
+            chatml_assistant(b, f, msgs, i, last_query);
+        } else if (m.role == "tool") {
+            qwen_tool_result(b, msgs, i);
         } else {
-            b.marker("<|im_start|>assistant\n");
-            b.content(content);
+            b.marker("<|im_start|>" + m.role + "\n");
+            b.content(m.content);
+            b.marker("<|im_end|>\n");
         }
-        b.marker("<|im_end|>\n");
     }
     if (o.add_generation_prompt) {
         b.marker("<|im_start|>assistant\n");
@@ -218,7 +310,9 @@ bool spells_control(const Tokenizer& tok, std::string_view text) {
 
 std::vector<ChatSegment> chat_segments(const ChatFormat& format, std::span<const ChatMessage> messages,
                                        const ChatOptions& options) {
-    validate(messages);
+    validate(format, messages);
+    if (format.family != ChatFamily::ChatMl && !chat_json::tool_texts(options.tools, "chat tools").empty())
+        throw no_tools(format, "chat tools");
     Builder b;
     switch (format.family) {
     case ChatFamily::Llama3: llama3(b, format, messages, options); break;

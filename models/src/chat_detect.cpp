@@ -19,13 +19,14 @@ constexpr std::string_view kQwen2System = "You are a helpful assistant.";
 constexpr std::string_view kQwen25System = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
 
 ChatFormat make(ChatFamily family, bool always_prompt = false, std::string_view default_system = {},
-                bool thinking = false, bool date_preamble = false) {
+                bool thinking = false, bool date_preamble = false, bool tools = false) {
     ChatFormat f;
     f.family = family;
     f.always_generation_prompt = always_prompt;
     f.date_preamble = date_preamble;
     f.default_system = std::string(default_system);
     f.qwen3_thinking = thinking;
+    f.qwen_tools = tools;
     return f;
 }
 
@@ -89,9 +90,9 @@ const std::array<std::pair<std::string_view, ChatFormat>, 15>& builtins() {
         {"llama3-simple", make(ChatFamily::Llama3)},
         {"chatml", make(ChatFamily::ChatMl)},
         {"qwen2", make(ChatFamily::ChatMl, false, kQwen2System)},
-        {"qwen2.5", make(ChatFamily::ChatMl, false, kQwen25System)},
-        {"qwen2.5-coder", make(ChatFamily::ChatMl, false, kQwen25System)},
-        {"qwen3", make(ChatFamily::ChatMl, false, {}, true)},
+        {"qwen2.5", make(ChatFamily::ChatMl, false, kQwen25System, false, false, true)},
+        {"qwen2.5-coder", make(ChatFamily::ChatMl, false, kQwen25System, false, false, true)},
+        {"qwen3", make(ChatFamily::ChatMl, false, {}, true, false, true)},
         {"phi3", make(ChatFamily::Phi3)},
         {"phi3.5", make(ChatFamily::Phi3)},
         {"gemma", make(ChatFamily::Gemma)},
@@ -132,6 +133,7 @@ ChatFormat detect_chat_format(std::string_view t) {
     if (has(t, "<|im_start|>")) {
         if (has(t, "<|im_sep|>")) throw unsupported("Phi-4's format");
         ChatFormat f = make(ChatFamily::ChatMl, false, chatml_default_system(t));
+        f.qwen_tools = has(t, "<tool_call>"); // Qwen's tool format (Qwen2.5, Qwen3)
         if (has(t, "<think>") || has(t, "</think>")) {
             if (!has(t, "enable_thinking")) throw unsupported("a reasoning template other than Qwen3's");
             f.qwen3_thinking = true;

@@ -1,5 +1,5 @@
 // End-to-end test of `rewind serve` through the official openai client: chat and text
-// completions (plain and streamed), stop sequences, seeds, the sampling fields (repeat_penalty,
+// completions (plain and streamed), stop sequences, seeds, `n` choices, the sampling fields (repeat_penalty,
 // repeat_last_n, top_k, min_p) with speculation on and off, Predicted Outputs, the prefix cache
 // on a second chat turn, and the 401/400/413 errors; every answer compared with `rewind generate`.
 // Usage: node e2e_test.mjs --rewind BUILD/bin/rewind --model MODEL.gguf   (exit 77: skipped)
@@ -71,6 +71,27 @@ try {
       assert.equal(s.text, want.text);
       assert.ok(s.usage && s.usage.completion_tokens === want.ids.length, 'usage chunk');
     }
+  });
+
+  await check('n choices: choice i equals rewind generate with seed + i, plain and streamed', async () => {
+    const req = { model: 'm', messages: [{ role: 'user', content: CODE }], max_tokens: 24, temperature: 0.9, seed: 40, n: 3 };
+    const r = await client.chat.completions.create(req);
+    assert.equal(r.choices.length, 3);
+    const texts = [];
+    for (let i = 0; i < 3; ++i) {
+      const want = gen(['--chat', '--chat-template', 'chatml', '-p', CODE, ...generateFlags({ ...req, seed: 40 + i })]);
+      const one = await client.chat.completions.create({ ...req, n: 1, seed: 40 + i });
+      assert.equal(r.choices[i].index, i);
+      assert.equal(r.choices[i].message.content, want.text, `choice ${i}`);
+      assert.equal(one.choices[0].message.content, want.text);
+      texts.push(want.text);
+    }
+    const streamed = ['', '', ''];
+    for await (const c of await client.chat.completions.create({ ...req, stream: true })) {
+      for (const ch of c.choices) streamed[ch.index] += ch.delta.content ?? '';
+    }
+    assert.deepEqual(streamed, texts);
+    await assert.rejects(client.chat.completions.create({ ...req, n: 17 }), (e) => e.status === 400 && e.param === 'n');
   });
 
   await check('repeat_penalty, repeat_last_n, top_k, min_p: equal to rewind generate, speculation on and off', async () => {
@@ -158,7 +179,7 @@ try {
   await check('401 without the key, 400 naming the field, 413 for a body over the limit', async () => {
     const bad = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'wrong', maxRetries: 0 });
     await assert.rejects(bad.completions.create({ model: 'm', prompt: 'x', max_tokens: 1 }), (e) => e.status === 401);
-    await assert.rejects(client.completions.create({ model: 'm', prompt: 'x', max_tokens: 1, n: 2 }),
+    await assert.rejects(client.completions.create({ model: 'm', prompt: 'x', max_tokens: 1, n: 17 }),
       (e) => e.status === 400 && e.param === 'n');
     await assert.rejects(client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f' } }] }),
       (e) => e.status === 400 && e.param === 'tools');

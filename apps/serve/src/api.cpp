@@ -8,7 +8,9 @@
 
 namespace rwd::serve {
 
-using json = nlohmann::json;
+// Ordered: tools and tool-call arguments keep the key order the client sent, which the chat
+// template's `tojson` renders.
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -91,7 +93,7 @@ std::string text_or_parts(const json& v, const std::string& param, std::string* 
 
 // Fields that would change what the client gets and that rewind does not implement.
 void refuse_unimplemented(const json& j, Endpoint ep) {
-    static const char* const kRefused[] = {"tools", "tool_choice", "functions", "function_call", "response_format",
+    static const char* const kRefused[] = {"functions", "function_call", "response_format",
                                            "logit_bias", "audio", "modalities", "suffix", "best_of", "echo",
                                            "presence_penalty", "frequency_penalty", "top_logprobs", "web_search_options"};
     for (const char* f : kRefused) {
@@ -102,20 +104,19 @@ void refuse_unimplemented(const json& j, Endpoint ep) {
         if ((name == "presence_penalty" || name == "frequency_penalty") && it->is_number() && it->get<double>() == 0) continue;
         if (name == "echo" && it->is_boolean() && !it->get<bool>()) continue;
         if (name == "best_of" && it->is_number_integer() && it->get<int64_t>() == 1) continue;
-        if ((name == "tools" || name == "functions") && it->is_array() && it->empty()) continue;
+        if (name == "functions" && it->is_array() && it->empty()) continue;
         if (name == "logit_bias" && it->is_object() && it->empty()) continue;
         if (name == "response_format" && it->is_object() && it->value("type", json()) == "text") continue;
         throw ApiError(400, "'" + name + "' is not supported by rewind serve", name, "invalid_request_error", "unsupported_parameter");
     }
+    if (ep == Endpoint::Completions)
+        for (const char* f : {"tools", "tool_choice"})
+            if (const auto it = j.find(f); it != j.end() && !it->is_null())
+                throw ApiError(400, std::string("'") + f + "' is only for chat completions", f);
     const auto lp = j.find("logprobs");
     if (lp != j.end() && !lp->is_null()) {
         const bool off = (lp->is_boolean() && !lp->get<bool>()) || (ep == Endpoint::Completions && lp->is_number_integer() && lp->get<int64_t>() == 0);
         if (!off) throw ApiError(400, "'logprobs' is not supported by rewind serve", "logprobs", "invalid_request_error", "unsupported_parameter");
-    }
-    const auto n = j.find("n");
-    if (n != j.end() && !n->is_null()) {
-        if (get_int(*n, "n", 1, 128) != 1)
-            throw ApiError(400, "'n' > 1 is not supported by rewind serve (one choice per request)", "n", "invalid_request_error", "unsupported_parameter");
     }
 }
 
@@ -125,6 +126,32 @@ const json* field(const json& j, const char* name) {
     return it == j.end() || it->is_null() ? nullptr : &*it;
 }
 
+// An assistant message's tool_calls[i]: {id, type: "function", function: {name, arguments}}, the
+// arguments OpenAI's JSON string (or, as Hugging Face has it, the object itself).
+ChatToolCall parse_tool_call(const json& c, const std::string& p) {
+    if (!c.is_object()) bad(p, "must be an object {id, type, function}");
+    ChatToolCall call;
+    if (const auto id = c.find("id"); id != c.end() && !id->is_null()) call.id = get_string(*id, p + ".id");
+    if (const auto t = c.find("type"); t != c.end() && !t->is_null() && get_string(*t, p + ".type") != "function")
+        bad(p + ".type", "must be 'function'");
+    const auto fn = c.find("function");
+    if (fn == c.end() || !fn->is_object()) bad(p + ".function", "must be an object {name, arguments}");
+    const auto name = fn->find("name");
+    if (name == fn->end()) bad(p + ".function.name", "is required");
+    call.name = get_string(*name, p + ".function.name");
+    const auto args = fn->find("arguments");
+    if (args == fn->end() || args->is_null()) bad(p + ".function.arguments", "is required");
+    if (args->is_object()) {
+        call.arguments = args->dump();
+    } else {
+        call.arguments = get_string(*args, p + ".function.arguments");
+        const json parsed = json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
+        if (parsed.is_discarded() || !parsed.is_object())
+            bad(p + ".function.arguments", "must be a JSON object's text, got " + json(call.arguments.substr(0, 40)).dump());
+    }
+    return call;
+}
+
 ChatMessage parse_message(const json& msg, const std::string& p) {
     if (!msg.is_object()) bad(p, "must be an object {role, content}");
     ChatMessage cm;
@@ -132,17 +159,54 @@ ChatMessage parse_message(const json& msg, const std::string& p) {
     if (role == msg.end()) bad(p + ".role", "is required");
     cm.role = get_string(*role, p + ".role");
     if (cm.role == "developer") cm.role = "system"; // OpenAI's newer name for it
-    if (cm.role != "system" && cm.role != "user" && cm.role != "assistant")
-        throw ApiError(400, "'" + p + ".role' must be system, user or assistant (rewind formats no tools), got '" + cm.role + "'",
-                       p + ".role");
+    if (cm.role != "system" && cm.role != "user" && cm.role != "assistant" && cm.role != "tool")
+        bad(p + ".role", "must be system, user, assistant or tool, got '" + cm.role + "'");
+    const json* calls = field(msg, "tool_calls");
+    if (calls && cm.role != "assistant") bad(p + ".tool_calls", "is only allowed on assistant messages");
+    if (calls && !calls->is_array()) bad(p + ".tool_calls", "must be a list");
     const auto content = msg.find("content");
     if (content == msg.end() || content->is_null()) {
-        if (cm.role != "assistant" || msg.contains("tool_calls")) bad(p + ".content", "is required");
+        if (cm.role != "assistant") bad(p + ".content", "is required");
     } else {
         cm.content = text_or_parts(*content, p + ".content");
     }
-    if (msg.contains("tool_calls")) bad(p + ".tool_calls", "is not supported by rewind serve");
+    if (calls)
+        for (size_t i = 0; i < calls->size(); ++i)
+            cm.tool_calls.push_back(parse_tool_call((*calls)[i], p + ".tool_calls[" + std::to_string(i) + "]"));
+    if (const json* id = field(msg, "tool_call_id")) cm.tool_call_id = get_string(*id, p + ".tool_call_id");
     return cm;
+}
+
+// tools (function tools only), tool_choice, parallel_tool_calls.
+void parse_tools(const json& j, ServeRequest& r) {
+    const json* tools = field(j, "tools");
+    if (tools) {
+        if (!tools->is_array()) bad("tools", std::string("must be a list, not ") + type_name(*tools));
+        for (size_t i = 0; i < tools->size(); ++i) {
+            const std::string p = "tools[" + std::to_string(i) + "]";
+            const json& t = (*tools)[i];
+            if (!t.is_object()) bad(p, "must be an object {type, function}");
+            const auto type = t.find("type");
+            if (type == t.end() || get_string(*type, p + ".type") != "function") bad(p + ".type", "must be 'function'");
+            const auto fn = t.find("function");
+            if (fn == t.end() || !fn->is_object()) bad(p + ".function", "must be an object {name, description, parameters}");
+            const auto name = fn->find("name");
+            if (name == fn->end() || get_string(*name, p + ".function.name").empty()) bad(p + ".function.name", "is required");
+        }
+        if (!tools->empty()) r.tools = tools->dump();
+    }
+    if (const json* c = field(j, "tool_choice")) {
+        if (c->is_object())
+            throw ApiError(400, "'tool_choice' naming a function needs constrained decoding, which rewind serve does not have yet",
+                           "tool_choice", "invalid_request_error", "unsupported_parameter");
+        const std::string v = get_string(*c, "tool_choice");
+        if (v == "required")
+            throw ApiError(400, "'tool_choice' 'required' needs constrained decoding, which rewind serve does not have yet",
+                           "tool_choice", "invalid_request_error", "unsupported_parameter");
+        if (v != "auto" && v != "none") bad("tool_choice", "must be 'none', 'auto', 'required' or {\"type\": \"function\", ...}");
+        r.tool_choice = v == "none" ? ToolChoice::None : ToolChoice::Auto;
+    }
+    if (const json* v = field(j, "parallel_tool_calls")) r.parallel_tool_calls = get_bool(*v, "parallel_tool_calls");
 }
 
 void parse_messages(const json& j, ServeRequest& r, const ParseLimits& limits) {
@@ -199,6 +263,7 @@ void parse_sampling(const json& j, ServeRequest& r) {
         const int64_t n = get_int(*v, "repeat_last_n", -1, std::numeric_limits<int32_t>::max());
         r.repeat_last_n = n < 0 ? std::numeric_limits<int32_t>::max() : static_cast<int32_t>(n);
     }
+    if (const json* v = field(j, "n")) r.n = static_cast<int>(get_int(*v, "n", 1, 16));
     if (const json* v = field(j, "seed")) {
         if (!v->is_number_integer()) bad("seed", "must be an integer");
         r.seed = v->is_number_unsigned() ? v->get<uint64_t>() : static_cast<uint64_t>(v->get<int64_t>());
@@ -320,6 +385,7 @@ ServeRequest parse_request(Endpoint endpoint, std::string_view body, const Parse
     if (const json* v = field(j, "model")) r.model = get_string(*v, "model");
     if (endpoint == Endpoint::Chat) {
         parse_messages(j, r, limits);
+        parse_tools(j, r);
     } else {
         parse_prompt(j, r);
     }

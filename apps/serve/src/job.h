@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "rewind/chat.h"
 #include "rewind/generate.h"
 #include "rewind/serve/api.h"
 #include "rewind/speculate/batch_decoder.h"
@@ -38,6 +39,14 @@ struct Job {
     int k = 8;               // guesses per pass
     bool has_prediction = false;
     int64_t prediction_tokens = 0; // the prediction's length in tokens
+    // Chat with tools and tool_choice "auto": the format whose <tool_call> blocks are read out of
+    // the answer into tool_calls; empty: the answer is text.
+    std::optional<ChatFormat> tool_format;
+    bool parallel_tool_calls = true;
+    // n > 1: the request's first choice, whose prompt this one shares. The scheduler admits this
+    // job only once the leader has its first token (its cache then holds the prompt), so the
+    // batch decoder copies the prompt's KV from it instead of computing it again.
+    std::shared_ptr<Job> leader;
     Clock::time_point enqueued = Clock::now();
 
     // ---- Shared without a lock.

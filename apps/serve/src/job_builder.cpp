@@ -31,6 +31,7 @@ ChatOptions JobBuilder::chat_options(const ServeRequest& r) const {
     ChatOptions co;
     fill_token_texts(co, tokenizer());
     co.enable_thinking = r.enable_thinking;
+    co.tools = r.tools;
     return co;
 }
 
@@ -60,6 +61,12 @@ std::vector<TokenId> JobBuilder::completion_ids(const ServeRequest& r) const {
 std::vector<TokenId> JobBuilder::prompt_of(const ServeRequest& r) const {
     if (r.endpoint != Endpoint::Chat) return completion_ids(r);
     const ChatFormat& f = chat_format();
+    if (!r.tools.empty() && !f.qwen_tools) {
+        const std::string name = chat_format_name(f);
+        throw ApiError(400, "'tools' need a chat format with tool support (Qwen2.5's or Qwen3's); the server's" +
+                                (name.empty() ? std::string() : " ('" + name + "')") + " has none",
+                       "tools");
+    }
     try {
         return tokenize_chat(tokenizer(), f, r.messages, chat_options(r));
     } catch (const Error& e) {
@@ -96,6 +103,9 @@ std::shared_ptr<Job> JobBuilder::build(const ServeRequest& r) const {
     g.sampler.repeat_last_n = r.repeat_last_n.value_or(g.sampler.repeat_last_n);
     g.sampler.seed = r.seed.value_or(g.sampler.seed);
     g.stop_strings = r.stop;
+    if (r.endpoint == Endpoint::Chat && !r.tools.empty() && r.tool_choice == ToolChoice::Auto)
+        job->tool_format = chat_format();
+    job->parallel_tool_calls = r.parallel_tool_calls;
     SourcePlan plan = plan_source(r);
     job->source = plan.name;
     job->k = r.speculation.k > 0 ? r.speculation.k : opts_.k;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "job.h"
 #include "metrics.h"
 #include "text_stream.h"
+#include "tool_stream.h"
 
 namespace rwd::serve {
 
@@ -29,40 +31,52 @@ struct ResponseHeader {
 // The OpenAI error body of `e` as res, with its status.
 void send_error(httplib::Response& res, const ApiError& e);
 
-// Waits for `job` to end, then writes its answer (or its error) into `res`. `tok` decodes it,
-// `stop` cuts it.
-void write_answer(httplib::Response& res, Job& job, const ResponseHeader& h, const Tokenizer& tok,
-                  std::vector<std::string> stop, Metrics& metrics);
+// Waits for every choice's job to end, then writes the answer (or the first error) into `res`:
+// choice i from jobs[i]. `tok` decodes them, `stop` cuts them.
+void write_answer(httplib::Response& res, const std::vector<std::shared_ptr<Job>>& jobs, const ResponseHeader& h,
+                  const Tokenizer& tok, const std::vector<std::string>& stop, Metrics& metrics);
 
-// One streamed response. cpp-httplib calls step() from the one worker thread serving the
-// connection, over and over until it returns false or the stream is done.
+// One streamed response of one or more choices (chunks carry the choice's index). cpp-httplib
+// calls step() from the one worker thread serving the connection, over and over until it returns
+// false or the stream is done.
 class SseWriter {
 public:
-    // `wake` tells the scheduler that the job's cancel flag was set. `tok` and `metrics` must
-    // outlive the stream.
-    SseWriter(std::shared_ptr<Job> job, ResponseHeader h, const Tokenizer& tok, std::vector<std::string> stop,
-              bool include_usage, Metrics& metrics, std::function<void()> wake);
-    // Waits up to 200 ms for new tokens and writes the text now safe to send; at the end, the
-    // last chunk with finish_reason, the usage chunk if asked, and [DONE]. False: the client is
-    // gone (the job is cancelled, freeing its slot at the next pass).
+    // `jobs`: choice i's job at i (>= 1). `wake` tells the scheduler that the jobs' cancel flags
+    // were set. `tok` and `metrics` must outlive the stream.
+    SseWriter(std::vector<std::shared_ptr<Job>> jobs, ResponseHeader h, const Tokenizer& tok,
+              const std::vector<std::string>& stop, bool include_usage, Metrics& metrics, std::function<void()> wake);
+    // Waits up to 200 ms for new tokens and writes the text now safe to send, per choice; as each
+    // choice ends, its last chunk with finish_reason; after the last, the usage chunk if asked,
+    // and [DONE]. False: the client is gone (the jobs are cancelled, freeing their slots at the
+    // next pass).
     bool step(httplib::DataSink& sink);
-    // The connection ended before the stream did: cancels the job.
+    // The connection ended before the stream did: cancels the jobs.
     void abandon();
 
 private:
     using json = nlohmann::ordered_json;
+    // One choice's progress through the stream.
+    struct Choice {
+        Choice(std::shared_ptr<Job> j, const Tokenizer& tok, const std::vector<std::string>& stop) : job(std::move(j)), text(tok, stop) {}
+        std::shared_ptr<Job> job;
+        TextStream text;
+        std::optional<ToolCallStream> tools; // a request whose answer is read for tool calls
+        size_t sent_tokens = 0;              // job tokens already decoded into text
+        bool first = true;                   // no chunk written yet
+        bool ended = false;                  // its finish_reason chunk written
+    };
     bool write(httplib::DataSink& sink, const json& j);
     bool write_done(httplib::DataSink& sink);
-    bool write_end(httplib::DataSink& sink);
+    // 0: the choice goes on; 1: it ended; -1: the client is gone; 2: it failed (error written).
+    int step_choice(httplib::DataSink& sink, size_t i);
+    bool write_choice_end(httplib::DataSink& sink, size_t i);
+    bool write_delta(httplib::DataSink& sink, size_t i, json delta);
 
-    std::shared_ptr<Job> job_;
+    std::vector<std::unique_ptr<Choice>> choices_;
     ResponseHeader header_;
-    TextStream text_;
     bool include_usage_;
     Metrics& metrics_;
     std::function<void()> wake_;
-    size_t sent_tokens_ = 0; // job tokens already decoded into text_
-    bool first_ = true;      // no chunk written yet
 };
 
 // Makes `res` the event stream `writer` writes; `streams` counts the streams not yet ended.

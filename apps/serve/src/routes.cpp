@@ -167,15 +167,31 @@ void add_text_tools(httplib::Server& svr, ServerState& s) {
     });
 }
 
+// The jobs answering `r`: one per choice, choice i seeded seed + i; the choices after the first
+// wait for it to prefill the prompt they share (Job::leader).
+std::vector<std::shared_ptr<Job>> build_choices(const ServerState& s, const ServeRequest& r) {
+    std::vector<std::shared_ptr<Job>> jobs;
+    ServeRequest ri = r;
+    for (int i = 0; i < r.n; ++i) {
+        ri.seed = r.seed + static_cast<uint64_t>(i);
+        jobs.push_back(s.jobs->build(ri));
+        if (i > 0) jobs.back()->leader = jobs.front();
+    }
+    return jobs;
+}
+
 void complete(ServerState& s, Endpoint ep, const httplib::Request& req, httplib::Response& res) {
     ServeRequest r;
-    std::shared_ptr<Job> job;
+    std::vector<std::shared_ptr<Job>> jobs;
+    size_t submitted = 0;
     try {
         require_ready(s);
         r = parse_request(ep, req.body);
-        job = s.jobs->build(r);
-        s.scheduler->submit(job);
+        jobs = build_choices(s, r);
+        for (; submitted < jobs.size(); ++submitted) s.scheduler->submit(jobs[submitted]);
     } catch (const ApiError& e) {
+        for (size_t i = 0; i < submitted; ++i) jobs[i]->cancel = true; // a full queue took only some choices
+        if (submitted > 0) s.scheduler->wake();
         send_error(res, e);
         if (e.status == 503) res.set_header("Retry-After", "1");
         return;
@@ -185,10 +201,10 @@ void complete(ServerState& s, Endpoint ep, const httplib::Request& req, httplib:
     h.id = (ep == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + std::to_string(++s.completions);
     h.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     h.model = s.model_id;
-    if (!r.stream) return write_answer(res, *job, h, s.jobs->tokenizer(), r.stop, s.metrics);
+    if (!r.stream) return write_answer(res, jobs, h, s.jobs->tokenizer(), r.stop, s.metrics);
     Scheduler* scheduler = s.scheduler.get();
-    auto writer = std::make_shared<SseWriter>(job, std::move(h), s.jobs->tokenizer(), r.stop, r.include_usage, s.metrics,
-                                              [scheduler] { scheduler->wake(); });
+    auto writer = std::make_shared<SseWriter>(std::move(jobs), std::move(h), s.jobs->tokenizer(), r.stop, r.include_usage,
+                                              s.metrics, [scheduler] { scheduler->wake(); });
     start_stream(res, std::move(writer), s.streams);
 }
 

@@ -14,6 +14,13 @@ namespace {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// A follower may start: its leader has a token (its cache holds the prompt) or has ended.
+bool leader_started(const Job& job) {
+    if (!job.leader) return true;
+    std::lock_guard lk(job.leader->m);
+    return job.leader->done || !job.leader->tokens.empty();
+}
+
 } // namespace
 
 Scheduler::Scheduler(Context& ctx, const sp::BatchOptions& batch, SchedulerOptions opts, Metrics& metrics)
@@ -64,8 +71,8 @@ void Scheduler::report_gauges() {
 
 bool Scheduler::wait_for_work() {
     std::unique_lock lk(qm_);
-    qcv_.wait(lk, [&] { return stop_ || !queue_.empty() || !running_.empty(); });
-    return !(stop_ && queue_.empty() && running_.empty());
+    qcv_.wait(lk, [&] { return stop_ || !queue_.empty() || !running_.empty() || !deferred_.empty(); });
+    return !(stop_ && queue_.empty() && running_.empty() && deferred_.empty());
 }
 
 void Scheduler::run() {
@@ -93,7 +100,32 @@ void Scheduler::finish(Job& job, std::optional<ApiError> err, sp::BatchResult* r
     --unfinished_;
 }
 
+bool Scheduler::ends_early(const std::shared_ptr<Job>& job) {
+    if (!job->cancel && !cancel_all_) return false;
+    sp::BatchResult r;
+    r.stop = StopReason::Cancelled;
+    finish(*job, std::nullopt, &r);
+    return true;
+}
+
+bool Scheduler::admit_deferred() {
+    for (auto it = deferred_.begin(); it != deferred_.end();) {
+        if (running_.size() >= static_cast<size_t>(opts_.parallel)) return false;
+        const std::shared_ptr<Job> job = *it;
+        if (ends_early(job)) {
+            it = deferred_.erase(it);
+        } else if (leader_started(*job)) {
+            it = deferred_.erase(it);
+            if (!admit_one(job)) return false; // requeued
+        } else {
+            ++it;
+        }
+    }
+    return true;
+}
+
 void Scheduler::admit() {
+    if (!admit_deferred()) return;
     while (running_.size() < static_cast<size_t>(opts_.parallel)) {
         std::shared_ptr<Job> job;
         {
@@ -102,10 +134,9 @@ void Scheduler::admit() {
             job = queue_.front();
             queue_.pop_front();
         }
-        if (job->cancel || cancel_all_) {
-            sp::BatchResult r;
-            r.stop = StopReason::Cancelled;
-            finish(*job, std::nullopt, &r);
+        if (ends_early(job)) continue;
+        if (!leader_started(*job)) {
+            deferred_.push_back(std::move(job)); // after its leader's first pass: the prompt's KV is copied
             continue;
         }
         if (!admit_one(job)) return;

@@ -57,6 +57,8 @@ private:
     bool wait_for_work(); // false: stopped with nothing left
     void admit();
     bool admit_one(const std::shared_ptr<Job>& job); // false: no room for it yet (requeued)
+    bool admit_deferred(); // false: no room left
+    bool ends_early(const std::shared_ptr<Job>& job); // cancelled before admission: finished here
     void cancel_marked();
     bool pass(); // one step(); false if it failed as a whole (every running job failed)
     void retire(std::vector<speculate::BatchResult>& done);
@@ -71,6 +73,8 @@ private:
     std::unique_ptr<speculate::BatchDecoder> decoder_;
     std::map<uint64_t, std::shared_ptr<Job>> running_; // by the decoder's request id
     PrefixCache prefix_;
+    // Choices after a request's first, waiting for it to have prefilled the prompt they share.
+    std::deque<std::shared_ptr<Job>> deferred_;
     // Guarded by qm_.
     std::mutex qm_;
     std::condition_variable qcv_;

@@ -40,17 +40,32 @@ struct ChatFormat {
     // last user query, the turns after it get a think block (empty when they had none and are
     // last), and enable_thinking = false adds an empty think block after the generation prompt.
     bool qwen3_thinking = false;
+    // ChatMl: the template renders tools, assistant tool calls and tool results in Qwen's
+    // <tool_call> format (Qwen2.5, Qwen3); other formats refuse them.
+    bool qwen_tools = false;
 
     bool operator==(const ChatFormat&) const = default;
 };
 
+// One function call an assistant message made (OpenAI's tool_calls[i], Hugging Face convention).
+struct ChatToolCall {
+    std::string id;        // the caller's id; Qwen's templates do not write it
+    std::string name;      // the function's name
+    std::string arguments; // JSON text, normally an object (a caller holding OpenAI's argument
+                           // string passes that string's text); its key order is kept
+};
+
 struct ChatMessage {
-    std::string role;    // "system", "user" or "assistant"; anything else is refused
+    // "system", "user", "assistant", or "tool" (a tool's result; formats with tool support only);
+    // anything else is refused
+    std::string role;
     std::string content; // plain text
     // Non-empty: the caller's message held something other than one plain text, which rewind does
-    // not format yet; says what ("tool_calls", "a list of content parts", "content that is a
-    // number"). Such a message is refused, naming this, never flattened.
+    // not format yet; says what ("a list of content parts", "content that is a number"). Such a
+    // message is refused, naming this, never flattened.
     std::string unsupported{};
+    std::vector<ChatToolCall> tool_calls{}; // assistant: the calls it made (formats with tool support only)
+    std::string tool_call_id{};             // tool: the call this result answers (not rendered by Qwen)
 };
 
 struct ChatOptions {
@@ -60,6 +75,11 @@ struct ChatOptions {
     // Llama 3.1+ with the date preamble: its "Today Date"; empty: "26 Jul 2024", what the templates
     // write when they are given none (Llama 3.2's asks the renderer for today's date first: pass it).
     std::string date_string;
+    // The tools offered to the model: JSON text of OpenAI's list of function tools
+    // ([{"type": "function", "function": {"name", "description", "parameters"}}, ...]), rendered as
+    // the template's `tojson` (Python's json.dumps: ", " and ": ", key order as given, non-ASCII
+    // kept). Empty or "[]": none. A format without tool support refuses a non-empty list.
+    std::string tools;
 };
 
 // One span of the formatted text: what the template writes itself (markers: control tokens and
@@ -97,8 +117,10 @@ ChatFormat resolve_chat_format(std::string_view override_name_or_template, const
 // The conversation as the format's template renders it, as segments. Throws rwd::Error, naming the
 // message by index and role: argument for an empty conversation, an unknown role, or roles that do
 // not alternate where the template requires it (Gemma: user, assistant, user, ... after an
-// optional first system message); unsupported for a message marked `unsupported` or a role rewind
-// does not format yet ("tool", "ipython").
+// optional first system message), tools that are not a JSON list of objects, tool-call arguments
+// that are not JSON; unsupported, naming the format, for tools, tool calls or "tool" messages given
+// to a format without tool support, and for a message marked `unsupported` or a role rewind does
+// not format ("ipython", "function").
 std::vector<ChatSegment> chat_segments(const ChatFormat& format, std::span<const ChatMessage> messages,
                                        const ChatOptions& options = {});
 // The concatenated segments: the exact text the family's template gives. Throws as chat_segments.

@@ -54,6 +54,11 @@ struct SpeculationRequest {
     std::vector<std::string> references; // documents to copy guesses from
 };
 
+// tool_choice: "auto" (free text; the answer's calls are read into tool_calls) or "none" (the tools
+// are still rendered, as OpenAI and llama-server do, but the answer is text). "required" and a
+// named function need constrained decoding and are refused (400) until it lands.
+enum class ToolChoice { Auto, None };
+
 // A validated request. Sampling fields absent from it take the server's defaults, which are
 // OpenAI's (temperature 1, top_p 1) unless `rewind serve` was given sampling flags; the default
 // seed is 0, so an answer is reproducible unless the client varies the seed.
@@ -81,11 +86,18 @@ struct ServeRequest {
     std::optional<std::string> prediction; // Predicted Outputs: the text expected to repeat
     SpeculationRequest speculation;
     bool enable_thinking = true;           // chat_template_kwargs.enable_thinking
+    // Chat: the function tools as JSON text, key order as sent (empty: none; an empty list is none).
+    std::string tools;
+    ToolChoice tool_choice = ToolChoice::Auto;
+    bool parallel_tool_calls = true; // false: only the answer's first call is returned
+    // Choices, [1, 16]: choice i is the answer to this request with n = 1 and seed + i.
+    int n = 1;
 };
 
 // Parses and validates `body` for `endpoint`. Throws ApiError (400) for malformed JSON, a field of
 // the wrong type or out of range (naming it), a required field missing, and fields rewind does not
-// implement that would change the answer (n > 1, tools, response_format, logit_bias, logprobs, ...).
+// implement that would change the answer (n outside [1, 16], tool_choice "required" or a named function,
+// response_format, logit_bias, logprobs, ...), and assistant tool-call arguments that are not JSON.
 // Unknown fields that change nothing are ignored, as OpenAI's own server does.
 ServeRequest parse_request(Endpoint endpoint, std::string_view body, const ParseLimits& limits = {});
 
