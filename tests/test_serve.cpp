@@ -133,16 +133,16 @@ TEST(ServeParse, NamesTheFieldOfEveryMalformedRequest) {
 // endpoints; out of range, a 400 naming the field.
 TEST(ServeParse, SamplingFields) {
     const ServeRequest d = parse_request(Endpoint::Completions, R"({"prompt": "x"})");
-    EXPECT_FLOAT_EQ(d.repeat_penalty, 1.0f); // off
-    EXPECT_EQ(d.repeat_last_n, 64);          // llama.cpp's default
+    EXPECT_FALSE(d.repeat_penalty); // absent: the server's default (off unless --repeat-penalty)
+    EXPECT_FALSE(d.repeat_last_n);
     const ServeRequest c = parse_request(Endpoint::Completions,
                                          R"({"prompt": "x", "repeat_penalty": 1.3, "repeat_last_n": 16, "top_k": 5, "min_p": 0.1})");
-    EXPECT_FLOAT_EQ(c.repeat_penalty, 1.3f);
-    EXPECT_EQ(c.repeat_last_n, 16);
-    EXPECT_EQ(c.top_k, 5);
-    EXPECT_FLOAT_EQ(c.min_p, 0.1f);
+    EXPECT_FLOAT_EQ(*c.repeat_penalty, 1.3f);
+    EXPECT_EQ(*c.repeat_last_n, 16);
+    EXPECT_EQ(*c.top_k, 5);
+    EXPECT_FLOAT_EQ(*c.min_p, 0.1f);
     const ServeRequest all = parse_request(Endpoint::Chat, R"({"messages": [{"role": "user", "content": "x"}], "repeat_last_n": -1})");
-    EXPECT_EQ(all.repeat_last_n, INT32_MAX); // -1: the whole sequence, as llama.cpp
+    EXPECT_EQ(*all.repeat_last_n, INT32_MAX); // -1: the whole sequence, as llama.cpp
     const std::string msgs = R"({"messages": [{"role": "user", "content": "x"}], )";
     for (const auto& [field, param] : std::vector<std::pair<std::string, std::string>>{
              {R"("repeat_penalty": 0)", "repeat_penalty"}, {R"("repeat_penalty": -1)", "repeat_penalty"},

@@ -172,8 +172,9 @@ void add_text_tools(httplib::Server& svr, ServerState& s) {
 std::vector<std::shared_ptr<Job>> build_choices(const ServerState& s, const ServeRequest& r) {
     std::vector<std::shared_ptr<Job>> jobs;
     ServeRequest ri = r;
+    const uint64_t seed = r.seed.value_or(s.opts.sampling.seed); // the request's, else the server's default
     for (int i = 0; i < r.n; ++i) {
-        ri.seed = r.seed + static_cast<uint64_t>(i);
+        ri.seed = seed + static_cast<uint64_t>(i);
         jobs.push_back(s.jobs->build(ri));
         if (i > 0) jobs.back()->leader = jobs.front();
     }

@@ -27,9 +27,15 @@ struct ServerOptions {
     int tree = 0;                  // default continuations per node of the sources (token trees),
                                    // [0, 16]; 0: each source's own (SourceSpec::branches)
     int threads = 1;
-    // Sampling of requests that omit a field (temperature, top_p, top_k, min_p, seed); OpenAI's
-    // defaults unless `rewind serve` is given sampling flags, as llama-server does.
-    SamplerOptions sampling{.temperature = 1.0f};
+    // Sampling of requests that omit a field (temperature, top_p, top_k, min_p, repeat_penalty,
+    // repeat_last_n, seed); OpenAI's defaults unless `rewind serve` is given sampling flags, as
+    // llama-server does.
+    SamplerOptions sampling = openai_sampling();
+    static SamplerOptions openai_sampling() {
+        SamplerOptions o;
+        o.temperature = 1.0f; // OpenAI's default temperature; the rest are SamplerOptions' own
+        return o;
+    }
     std::string chat_template;     // a built-in chat format name, or a template's text; empty: the file's
     size_t max_body_bytes = 8u << 20;
     size_t max_queue = 64;         // requests waiting for a slot; more get 503 with Retry-After
