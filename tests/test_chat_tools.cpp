@@ -3,6 +3,8 @@
 // the model's <tool_call> blocks back into calls.
 #include <gtest/gtest.h>
 
+#include "fixtures.h"
+
 #include <fstream>
 #include <string>
 #include <vector>
@@ -57,6 +59,7 @@ std::vector<ChatMessage> weather_turns() {
 const char* kTool = R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}])";
 
 TEST(ChatTools, GoldensByteForByte) {
+    REWIND_NEED_FIXTURE(kChat + "/tool_goldens.jsonl");
     std::ifstream f(kChat + "/tool_goldens.jsonl");
     ASSERT_TRUE(f) << "cannot open tool_goldens.jsonl";
     size_t compared = 0;

@@ -369,6 +369,7 @@ TEST_F(Cli, TokenizeChatFormatsEveryGoldenRecordExactly) {
 // exactly; a format without tool support refuses them, naming it.
 TEST_F(Cli, TokenizeChatRendersTheToolGoldens) {
     using ojson = nlohmann::ordered_json; // tools render in the key order written
+    REWIND_NEED_FIXTURE(kShared + "/chat/tool_goldens.jsonl");
     std::ifstream in(kShared + "/chat/tool_goldens.jsonl");
     ASSERT_TRUE(in) << "missing ../shared/chat/tool_goldens.jsonl";
     int checked = 0;

@@ -4,6 +4,8 @@
 // as Qwen2.5's template renders it (the golden), streamed and whole answers equal.
 #include <gtest/gtest.h>
 
+#include "fixtures.h"
+
 #include <httplib.h>
 
 #include <fstream>
@@ -159,6 +161,7 @@ protected:
 
 // Qwen2.5's tool goldens, their arguments turned into OpenAI's JSON strings, rendered by the server.
 TEST_F(ServeToolsLoopback, ToolTurnsRenderAsTheGoldens) {
+    REWIND_NEED_FIXTURE(std::string(REWIND_SHARED_DIR) + "/chat/tool_goldens.jsonl");
     std::ifstream f(std::string(REWIND_SHARED_DIR) + "/chat/tool_goldens.jsonl");
     ASSERT_TRUE(f);
     size_t compared = 0;
