@@ -175,6 +175,13 @@ void add_constraint_flags(CLI::App& cmd, ConstraintFlags& f, unsigned which) {
             ->check(CLI::Range(0, LogprobOptions::kMaxTop));
 }
 
+void constrain_items(std::vector<bench::WorkItem>& items, const ConstraintFlags& c) {
+    if (!c.used()) return;
+    const std::string gbnf = c.gbnf();
+    for (bench::WorkItem& w : items)
+        if (w.grammar.empty()) w.grammar = gbnf;
+}
+
 std::unique_ptr<TokenConstraint> make_constraint(const char* who, const std::string& gbnf, const Tokenizer& tok,
                                                  grammar::GrammarCache* cache) {
     if (gbnf.empty()) return nullptr;

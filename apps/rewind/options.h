@@ -79,6 +79,9 @@ void add_constraint_flags(CLI::App& cmd, ConstraintFlags& f, unsigned which);
 // does not parse or names a token `tok` lacks.
 std::unique_ptr<TokenConstraint> make_constraint(const char* who, const std::string& gbnf, const Tokenizer& tok,
                                                  grammar::GrammarCache* cache = nullptr);
+// Workload items without a constraint of their own get the flags' grammar (batch, bench: the
+// flags as defaults); nothing changes when no grammar flag was given. Throws as gbnf() does.
+void constrain_items(std::vector<bench::WorkItem>& items, const ConstraintFlags& c);
 
 // The KV cache and numerics of one conversation (generate, chat).
 struct CacheFlags {

@@ -156,6 +156,7 @@ const char* source_color(Source s) {
     case Source::Auto: return "#8a3ffc";
     case Source::AutoFirst: return "#c2185b";
     case Source::Suffix: return "#00897b";
+    case Source::Forced: return "#6d4c41";
     case Source::Baseline: break;
     }
     return "#555555";
