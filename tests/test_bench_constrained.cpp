@@ -88,6 +88,7 @@ TEST(BenchConstrained, ForcedAndNgramRunsAreLossless) {
     EXPECT_TRUE(r.lossless());
     for (const auto& item : r.items) {
         ASSERT_EQ(item.cells.size(), 3u);
+        EXPECT_TRUE(item.constrained);
         // The output is JSON from its first token: the constraint was applied.
         ASSERT_FALSE(item.cells[0].output.empty());
         EXPECT_EQ(model->tokenizer().token_to_piece(item.cells[0].output[0]).substr(0, 1), "{");

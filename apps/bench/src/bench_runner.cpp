@@ -235,6 +235,7 @@ public:
         ir.workload = it.workload;
         ir.prompt_tokens = static_cast<int64_t>(prompts_[i].size());
         ir.max_tokens = max_tokens_of(it);
+        ir.constrained = !it.grammar.empty();
         ir.cells.resize(nc);
         // outputs[ci][r]: the ids each run produced, compared once the item is done.
         std::vector<std::vector<std::vector<TokenId>>> outputs(nc);

@@ -59,6 +59,7 @@ struct Cell {
 struct ItemResult {
     std::string id, kind, workload;
     int64_t prompt_tokens = 0, max_tokens = 0;
+    bool constrained = false; // decoded under the item's grammar (json_schema, grammar or regex)
     std::vector<Cell> cells; // aligned with BenchResult::configs
 };
 
