@@ -97,6 +97,9 @@ std::string sampling_args(const SamplerOptions& s) {
     if (s.min_p != d.min_p) c << " --min-p " << s.min_p;
     if (s.repeat_penalty != d.repeat_penalty) c << " --repeat-penalty " << s.repeat_penalty;
     if (s.repeat_last_n != d.repeat_last_n) c << " --repeat-last-n " << s.repeat_last_n;
+    if (s.frequency_penalty != d.frequency_penalty) c << " --frequency-penalty " << s.frequency_penalty;
+    if (s.presence_penalty != d.presence_penalty) c << " --presence-penalty " << s.presence_penalty;
+    for (const auto& [id, bias] : s.logit_bias) c << " --logit-bias " << id << "=" << bias;
     return c.str();
 }
 

@@ -168,7 +168,8 @@ void add_constraint_flags(CLI::App& cmd, ConstraintFlags& f, unsigned which) {
     cmd.add_option("--json-whitespace", f.json_whitespace,
                    "Whitespace a JSON Schema admits: compact (none) or free (any JSON whitespace, in runs of at most 32)")
         ->check(CLI::IsMember({"compact", "free"}))
-        ->capture_default_str();
+        ->capture_default_str()
+        ->needs(j);
     if (which & kLogprobs)
         cmd.add_option("--logprobs", f.logprobs,
                        "Per-token log-probabilities with this many top alternatives (0..20), in --json output")
