@@ -363,7 +363,8 @@ rb::WorkItem prompt_item(const BenchCliOptions& o) {
 
 rb::RunnerOptions runner_options(const BenchCliOptions& o) {
     std::vector<rb::Source> sources;
-    for (const auto& s : o.spec.spec) sources.push_back(rb::parse_source(s));
+    for (const auto& s : o.spec.spec)
+        if (s != "none") sources.push_back(rb::parse_source(s)); // plain decoding: the baseline, always run
     const rb::KModes modes =
         o.adaptive_only ? rb::KModes::Adaptive : o.spec.adaptive ? rb::KModes::Both : rb::KModes::Fixed;
     rb::RunnerOptions ro;
