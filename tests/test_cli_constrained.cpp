@@ -1,7 +1,7 @@
 // Constrained generation through the command line: `rewind generate --json-schema` gives complete
 // JSON the grammar accepts; constrained speculative decoding (every source, k, trees, greedy and
-// seeded) gives constrained plain decoding's ids and --logprobs values; bad schemas and grammars
-// end with a message naming the problem. Skipped when the apps are not built.
+// seeded) and batched requests give constrained plain decoding's ids and --logprobs values; bad
+// schemas and grammars end with a message naming the problem. Skipped when the apps are not built.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 #include <sys/wait.h>
@@ -161,4 +162,37 @@ TEST_F(CliConstrained, BadSchemaOrGrammarIsAnError) {
     std::filesystem::remove(g);
     EXPECT_NE(run("generate -p x -n 4 --regex a --json-schema '{}'", true).status, 0);
     EXPECT_NE(run("generate -p x -n 4 --logprobs 21", true).status, 0);
+}
+
+// batch: each request under its item's schema, speculating in the batched passes, gives what
+// `generate` gives that prompt under that schema alone: ids and --logprobs values.
+TEST_F(CliConstrained, BatchEqualsGeneratePerItem) {
+    std::ifstream in(kShared + "/workloads/json.jsonl");
+    std::string workload, line;
+    for (int i = 0; i < 3 && std::getline(in, line); ++i) workload += line + "\n";
+    const std::string w = write_temp("w.jsonl", workload);
+    const CliRun b = run("batch --workload " + w + " --concurrency 3 --spec ngram -k 4 -n 40 --logprobs 2");
+    ASSERT_EQ(b.status, 0);
+    std::istringstream lines(b.out);
+    int checked = 0;
+    for (std::string l; std::getline(lines, l);) {
+        const nlohmann::json got = nlohmann::json::parse(l);
+        std::istringstream items(workload);
+        for (std::string it; std::getline(items, it);) {
+            const nlohmann::json item = nlohmann::json::parse(it);
+            if (item["id"] != got["id"]) continue;
+            const std::string p = write_temp("p.txt", item["prompt"].get<std::string>());
+            const std::string s = write_temp("s.json", item["json_schema"].dump());
+            const CliRun g = run("generate -f " + p + " --json-schema " + s + " -n 40 --json --logprobs 2");
+            ASSERT_EQ(g.status, 0);
+            const nlohmann::json plain = nlohmann::json::parse(g.out);
+            EXPECT_EQ(got["generated_ids"], plain["generated_ids"]) << got["id"];
+            EXPECT_EQ(got["logprobs"], plain["logprobs"]) << got["id"];
+            ++checked;
+            std::filesystem::remove(p);
+            std::filesystem::remove(s);
+        }
+    }
+    EXPECT_EQ(checked, 3);
+    std::filesystem::remove(w);
 }

@@ -43,7 +43,8 @@ void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
     add_cache_flags(cmd, f.cache);
     add_spec_flags(cmd, f.spec);
     add_constraint_flags(cmd, f.constraint, kLogprobs);
-    cmd.add_flag("--json", f.json, "Print one JSON object (ids, text, stop reason, timings) instead of streaming");
+    auto* json = cmd.add_flag("--json", f.json, "Print one JSON object (ids, text, stop reason, timings) instead of streaming");
+    cmd.get_option("--logprobs")->needs(json);
     auto* chat = cmd.add_flag("--chat", f.chat,
                               "Format the prompt as one user message with the model's chat template (an instruct model's prompt)");
     add_chat_flags(cmd, f.chat_flags, chat);
@@ -138,18 +139,6 @@ GenerateRun decode(const GenerateFlags& f, Context& ctx, KvCache& cache, const s
     run.text += rest;
     if (!f.json) std::fwrite(rest.data(), 1, rest.size(), stdout);
     return run;
-}
-
-// --logprobs: per generated token its id, text, log-probability and the top alternatives.
-nlohmann::ordered_json logprobs_json(const std::vector<TokenLogprob>& lps, const Tokenizer& tok) {
-    nlohmann::ordered_json out = nlohmann::ordered_json::array();
-    for (const TokenLogprob& lp : lps) {
-        nlohmann::ordered_json top = nlohmann::ordered_json::array();
-        for (const TopLogprob& t : lp.alternatives())
-            top.push_back({{"id", t.token}, {"text", tok.token_to_piece(t.token)}, {"logprob", t.logprob}});
-        out.push_back({{"id", lp.token}, {"text", tok.token_to_piece(lp.token)}, {"logprob", lp.logprob}, {"top", top}});
-    }
-    return out;
 }
 
 // --json: one object with the ids, text, stop reason, timings (and speculation statistics).

@@ -176,6 +176,17 @@ void add_constraint_flags(CLI::App& cmd, ConstraintFlags& f, unsigned which) {
             ->check(CLI::Range(0, LogprobOptions::kMaxTop));
 }
 
+nlohmann::ordered_json logprobs_json(const std::vector<TokenLogprob>& lps, const Tokenizer& tok) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const TokenLogprob& lp : lps) {
+        nlohmann::ordered_json top = nlohmann::ordered_json::array();
+        for (const TopLogprob& t : lp.alternatives())
+            top.push_back({{"id", t.token}, {"text", tok.token_to_piece(t.token)}, {"logprob", t.logprob}});
+        out.push_back({{"id", lp.token}, {"text", tok.token_to_piece(lp.token)}, {"logprob", lp.logprob}, {"top", top}});
+    }
+    return out;
+}
+
 void constrain_items(std::vector<bench::WorkItem>& items, const ConstraintFlags& c) {
     if (!c.used()) return;
     const std::string gbnf = c.gbnf();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "rewind/bench/bench_batch.h"
 #include "rewind/bench/bench_workload.h"
@@ -79,6 +80,8 @@ void add_constraint_flags(CLI::App& cmd, ConstraintFlags& f, unsigned which);
 // does not parse or names a token `tok` lacks.
 std::unique_ptr<TokenConstraint> make_constraint(const char* who, const std::string& gbnf, const Tokenizer& tok,
                                                  grammar::GrammarCache* cache = nullptr);
+// --logprobs in JSON output: per token {id, text, logprob, top: [{id, text, logprob}...]}.
+nlohmann::ordered_json logprobs_json(const std::vector<TokenLogprob>& lps, const Tokenizer& tok);
 // Workload items without a constraint of their own get the flags' grammar (batch, bench: the
 // flags as defaults); nothing changes when no grammar flag was given. Throws as gbnf() does.
 void constrain_items(std::vector<bench::WorkItem>& items, const ConstraintFlags& c);

@@ -77,6 +77,7 @@ BatchRun run_batched(Context& ctx, const std::vector<WorkItem>& items, const Bat
             req.prompt = it.prompt;
             req.generate.max_tokens = opts.max_tokens > 0 ? opts.max_tokens : w.max_tokens;
             req.generate.sampler = opts.sampler;
+            req.generate.logprobs = opts.logprobs;
             req.k = opts.k;
             req.k_policy = opts.adaptive ? sp::KPolicy::Adaptive : sp::KPolicy::Fixed;
             try {
