@@ -196,3 +196,21 @@ TEST_F(CliConstrained, BatchEqualsGeneratePerItem) {
     EXPECT_EQ(checked, 3);
     std::filesystem::remove(w);
 }
+
+// chat: every reply (the constraint starts afresh each turn) is one instance of the schema.
+TEST_F(CliConstrained, ChatRepliesFollowTheSchema) {
+    const std::string in = write_temp("turns.txt", "give me json\nagain\nonce more\n");
+    const CliRun r = run("chat --chat-template chatml -n 40 --spec forced --json-schema "
+                         "'{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"}},\"required\":[\"a\"],"
+                         "\"additionalProperties\":false}' < " + in);
+    ASSERT_EQ(r.status, 0);
+    std::istringstream lines(r.out);
+    int replies = 0;
+    for (std::string l; std::getline(lines, l); ++replies) {
+        const nlohmann::json j = nlohmann::json::parse(l, nullptr, false);
+        ASSERT_TRUE(j.is_object()) << l;
+        EXPECT_TRUE(j["a"].is_boolean()) << l;
+    }
+    EXPECT_EQ(replies, 3);
+    std::filesystem::remove(in);
+}
