@@ -66,6 +66,9 @@ TEST(BenchConstrained, ParsesConstraintFields) {
     EXPECT_NE(e.find("regex"), std::string::npos) << e;
     e = error_of([] { parse(R"({"id": "x", "prompt": "p", "max_tokens": 4, "regex": "a", "grammar": "root ::= \"a\""})"); });
     EXPECT_NE(e.find("at most one"), std::string::npos) << e;
+    e = error_of([] { parse(R"({"id": "x", "prompt": "p", "max_tokens": 4, "grammar": "root ::= item"})"); });
+    EXPECT_NE(e.find("c.jsonl:1: \"grammar\""), std::string::npos) << e;
+    EXPECT_NE(e.find("item"), std::string::npos) << e;
     e = error_of([] { parse(R"({"id": "x", "prompt": "p", "max_tokens": 4, "grammar": 3})"); });
     EXPECT_NE(e.find("\"grammar\" must be a string"), std::string::npos) << e;
 }

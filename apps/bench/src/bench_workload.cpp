@@ -12,6 +12,7 @@
 
 #include "rewind/error.h"
 #include "rewind/file_io.h"
+#include "rewind/grammar/gbnf.h"
 #include "rewind/grammar/json_schema.h"
 #include "rewind/grammar/regex.h"
 
@@ -45,6 +46,11 @@ std::string constraint_gbnf(const json& obj, const std::string& source, int64_t 
         if (!schema && !it->is_string()) fail(source, line, std::string("\"") + key + "\" must be a string");
         const std::string text = schema ? it->dump() : it->get<std::string>();
         if (std::string_view(key) == "grammar") {
+            try {
+                (void)grammar::parse_gbnf(text); // a bad grammar is this line's error, not a run's
+            } catch (const Error& e) {
+                fail(source, line, std::string("\"grammar\": ") + e.what());
+            }
             gbnf = text;
             continue;
         }
