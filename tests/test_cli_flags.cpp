@@ -39,6 +39,9 @@ std::map<std::string, std::vector<Declared>> flags_by_name(CLI::App& app) {
 // Flags that mean something else in one subcommand, by design.
 const std::set<std::pair<std::string, std::string>> kOwnMeaning = {
     {"bench", "--json"},         // writes a report file; generate's prints the result as JSON
+    {"grammar", "--text"},       // a text to check against the grammar, not one to tokenize
+    {"grammar", "--file"},       // likewise, read from a file (not a prompt)
+    {"grammar", "--vocab"},      // a tokenizer for token masks; make-dummy's names the vocabulary to build
     {"make-dummy", "--seed"},    // the random weights' seed, not sampling's
     {"make-dummy", "--threads"}, // threads writing weights (0: all)
     {"tokenize", "--chat"},      // a conversation as JSON; generate's is a switch
@@ -90,7 +93,8 @@ TEST_F(CliFlags, DecodingSubcommandsTakeEverySamplingAndSpeculationFlag) {
     const auto by_name = flags_by_name(app);
     for (const char* cmd : {"generate", "chat", "batch", "bench", "serve"}) {
         for (const char* flag : {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n",
-                                 "--seed", "--threads", "--model", "--spec", "--k", "--tree", "--draft"}) {
+                                 "--seed", "--threads", "--model", "--spec", "--k", "--tree", "--draft",
+                                 "--frequency-penalty", "--presence-penalty", "--logit-bias"}) {
             bool found = false;
             for (const Declared& d : by_name.at(flag)) found = found || d.command == cmd;
             EXPECT_TRUE(found) << cmd << " lacks " << flag;
@@ -102,6 +106,25 @@ TEST_F(CliFlags, DecodingSubcommandsTakeEverySamplingAndSpeculationFlag) {
             for (const Declared& d : by_name.at(flag)) found = found || d.command == cmd;
             EXPECT_TRUE(found) << cmd << " lacks " << flag;
         }
+}
+
+// Constrained output everywhere text is decoded (serve takes it per request instead).
+TEST_F(CliFlags, DecodingSubcommandsTakeTheConstraintFlags) {
+    const auto by_name = flags_by_name(app);
+    auto takes = [&](const char* cmd, const char* flag) {
+        for (const Declared& d : by_name.at(flag))
+            if (d.command == cmd) return true;
+        return false;
+    };
+    for (const char* cmd : {"generate", "chat", "batch", "bench", "grammar"})
+        for (const char* flag : {"--grammar", "--json-schema", "--regex", "--json-whitespace"})
+            EXPECT_TRUE(takes(cmd, flag)) << cmd << " lacks " << flag;
+    EXPECT_TRUE(takes("generate", "--logprobs"));
+    CLI::App one{"rewind"};
+    rwd::cli::Runner r;
+    rwd::cli::register_commands(one, r);
+    EXPECT_THROW(one.parse("generate -p x --regex a --grammar g.gbnf", false), CLI::ExcludesError);
+    EXPECT_THROW(one.parse("generate -p x --json-whitespace loose", false), CLI::ValidationError);
 }
 
 // chat --spec checks the name as generate does (a usage error, before anything is loaded).

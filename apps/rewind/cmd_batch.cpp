@@ -35,6 +35,7 @@ struct BatchFlags {
     int concurrency = 4;
     SpecFlags spec;
     SamplerOptions sampling;
+    ConstraintFlags constraint; // for the items without a constraint of their own
     BatchingFlags batching;
 };
 
@@ -52,6 +53,7 @@ nlohmann::ordered_json line_of(const rb::WorkItem& w, const rb::BatchRunItem& it
     for (TokenId t : r.tokens) text += dec.push(t);
     text += dec.flush();
     j["text"] = text;
+    if (f.constraint.logprobs >= 0) j["logprobs"] = logprobs_json(r.logprobs, tok);
     if (r.failed) {
         j["error"] = r.error;
         j["error_code"] = error_code_name(r.error_code);
@@ -66,6 +68,7 @@ nlohmann::ordered_json line_of(const rb::WorkItem& w, const rb::BatchRunItem& it
         j["speculation"] = {{"source", f.spec.spec}, {"k", f.spec.k},
                             {"passes", s.passes},    {"proposed", s.proposed},
                             {"accepted", s.accepted}, {"emitted", s.emitted},
+                            {"forced_proposed", s.forced_proposed}, {"forced_accepted", s.forced_accepted},
                             {"acceptance_rate", s.acceptance_rate()}, {"tokens_per_pass", s.tokens_per_pass()},
                             {"tree_passes", s.tree_passes}, {"mean_depth", s.mean_depth()}};
     }
@@ -75,7 +78,9 @@ nlohmann::ordered_json line_of(const rb::WorkItem& w, const rb::BatchRunItem& it
 int run_batch(const BatchFlags& f) {
     check_spec_flags("batch", f.spec, kBatchSpecFlags);
     rb::BatchRunOptions o = f.batching.batch_options("batch", f.sampling, f.output.n_predict);
-    const auto items = f.workload.load();
+    o.logprobs = f.constraint.with_logprobs({}).logprobs;
+    std::vector<rb::WorkItem> items = f.workload.load();
+    constrain_items(items, f.constraint);
     auto model = Model::load(f.model.model, f.model.model_options());
     Context ctx(model, f.model.context_options());
     o.concurrency = f.concurrency;
@@ -126,6 +131,7 @@ void register_batch(CLI::App& app, Runner& run) {
     add_concurrency_flag(*cmd, f->concurrency);
     add_spec_flags(*cmd, f->spec, kBatchSpecFlags);
     add_sampling_flags(*cmd, f->sampling);
+    add_constraint_flags(*cmd, f->constraint, kLogprobs);
     add_batching_flags(*cmd, f->batching, /*with_budget=*/true);
     cmd->callback([f, &run] { run = [f] { return run_batch(*f); }; });
 }

@@ -43,6 +43,7 @@ struct BenchCliOptions {
     ModelFlags model;
     SpecSweepFlags spec;
     SamplerOptions sampling;
+    ConstraintFlags constraint; // for the items without a constraint of their own
     WorkloadFlags workload;
     PromptFlags prompt;
     OutputFlags output{.n_predict = 0, .stop = {}, .ignore_eos = false}; // -n: tokens per item (0: the workload's max_tokens; 128 for -p)
@@ -96,6 +97,9 @@ std::string sampling_args(const SamplerOptions& s) {
     if (s.min_p != d.min_p) c << " --min-p " << s.min_p;
     if (s.repeat_penalty != d.repeat_penalty) c << " --repeat-penalty " << s.repeat_penalty;
     if (s.repeat_last_n != d.repeat_last_n) c << " --repeat-last-n " << s.repeat_last_n;
+    if (s.frequency_penalty != d.frequency_penalty) c << " --frequency-penalty " << s.frequency_penalty;
+    if (s.presence_penalty != d.presence_penalty) c << " --presence-penalty " << s.presence_penalty;
+    for (const auto& [id, bias] : s.logit_bias) c << " --logit-bias " << id << "=" << bias;
     return c.str();
 }
 
@@ -113,6 +117,10 @@ std::string canonical_command(const BenchCliOptions& o, const std::string& model
         for (const auto& r : o.spec.refs) c << " --ref " << arg(r);
     }
     if (o.output.n_predict > 0) c << " -n " << o.output.n_predict;
+    if (!o.constraint.grammar_file.empty()) c << " --grammar " << arg(o.constraint.grammar_file);
+    if (!o.constraint.json_schema.empty()) c << " --json-schema " << arg(o.constraint.json_schema);
+    if (!o.constraint.regex.empty()) c << " --regex " << arg(o.constraint.regex);
+    if (o.constraint.json_whitespace != "compact") c << " --json-whitespace " << o.constraint.json_whitespace;
     c << " --spec " << join(o.spec.spec, ",") << " --k " << joined(o.spec.ks);
     if (!o.spec.trees.empty()) c << " --tree " << joined(o.spec.trees);
     if (o.spec.adaptive) c << " --adaptive";
@@ -313,7 +321,8 @@ int run_concurrency(const BenchCliOptions& o, const std::string& model_path) {
     co.levels = o.concurrency;
     co.repeat = o.repeat;
     co.plain = o.batching.batch_options("bench", o.sampling, o.output.n_predict);
-    const auto items = o.workload.load();
+    std::vector<rb::WorkItem> items = o.workload.load();
+    constrain_items(items, o.constraint);
     auto model = Model::load(model_path, o.model.model_options());
     Context ctx(model, o.model.context_options());
     if (!o.spec.draft.empty()) co.plain.draft = Model::load(o.spec.draft, o.model.model_options());
@@ -354,7 +363,8 @@ rb::WorkItem prompt_item(const BenchCliOptions& o) {
 
 rb::RunnerOptions runner_options(const BenchCliOptions& o) {
     std::vector<rb::Source> sources;
-    for (const auto& s : o.spec.spec) sources.push_back(rb::parse_source(s));
+    for (const auto& s : o.spec.spec)
+        if (s != "none") sources.push_back(rb::parse_source(s)); // plain decoding: the baseline, always run
     const rb::KModes modes =
         o.adaptive_only ? rb::KModes::Adaptive : o.spec.adaptive ? rb::KModes::Both : rb::KModes::Fixed;
     rb::RunnerOptions ro;
@@ -384,8 +394,9 @@ int run_bench(const BenchCliOptions& o) {
         return emit_reports(rb::from_json(read_file_limited(o.from_json, kMaxWorkloadFileBytes, "bench JSON file"),
                                           o.from_json), o);
     }
-    const std::vector<rb::WorkItem> items =
+    std::vector<rb::WorkItem> items =
         o.workload.workloads.empty() ? std::vector<rb::WorkItem>{prompt_item(o)} : o.workload.load();
+    constrain_items(items, o.constraint);
     const rb::RunnerOptions ro = runner_options(o);
     rb::BenchModels models;
     models.target = Model::load(model_path, o.model.model_options());
@@ -426,6 +437,7 @@ void add_measure_flags(CLI::App& cmd, BenchCliOptions& o) {
     cmd.add_flag("--k-cost", o.k_cost,
                  "Also measure the cost policy: the guesses (chain or tree) that pay for their rows, at most k");
     add_sampling_flags(cmd, o.sampling);
+    add_constraint_flags(cmd, o.constraint, 0);
     cmd.add_option("--warmup", o.warmup, "Untimed warm-up rounds")->capture_default_str();
 }
 

@@ -27,6 +27,7 @@ struct ChatCliFlags {
     OutputFlags output;
     CacheFlags cache;
     SpecFlags spec;
+    ConstraintFlags constraint; // each reply constrained from its start
     ChatFlags chat;
     bool verbose = false;
 };
@@ -38,6 +39,7 @@ struct ChatRun {
     ChatSession& chat;
     speculate::GuessSource* source;
     const speculate::SpeculativeOptions& so;
+    TokenConstraint* constraint; // null: replies unconstrained
     bool terminal; // standard input is a terminal: prompts and confirmations on stderr
 };
 
@@ -78,9 +80,11 @@ void chat_turn(ChatRun& c, const std::string& line, int turn) {
         return true;
     };
     DecodeStats stats;
+    if (c.constraint) c.constraint->reset(); // each reply is one sentence of the grammar
     const ChatGenerate generate = [&](Session& s) -> GenerateResult {
-        if (!c.source) return s.generate(c.ctx, c.so.generate, on_token);
-        speculate::SpeculativeResult r = speculate::generate_speculative(c.ctx, s, *c.source, c.so, on_token);
+        if (!c.source) return s.generate(c.ctx, c.so.generate, on_token, c.constraint);
+        speculate::SpeculativeResult r =
+            speculate::generate_speculative(c.ctx, s, *c.source, c.so, on_token, c.constraint);
         stats = r.stats;
         return r;
     };
@@ -117,7 +121,9 @@ int run_chat(const ChatCliFlags& f) {
     const std::unique_ptr<speculate::GuessSource> source =
         make_guess_source("chat", f.spec, f.model, *model, chat.session().cache(), copts);
     const speculate::SpeculativeOptions so = f.spec.speculative_options(f.output.generate_options(f.sampling));
-    ChatRun c{f, ctx, chat, source.get(), so, ::isatty(0) != 0};
+    const std::unique_ptr<TokenConstraint> constraint =
+        make_constraint("chat", f.constraint.gbnf(), model->tokenizer());
+    ChatRun c{f, ctx, chat, source.get(), so, constraint.get(), ::isatty(0) != 0};
     if (f.verbose) std::fprintf(stderr, "chat format: %s\n", chat_format_name(format).c_str());
     std::string line;
     for (int turn = 1;; ++turn) {
@@ -146,6 +152,7 @@ void register_chat(CLI::App& app, Runner& run) {
     add_sampling_flags(*cmd, f->sampling);
     add_cache_flags(*cmd, f->cache);
     add_spec_flags(*cmd, f->spec);
+    add_constraint_flags(*cmd, f->constraint, 0);
     cmd->add_flag("--verbose", f->verbose, "After each turn: the tokens reused and run, timings, speculation statistics");
     cmd->callback([f, &run] { run = [f] { return run_chat(*f); }; });
 }

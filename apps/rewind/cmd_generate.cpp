@@ -28,6 +28,7 @@ struct GenerateFlags {
     OutputFlags output;
     CacheFlags cache;
     SpecFlags spec;
+    ConstraintFlags constraint;
     bool json = false;
     // Chat: the prompt as one user message, formatted by the model's chat template.
     bool chat = false;
@@ -41,7 +42,9 @@ void add_generate_flags(CLI::App& cmd, GenerateFlags& f) {
     add_sampling_flags(cmd, f.sampling);
     add_cache_flags(cmd, f.cache);
     add_spec_flags(cmd, f.spec);
-    cmd.add_flag("--json", f.json, "Print one JSON object (ids, text, stop reason, timings) instead of streaming");
+    add_constraint_flags(cmd, f.constraint, kLogprobs);
+    auto* json = cmd.add_flag("--json", f.json, "Print one JSON object (ids, text, stop reason, timings) instead of streaming");
+    cmd.get_option("--logprobs")->needs(json);
     auto* chat = cmd.add_flag("--chat", f.chat,
                               "Format the prompt as one user message with the model's chat template (an instruct model's prompt)");
     add_chat_flags(cmd, f.chat_flags, chat);
@@ -62,6 +65,8 @@ nlohmann::ordered_json stats_json(const DecodeStats& s, const speculate::Specula
         {"mean_depth", s.mean_depth()},
         {"proposed", s.proposed},
         {"accepted", s.accepted},
+        {"forced_proposed", s.forced_proposed},
+        {"forced_accepted", s.forced_accepted},
         {"emitted", s.emitted},
         {"empty_passes", s.empty_passes},
         {"acceptance_rate", s.acceptance_rate()},
@@ -101,7 +106,7 @@ struct GenerateRun {
 // fail before any output.
 GenerateRun decode(const GenerateFlags& f, Context& ctx, KvCache& cache, const std::string& prompt,
                    const std::vector<TokenId>& prompt_ids, speculate::GuessSource* source,
-                   const speculate::SpeculativeOptions& so) {
+                   const speculate::SpeculativeOptions& so, TokenConstraint* constraint) {
     // Generated text, complete UTF-8 only: a continuation, so no leading-space rule.
     Utf8StreamDecoder decoder(ctx.model().tokenizer(), /*at_text_start=*/false);
     GenerateRun run;
@@ -123,11 +128,11 @@ GenerateRun decode(const GenerateFlags& f, Context& ctx, KvCache& cache, const s
         return true;
     };
     if (source) {
-        speculate::SpeculativeResult sr = speculate::generate_speculative(ctx, cache, prompt_ids, *source, so, on_token);
+        speculate::SpeculativeResult sr = speculate::generate_speculative(ctx, cache, prompt_ids, *source, so, on_token, constraint);
         run.stats = std::move(sr.stats);
         run.result = std::move(sr);
     } else {
-        run.result = generate_plain(ctx, cache, prompt_ids, so.generate, on_token);
+        run.result = generate_plain(ctx, cache, prompt_ids, so.generate, on_token, constraint);
     }
     echo_prompt(); // when nothing was generated
     const std::string rest = decoder.flush();
@@ -137,8 +142,9 @@ GenerateRun decode(const GenerateFlags& f, Context& ctx, KvCache& cache, const s
 }
 
 // --json: one object with the ids, text, stop reason, timings (and speculation statistics).
-void print_json(const GenerateFlags& f, const std::string& prompt, const std::vector<TokenId>& prompt_ids,
-                const GenerateRun& run, const speculate::GuessSource* source, const speculate::SpeculativeOptions& so) {
+void print_json(const GenerateFlags& f, const Tokenizer& tok, const std::string& prompt,
+                const std::vector<TokenId>& prompt_ids, const GenerateRun& run, const speculate::GuessSource* source,
+                const speculate::SpeculativeOptions& so) {
     const GenerateResult& r = run.result;
     const auto n_gen = static_cast<int64_t>(r.tokens.size());
     nlohmann::ordered_json j;
@@ -149,6 +155,7 @@ void print_json(const GenerateFlags& f, const std::string& prompt, const std::ve
     j["generated_ids"] = r.tokens;
     j["generated_text"] = run.text;
     j["stop_reason"] = stop_reason_name(r.stop);
+    if (so.generate.logprobs.enabled) j["logprobs"] = logprobs_json(r.logprobs, tok);
     j["timings"] = {
         {"prompt_tokens", r.prompt_tokens},
         {"prompt_seconds", r.prompt_seconds},
@@ -197,9 +204,11 @@ int run_generate(const GenerateFlags& f) {
     const std::unique_ptr<speculate::GuessSource> source =
         make_guess_source("generate", f.spec, f.model, *model, cache, copts);
     const speculate::SpeculativeOptions so =
-        f.spec.speculative_options(f.output.generate_options(f.sampling));
-    const GenerateRun run = decode(f, ctx, cache, prompt, prompt_ids, source.get(), so);
-    if (f.json) print_json(f, prompt, prompt_ids, run, source.get(), so);
+        f.spec.speculative_options(f.constraint.with_logprobs(f.output.generate_options(f.sampling)));
+    const std::unique_ptr<TokenConstraint> constraint =
+        make_constraint("generate", f.constraint.gbnf(), model->tokenizer());
+    const GenerateRun run = decode(f, ctx, cache, prompt, prompt_ids, source.get(), so, constraint.get());
+    if (f.json) print_json(f, model->tokenizer(), prompt, prompt_ids, run, source.get(), so);
     else print_summary(run, source.get(), so);
     return 0;
 }

@@ -4,12 +4,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "commands.h"
+#include "options.h"
 #include "rewind/error.h"
 #include "rewind/file_io.h"
 #include "rewind/gguf.h"
@@ -21,12 +24,11 @@ namespace rwd::cli {
 
 namespace {
 
-constexpr size_t kMaxGrammarFileBytes = size_t{1} << 20;
-
 struct GrammarOptions {
-    std::string grammar_file; // GBNF source (--json-schema / --regex would add their own here)
+    ConstraintFlags source; // --grammar, --json-schema or --regex (one of them)
     bool print = false;
     std::string text, file, tokens;
+    std::string texts; // a file of JSON strings, one per line, each checked
     bool have_text = false;
     std::string vocab;
     bool mask = false, mask_each = false, time_masks = false;
@@ -34,7 +36,8 @@ struct GrammarOptions {
 
 // The grammar's GBNF text, from whichever source was given.
 std::string gbnf_text(const GrammarOptions& o) {
-    return read_file_limited(o.grammar_file, kMaxGrammarFileBytes, "grammar file");
+    if (!o.source.used()) throw Error("grammar: give the grammar with --grammar FILE, --json-schema FILE|TEXT or --regex RE");
+    return o.source.gbnf();
 }
 
 std::vector<TokenId> parse_ids(const std::string& list) {
@@ -65,6 +68,30 @@ void print_mask(grammar::TokenMatcher& tm) {
 }
 
 const char* verdict(const grammar::Matcher& m) { return m.is_complete() ? "complete" : "prefix"; }
+
+// The byte-level verdict on `text` from a fresh start: "complete", "prefix" or "rejected at byte N".
+std::string check_text(grammar::Matcher& m, const std::string& text) {
+    m.reset();
+    if (const size_t n = m.valid_prefix_length(text); n < text.size()) return "rejected at byte " + std::to_string(n);
+    m.accept_bytes(text);
+    return verdict(m);
+}
+
+// --texts: one verdict line per JSON string line of the file (for checkers with many texts: the
+// grammar is compiled once).
+void check_texts(grammar::Matcher& m, const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(ErrorCode::io, "grammar: cannot open --texts file " + path);
+    int64_t line_no = 0;
+    for (std::string line; std::getline(in, line);) {
+        ++line_no;
+        if (line.empty()) continue;
+        const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (!j.is_string())
+            throw Error(ErrorCode::format, "grammar: " + path + ":" + std::to_string(line_no) + ": not a JSON string");
+        std::printf("%s\n", check_text(m, j.get<std::string>()).c_str());
+    }
+}
 
 // Mask time at each token of `text` (encoded without BOS), on a fresh matcher then again once its
 // caches are warm. Timings on a shared machine are noisy.
@@ -138,14 +165,10 @@ int run_grammar(const GrammarOptions& o) {
     if (!o.file.empty()) text = read_file_limited(o.file, kMaxPromptFileBytes, "text file");
     const bool check = o.have_text || !o.file.empty() || !o.tokens.empty();
     if (!o.vocab.empty() && (check || o.mask || o.time_masks)) return run_with_vocab(o, gbnf, text);
-    if (!check) return 0;
+    if (!check && o.texts.empty()) return 0;
     grammar::Matcher m(std::make_shared<grammar::CompiledGrammar>(parsed));
-    if (const size_t n = m.valid_prefix_length(text); n < text.size()) {
-        std::printf("rejected at byte %zu\n", n);
-        return 0;
-    }
-    m.accept_bytes(text);
-    std::printf("%s\n", verdict(m));
+    if (!o.texts.empty()) check_texts(m, o.texts);
+    else std::printf("%s\n", check_text(m, text).c_str());
     return 0;
 }
 
@@ -153,15 +176,19 @@ int run_grammar(const GrammarOptions& o) {
 
 void register_grammar(CLI::App& app, Runner& run) {
     auto o = std::make_shared<GrammarOptions>();
-    CLI::App* cmd = app.add_subcommand("grammar", "Check a GBNF grammar: print it, test a text against it, list the tokens it allows");
-    cmd->add_option("--grammar", o->grammar_file, "GBNF grammar file (llama.cpp's syntax, start rule 'root')")->required();
-    cmd->add_flag("--print", o->print, "Print the parsed grammar back as GBNF (groups and repetitions as generated rules)");
+    CLI::App* cmd = app.add_subcommand(
+        "grammar", "Check a GBNF grammar, JSON Schema or regex: print its GBNF, test a text against it, list the tokens it allows");
+    add_constraint_flags(*cmd, o->source, 0);
+    cmd->add_flag("--print", o->print,
+                  "Print the grammar as GBNF (a schema or regex as compiled; groups and repetitions as generated rules)");
     CLI::Option* t = cmd->add_option("--text", o->text, "Text to check: prints 'complete', 'prefix' or 'rejected at byte N'");
     CLI::Option* f = cmd->add_option("--file", o->file, "Read the text to check from this file (at most 8 MiB)");
     CLI::Option* ids = cmd->add_option("--tokens", o->tokens, "With --vocab: token ids (comma-separated) to accept as tokens instead of a text");
-    t->excludes(f)->excludes(ids);
-    f->excludes(ids);
+    CLI::Option* many = cmd->add_option("--texts", o->texts, "Check many texts: a file of JSON strings, one per line; prints one verdict line each");
+    t->excludes(f)->excludes(ids)->excludes(many);
+    f->excludes(ids)->excludes(many);
     CLI::Option* v = cmd->add_option("--vocab", o->vocab, "GGUF file with a tokenizer (vocabulary-only files work)");
+    many->excludes(v);
     ids->needs(v);
     cmd->add_flag("--mask", o->mask, "With --vocab: print the token ids allowed after the text")->needs(v);
     cmd->add_flag("--mask-each", o->mask_each, "With --vocab and --tokens: a line 'not-text:' (ids matched by name only: control, end of generation, empty), then the allowed ids before each token and after the last")->needs(ids);

@@ -3,10 +3,14 @@
 #include "options.h"
 
 #include <cmath>
+#include <cstdlib>
 
 #include "rewind/device.h"
 #include "rewind/error.h"
 #include "rewind/file_io.h"
+#include "rewind/grammar/json_schema.h"
+#include "rewind/grammar/regex.h"
+#include "rewind/speculate/grammar_constraint.h"
 #include "rewind/speculate/reference_source.h"
 
 namespace rwd::cli {
@@ -80,6 +84,120 @@ void add_sampling_flags(CLI::App& cmd, SamplerOptions& s) {
     cmd.add_option("--repeat-last-n", s.repeat_last_n, "Tokens the penalty looks back over")->capture_default_str();
     cmd.add_option("-s,--seed", s.seed, "Sampling seed (randomness is keyed by seed and position)")
         ->capture_default_str();
+    cmd.add_option("--frequency-penalty", s.frequency_penalty,
+                   "Subtract this times a token's count in the last --repeat-last-n tokens (OpenAI's; -2..2, 0 = off)")
+        ->check(CLI::Range(-2.0f, 2.0f))
+        ->capture_default_str();
+    cmd.add_option("--presence-penalty", s.presence_penalty,
+                   "Subtract this from tokens present in the last --repeat-last-n tokens (OpenAI's; -2..2, 0 = off)")
+        ->check(CLI::Range(-2.0f, 2.0f))
+        ->capture_default_str();
+    cmd.add_option_function<std::vector<std::string>>(
+           "--logit-bias",
+           [&s](const std::vector<std::string>& items) {
+               for (const std::string& item : items) s.logit_bias.push_back(parse_logit_bias(item));
+           },
+           "Add BIAS (-100..100) to token ID's logit: ID=BIAS (repeatable)")
+        ->type_name("ID=BIAS");
+}
+
+namespace {
+
+const char* const kGrammarFileHelp = "Constrain the output to a GBNF grammar file (llama.cpp's syntax, start rule 'root')";
+const char* const kJsonSchemaHelp =
+    "Constrain the output to a JSON Schema's instances: a file, or the schema's text when it starts with '{' "
+    "(properties in the order the schema declares them)";
+const char* const kRegexHelp = "Constrain the output to texts the regular expression matches as a whole";
+
+// --json-schema's argument: the schema's text when it looks like a JSON object, else a file.
+std::string json_schema_source(const std::string& arg) {
+    const size_t first = arg.find_first_not_of(" \t\r\n");
+    if (first != std::string::npos && arg[first] == '{') return arg;
+    return read_file_limited(arg, kMaxPromptFileBytes, "--json-schema file");
+}
+
+// Prefixes an rwd::Error's message with `who`, keeping its code.
+template <class F> auto naming(const std::string& who, F&& f) {
+    try {
+        return f();
+    } catch (const Error& e) {
+        throw Error(e.code(), who + ": " + e.what());
+    }
+}
+
+} // namespace
+
+std::pair<TokenId, float> parse_logit_bias(const std::string& item) {
+    const size_t eq = item.find('=');
+    char* end = nullptr;
+    const long long id = eq == std::string::npos ? -1 : std::strtoll(item.c_str(), &end, 10);
+    bool ok = eq != std::string::npos && eq > 0 && end == item.c_str() + eq && id >= 0 && id <= 0x7FFFFFFF;
+    float bias = 0;
+    if (ok) {
+        const std::string b = item.substr(eq + 1);
+        char* bend = nullptr;
+        bias = std::strtof(b.c_str(), &bend);
+        ok = !b.empty() && bend == b.c_str() + b.size() && std::isfinite(bias);
+    }
+    if (!ok) throw CLI::ValidationError("--logit-bias", "'" + item + "' is not ID=BIAS (a token id and a number)");
+    return {static_cast<TokenId>(id), bias};
+}
+
+std::string ConstraintFlags::gbnf() const {
+    grammar::JsonGrammarOptions jo;
+    jo.whitespace = json_whitespace == "free" ? grammar::JsonWhitespace::Free : grammar::JsonWhitespace::Compact;
+    if (!grammar_file.empty())
+        return read_file_limited(grammar_file, kMaxPromptFileBytes, "--grammar file");
+    if (!json_schema.empty())
+        return naming("--json-schema", [&] { return grammar::json_schema_to_gbnf(json_schema_source(json_schema), jo); });
+    if (!regex.empty()) return naming("--regex", [&] { return grammar::regex_to_gbnf(regex); });
+    return {};
+}
+
+GenerateOptions ConstraintFlags::with_logprobs(GenerateOptions g) const {
+    if (logprobs >= 0) g.logprobs = LogprobOptions{.enabled = true, .top_n = logprobs};
+    return g;
+}
+
+void add_constraint_flags(CLI::App& cmd, ConstraintFlags& f, unsigned which) {
+    CLI::Option* g = cmd.add_option("--grammar", f.grammar_file, kGrammarFileHelp);
+    CLI::Option* j = cmd.add_option("--json-schema", f.json_schema, kJsonSchemaHelp)->type_name("FILE|TEXT");
+    CLI::Option* r = cmd.add_option("--regex", f.regex, kRegexHelp)->type_name("RE");
+    g->excludes(j)->excludes(r);
+    j->excludes(r);
+    cmd.add_option("--json-whitespace", f.json_whitespace,
+                   "Whitespace a JSON Schema admits: compact (none) or free (any JSON whitespace, in runs of at most 32)")
+        ->check(CLI::IsMember({"compact", "free"}))
+        ->capture_default_str()
+        ->needs(j);
+    if (which & kLogprobs)
+        cmd.add_option("--logprobs", f.logprobs,
+                       "Per-token log-probabilities with this many top alternatives (0..20), in --json output")
+            ->check(CLI::Range(0, LogprobOptions::kMaxTop));
+}
+
+nlohmann::ordered_json logprobs_json(const std::vector<TokenLogprob>& lps, const Tokenizer& tok) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const TokenLogprob& lp : lps) {
+        nlohmann::ordered_json top = nlohmann::ordered_json::array();
+        for (const TopLogprob& t : lp.alternatives())
+            top.push_back({{"id", t.token}, {"text", tok.token_to_piece(t.token)}, {"logprob", t.logprob}});
+        out.push_back({{"id", lp.token}, {"text", tok.token_to_piece(lp.token)}, {"logprob", lp.logprob}, {"top", top}});
+    }
+    return out;
+}
+
+void constrain_items(std::vector<bench::WorkItem>& items, const ConstraintFlags& c) {
+    if (!c.used()) return;
+    const std::string gbnf = c.gbnf();
+    for (bench::WorkItem& w : items)
+        if (w.grammar.empty()) w.grammar = gbnf;
+}
+
+std::unique_ptr<TokenConstraint> make_constraint(const char* who, const std::string& gbnf, const Tokenizer& tok,
+                                                 grammar::GrammarCache* cache) {
+    if (gbnf.empty()) return nullptr;
+    return naming(std::string(who) + ": grammar", [&] { return make_grammar_constraint(gbnf, tok, cache); });
 }
 
 KvCacheOptions CacheFlags::cache_options() const {

@@ -5,14 +5,18 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "rewind/bench/bench_batch.h"
 #include "rewind/bench/bench_workload.h"
+#include "rewind/constraint.h"
 #include "rewind/context.h"
 #include "rewind/generate.h"
+#include "rewind/grammar/token_mask.h"
 #include "rewind/kv_cache.h"
 #include "rewind/model.h"
 #include "rewind/sampler.h"
@@ -45,8 +49,42 @@ void add_model_flags(CLI::App& cmd, ModelFlags& f, unsigned which = kAllModelFla
 // -m alone, for the subcommands that only read a file (inspect, tokenize).
 CLI::Option* add_model_path_flag(CLI::App& cmd, std::string& path);
 
-// Sampling: every flag binds to a field of SamplerOptions (its defaults are the flags' defaults).
+// Sampling: every flag binds to a field of SamplerOptions (its defaults are the flags' defaults);
+// --logit-bias ID=BIAS (repeatable) appends to SamplerOptions::logit_bias.
 void add_sampling_flags(CLI::App& cmd, SamplerOptions& s);
+// One --logit-bias item, "ID=BIAS". Throws CLI::ValidationError when malformed (the range of the
+// id and the bias is the Sampler's to check).
+std::pair<TokenId, float> parse_logit_bias(const std::string& item);
+
+// Constrained output: at most one grammar source (a GBNF file, a JSON Schema, a regex), the JSON
+// whitespace mode, and per-token log-probabilities.
+struct ConstraintFlags {
+    std::string grammar_file;
+    std::string json_schema; // a file's path, or the schema's JSON text when it starts with '{'
+    std::string regex;
+    std::string json_whitespace = "compact";
+    int logprobs = -1; // alternatives per token, [0, LogprobOptions::kMaxTop]; -1: no logprobs
+
+    bool used() const { return !grammar_file.empty() || !json_schema.empty() || !regex.empty(); }
+    // The GBNF of whichever source was given (empty when none). Throws rwd::Error naming the
+    // flag: argument (an invalid schema or regex, a file that cannot be read), format (not JSON).
+    std::string gbnf() const;
+    // `g` with logprobs on (the raw distribution, top `logprobs` alternatives) when asked for.
+    GenerateOptions with_logprobs(GenerateOptions g) const;
+};
+// Which of the group's flags a subcommand takes: the grammar sources and --json-whitespace always.
+enum ConstraintFlag : unsigned { kLogprobs = 1 };
+void add_constraint_flags(CLI::App& cmd, ConstraintFlags& f, unsigned which);
+// The constraint of `gbnf` (a GBNF text) for `tok`, compiled through `cache` (null: its own);
+// null when `gbnf` is empty. Throws rwd::Error (argument), prefixed with `who`, when the grammar
+// does not parse or names a token `tok` lacks.
+std::unique_ptr<TokenConstraint> make_constraint(const char* who, const std::string& gbnf, const Tokenizer& tok,
+                                                 grammar::GrammarCache* cache = nullptr);
+// --logprobs in JSON output: per token {id, text, logprob, top: [{id, text, logprob}...]}.
+nlohmann::ordered_json logprobs_json(const std::vector<TokenLogprob>& lps, const Tokenizer& tok);
+// Workload items without a constraint of their own get the flags' grammar (batch, bench: the
+// flags as defaults); nothing changes when no grammar flag was given. Throws as gbnf() does.
+void constrain_items(std::vector<bench::WorkItem>& items, const ConstraintFlags& c);
 
 // The KV cache and numerics of one conversation (generate, chat).
 struct CacheFlags {

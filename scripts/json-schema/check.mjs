@@ -1,11 +1,13 @@
 // Outside checks of rewind's JSON Schema and regex front ends: XGrammar's web build accepts or
 // refuses texts by rewind's GBNF (printed by gbnf_of), ajv validates, json-schema-faker makes
-// instances, and the JSON Schema Test Suite's draft 4 cases give valid and invalid ones.
+// instances, and the JSON Schema Test Suite's draft 4 cases give valid and invalid ones. With
+// --rewind, rewind's own matcher (`rewind grammar --json-schema S | --regex RE --texts F`) is a
+// second acceptor of every text, held to the expected verdict (no oracle doubt excuses it).
 
-//   node check.mjs --gbnf-of PATH --shared DIR [--verbose]
+//   node check.mjs --gbnf-of PATH --shared DIR [--rewind PATH] [--verbose]
 // Exit 0: all agree; 1: a disagreement (listed); 77: node_modules missing (npm ci not run).
 import { spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -42,7 +44,42 @@ function convert(requests) {
   const input = requests.map((r) => JSON.stringify(r)).join("\n") + "\n";
   const r = spawnSync(gbnfOf, ["--batch"], { input, encoding: "utf8", maxBuffer: 1 << 28 });
   if (r.status !== 0) throw new Error("gbnf_of failed: " + r.stderr);
-  return r.stdout.trim().split("\n").map((l) => JSON.parse(l));
+  const out = r.stdout.trim().split("\n").map((l) => JSON.parse(l));
+  out.forEach((o, i) => { if (o.gbnf && !sources.has(o.gbnf)) sources.set(o.gbnf, requests[i]); });
+  return out;
+}
+
+// rewind's own acceptor: the texts each grammar must accept or refuse, checked in one run of
+// `rewind grammar` per grammar at the end (its source given as the schema or regex it came from).
+const rewind = args.rewind;
+const sources = new Map(); // GBNF -> the gbnf_of request it came from
+const pending = new Map(); // GBNF -> [{text, expected, label}]
+let rewindChecks = 0;
+function checkWithRewind() {
+  let n = 0;
+  for (const [gbnf, cases] of pending) {
+    const req = sources.get(gbnf);
+    const dir = join(tmp, `g${n++}`);
+    const argv = ["grammar", "--texts", join(tmp, "texts.jsonl")];
+    if (req && req.json_schema !== undefined) {
+      writeFileSync(dir + ".json", JSON.stringify(req.json_schema));
+      argv.push("--json-schema", dir + ".json", "--json-whitespace", req.free ? "free" : "compact");
+    } else if (req && req.regex !== undefined) {
+      argv.push("--regex", req.regex);
+    } else {
+      writeFileSync(dir + ".gbnf", gbnf);
+      argv.push("--grammar", dir + ".gbnf");
+    }
+    writeFileSync(join(tmp, "texts.jsonl"), cases.map((c) => JSON.stringify(c.text)).join("\n") + "\n");
+    const r = spawnSync(rewind, argv, { encoding: "utf8", maxBuffer: 1 << 28 });
+    if (r.status !== 0) { fail(`rewind ${argv.slice(0, 3).join(" ")} ...: exit ${r.status}: ${r.stderr.trim()}`); continue; }
+    const verdicts = r.stdout.trim().split("\n");
+    cases.forEach((c, i) => {
+      rewindChecks++;
+      if ((verdicts[i] === "complete") !== c.expected)
+        fail(`rewind: ${c.label}: ${JSON.stringify(c.text)} ${c.expected ? "refused" : "accepted"} (${verdicts[i]})`);
+    });
+  }
 }
 
 const grammars = new Map();
@@ -55,6 +92,10 @@ const ascii = (s) => /^[\x00-\x7f]*$/.test(s);
 // while they should be accepted are counted as doubtful (its string check refuses some of them).
 async function expect(gbnf, text, expected, label) {
   checks++;
+  if (rewind) {
+    if (!pending.has(gbnf)) pending.set(gbnf, []);
+    pending.get(gbnf).push({ text, expected, label });
+  }
   const got = await xg.Testings.isGrammarAcceptString(await grammar(gbnf), text);
   if (got === expected) return true;
   if (!ascii(text) && expected && !got) { doubtful++; return true; }
@@ -188,5 +229,9 @@ const { extraChecks } = await import("./check_cases.mjs");
 await workloadSchemas();
 await testSuite();
 await extraChecks({ convert, expect, fail, ajv });
+if (rewind) {
+  checkWithRewind();
+  console.log(`rewind grammar: ${rewindChecks} verdicts checked over ${pending.size} grammars`);
+}
 console.log(`${checks} texts checked, ${failures} disagreements, ${doubtful} non-ASCII texts the oracle refused (not counted)`);
 process.exit(failures ? 1 : 0);

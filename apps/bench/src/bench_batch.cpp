@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "rewind/speculate/grammar_constraint.h"
 #include "rewind/speculate/source_factory.h"
 #include "rewind/speculate/suffix_source.h"
 
@@ -54,6 +55,7 @@ BatchRun run_batched(Context& ctx, const std::vector<WorkItem>& items, const Bat
     // One cache of finished outputs for every "suffix" request of this run: each source adds its
     // generation when it is destroyed, so requests admitted later guess from earlier ones.
     const auto suffix_cache = std::make_shared<sp::SuffixCache>();
+    grammar::GrammarCache grammars; // each distinct item grammar compiled once for the vocabulary
     BatchRun run;
     run.items.resize(items.size());
     std::vector<size_t> index_of_id; // [id] -> workload index (ids count up from 1)
@@ -75,11 +77,13 @@ BatchRun run_batched(Context& ctx, const std::vector<WorkItem>& items, const Bat
             req.prompt = it.prompt;
             req.generate.max_tokens = opts.max_tokens > 0 ? opts.max_tokens : w.max_tokens;
             req.generate.sampler = opts.sampler;
+            req.generate.logprobs = opts.logprobs;
             req.k = opts.k;
             req.k_policy = opts.adaptive ? sp::KPolicy::Adaptive : sp::KPolicy::Fixed;
             try {
                 const int64_t capacity =
                     std::clamp<int64_t>(static_cast<int64_t>(it.prompt.size()) + req.generate.max_tokens, 1, n_ctx);
+                if (!w.grammar.empty()) req.constraint = make_grammar_constraint(w.grammar, model.tokenizer(), &grammars);
                 req.source = source_for(opts, w, ctx, capacity, suffix_cache);
                 const uint64_t id = dec.submit(std::move(req));
                 index_of_id.push_back(next);

@@ -36,6 +36,14 @@ std::string count_text(int64_t n, const char* noun) {
     return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
 }
 
+// " (N constrained)" when any item ran under a grammar: their tokens/s include the masks and
+// their tokens per pass the forced text.
+std::string constrained_text(const BenchResult& r) {
+    int64_t n = 0;
+    for (const auto& item : r.items) n += item.constrained ? 1 : 0;
+    return n > 0 ? " (" + std::to_string(n) + " constrained)" : std::string();
+}
+
 std::string basename(const std::string& path) {
     return path.empty() ? path : std::filesystem::path(path).filename().string();
 }
@@ -156,6 +164,7 @@ const char* source_color(Source s) {
     case Source::Auto: return "#8a3ffc";
     case Source::AutoFirst: return "#c2185b";
     case Source::Suffix: return "#00897b";
+    case Source::Forced: return "#6d4c41";
     case Source::Baseline: break;
     }
     return "#555555";
@@ -268,8 +277,8 @@ void write_markdown(std::ostream& out, const BenchResult& r) {
     out << "## rewind bench: " << model_text(s) << " on " << workloads_text(s) << "\n\n";
     out << sampling_text(s) << " · " << s.threads << (s.threads == 1 ? " thread" : " threads")
         << (s.device == "cpu" ? std::string() : " · " + s.device) << " · "
-        << count_text(static_cast<int64_t>(r.items.size()), "item") << " × " << count_text(s.repeat, "repeat")
-        << " (median), " << s.warmup << " warm-up · " << machine_text(r.machine) << "\n\n";
+        << count_text(static_cast<int64_t>(r.items.size()), "item") << constrained_text(r) << " × "
+        << count_text(s.repeat, "repeat") << " (median), " << s.warmup << " warm-up · " << machine_text(r.machine) << "\n\n";
     if (!s.command_line.empty()) out << "`" << s.command_line << "`\n\n";
 
     write_table(out, summarize_configs(r));
@@ -484,6 +493,7 @@ json items_json(const BenchResult& r) {
                          {"workload", item.workload},
                          {"prompt_tokens", item.prompt_tokens},
                          {"max_tokens", item.max_tokens},
+                         {"constrained", item.constrained},
                          {"runs", item_runs_json(item, r.configs)}});
     return items;
 }
@@ -603,6 +613,7 @@ ItemResult item_from_json(const json& it, size_t n_configs, const std::string& s
     ir.workload = it.at("workload").get<std::string>();
     ir.prompt_tokens = it.at("prompt_tokens").get<int64_t>();
     ir.max_tokens = it.at("max_tokens").get<int64_t>();
+    ir.constrained = it.value("constrained", false); // absent in reports from before constraints
     const json& runs = it.at("runs");
     if (runs.size() != n_configs)
         throw Error(ErrorCode::format, source + ": item '" + ir.id + "' has " + std::to_string(runs.size()) + " runs for " +

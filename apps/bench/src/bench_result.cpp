@@ -18,15 +18,16 @@ const char* source_name(Source s) {
     case Source::Auto: return "auto";
     case Source::AutoFirst: return "auto-first";
     case Source::Suffix: return "suffix";
+    case Source::Forced: return "forced";
     }
     return "?";
 }
 
 Source parse_source(std::string_view name) {
     for (Source s : {Source::Baseline, Source::Ngram, Source::Ref, Source::Draft, Source::Auto, Source::AutoFirst,
-                     Source::Suffix})
+                     Source::Suffix, Source::Forced})
         if (name == source_name(s)) return s;
-    throw Error("unknown guess source '" + std::string(name) + "' (choose from ngram, ref, draft, auto, auto-first, suffix)");
+    throw Error("unknown guess source '" + std::string(name) + "' (choose from ngram, ref, draft, auto, auto-first, suffix, forced)");
 }
 
 std::string Config::label() const {

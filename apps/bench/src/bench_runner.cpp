@@ -13,6 +13,7 @@
 #include "rewind/kernels/simd.h"
 #include "rewind/speculate/decoder.h"
 #include "rewind/speculate/draft_source.h"
+#include "rewind/speculate/grammar_constraint.h"
 #include "rewind/speculate/source_factory.h"
 #include "rewind/speculate/suffix_source.h"
 
@@ -56,9 +57,13 @@ public:
         g.sampler = opts_.sampler;
         cache_.truncate(0);
         Outcome out;
+        // Built before the clock starts, from the cache: the grammar is compiled once per
+        // distinct text, not by whichever configuration happens to run it first.
+        const std::unique_ptr<TokenConstraint> constraint =
+            item.grammar.empty() ? nullptr : make_grammar_constraint(item.grammar, target_.model().tokenizer(), &grammars_);
         if (c.source == Source::Baseline) {
             const auto t0 = Clock::now();
-            GenerateResult res = generate_plain(target_, cache_, prompt, g);
+            GenerateResult res = generate_plain(target_, cache_, prompt, g, {}, constraint.get());
             out.sample.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
             out.sample.prompt_seconds = res.prompt_seconds;
             out.sample.tokens = static_cast<int64_t>(res.tokens.size());
@@ -75,7 +80,7 @@ public:
         // is part of serving that request.
         const auto t0 = Clock::now();
         std::unique_ptr<sp::GuessSource> source = make_source(c, item);
-        sp::SpeculativeResult res = sp::generate_speculative(target_, cache_, prompt, *source, so);
+        sp::SpeculativeResult res = sp::generate_speculative(target_, cache_, prompt, *source, so, {}, constraint.get());
         out.sample.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
         out.sample.prompt_seconds = res.prompt_seconds;
         out.sample.tokens = static_cast<int64_t>(res.tokens.size());
@@ -113,6 +118,7 @@ private:
     KvCache cache_;
     std::shared_ptr<sp::DraftSource> draft_; // shared by the sources of every request
     std::shared_ptr<sp::SuffixCache> suffix_cache_ = std::make_shared<sp::SuffixCache>();
+    grammar::GrammarCache grammars_; // the items' grammars, compiled once each for the target's vocabulary
 };
 
 void validate(const BenchModels& models, const std::vector<WorkItem>& items, const RunnerOptions& opts) {
@@ -229,6 +235,7 @@ public:
         ir.workload = it.workload;
         ir.prompt_tokens = static_cast<int64_t>(prompts_[i].size());
         ir.max_tokens = max_tokens_of(it);
+        ir.constrained = !it.grammar.empty();
         ir.cells.resize(nc);
         // outputs[ci][r]: the ids each run produced, compared once the item is done.
         std::vector<std::vector<std::vector<TokenId>>> outputs(nc);

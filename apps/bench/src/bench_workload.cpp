@@ -4,12 +4,17 @@
 
 #include <filesystem>
 #include <sstream>
+#include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
 #include "rewind/error.h"
 #include "rewind/file_io.h"
+#include "rewind/grammar/gbnf.h"
+#include "rewind/grammar/json_schema.h"
+#include "rewind/grammar/regex.h"
 
 namespace rwd::bench {
 namespace {
@@ -27,8 +32,45 @@ std::string required_string(const json& obj, const char* key, const std::string&
     return it->get<std::string>();
 }
 
+// The item's constraint as GBNF: "grammar" as it is, "json_schema" or "regex" compiled (each
+// distinct source once per file, through `compiled`).
+std::string constraint_gbnf(const json& obj, const std::string& source, int64_t line,
+                            std::unordered_map<std::string, std::string>& compiled) {
+    std::string gbnf;
+    int given = 0;
+    for (const char* key : {"grammar", "json_schema", "regex"}) {
+        auto it = obj.find(key);
+        if (it == obj.end() || it->is_null()) continue;
+        if (++given > 1) fail(source, line, "give at most one of \"grammar\", \"json_schema\" and \"regex\"");
+        const bool schema = std::string_view(key) == "json_schema";
+        if (!schema && !it->is_string()) fail(source, line, std::string("\"") + key + "\" must be a string");
+        const std::string text = schema ? it->dump() : it->get<std::string>();
+        if (std::string_view(key) == "grammar") {
+            try {
+                (void)grammar::parse_gbnf(text); // a bad grammar is this line's error, not a run's
+            } catch (const Error& e) {
+                fail(source, line, std::string("\"grammar\": ") + e.what());
+            }
+            gbnf = text;
+            continue;
+        }
+        const std::string memo_key = std::string(key) + '\n' + text;
+        if (auto m = compiled.find(memo_key); m != compiled.end()) {
+            gbnf = m->second;
+            continue;
+        }
+        try {
+            gbnf = schema ? grammar::json_schema_to_gbnf(text) : grammar::regex_to_gbnf(text);
+        } catch (const Error& e) {
+            fail(source, line, std::string("\"") + key + "\": " + e.what());
+        }
+        compiled.emplace(memo_key, gbnf);
+    }
+    return gbnf;
+}
+
 WorkItem parse_item(const std::string& text, const std::string& source, const std::string& stem,
-                    int64_t line) {
+                    int64_t line, std::unordered_map<std::string, std::string>& compiled) {
     json obj;
     try {
         obj = json::parse(text);
@@ -66,6 +108,7 @@ WorkItem parse_item(const std::string& text, const std::string& source, const st
     if (!mt->is_number_integer()) fail(source, line, "\"max_tokens\" must be an integer");
     item.max_tokens = mt->get<int64_t>();
     if (item.max_tokens <= 0) fail(source, line, "\"max_tokens\" must be positive");
+    item.grammar = constraint_gbnf(obj, source, line, compiled);
     return item;
 }
 
@@ -75,13 +118,14 @@ std::vector<WorkItem> parse_workload(std::istream& in, const std::string& source
     const std::string stem = std::filesystem::path(source).stem().string();
     std::vector<WorkItem> items;
     std::unordered_set<std::string> seen;
+    std::unordered_map<std::string, std::string> compiled; // "key\nsource" -> GBNF
     std::string text;
     int64_t line = 0;
     while (std::getline(in, text)) {
         ++line;
         if (!text.empty() && text.back() == '\r') text.pop_back();
         if (text.find_first_not_of(" \t") == std::string::npos) continue;
-        items.push_back(parse_item(text, source, stem, line));
+        items.push_back(parse_item(text, source, stem, line, compiled));
         // Results are keyed by id, so two items with one id would be merged in the report.
         if (!seen.insert(items.back().id).second)
             fail(source, line, "duplicate id \"" + items.back().id + "\"");

@@ -11,6 +11,7 @@
 #include "rewind/bench/bench_workload.h"
 #include "rewind/context.h"
 #include "rewind/error.h"
+#include "rewind/logprobs.h"
 #include "rewind/model.h"
 #include "rewind/sampler.h"
 #include "rewind/speculate/batch_decoder.h"
@@ -24,6 +25,7 @@ struct BatchRunOptions {
     bool adaptive = false;
     int branches = 0;             // speculate::SourceSpec::branches (0: the source's own)
     SamplerOptions sampler;       // greedy by default
+    LogprobOptions logprobs;      // per-token logprobs of every request (off by default)
     int64_t max_tokens = 0;       // > 0: overrides every item's max_tokens
     std::shared_ptr<const Model> draft; // for "draft" (and "auto")
     uint64_t kv_budget_bytes = 0; // 0: no limit

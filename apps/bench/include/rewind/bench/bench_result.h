@@ -15,9 +15,9 @@ namespace rwd::bench {
 // others are built by speculate::make_guess_source from their names; AutoFirst is "auto" with
 // the first-answer-wins policy it had before, kept to measure what "longest" changes. Suffix's
 // sources share one cache of earlier items' outputs (bench_runner.h).
-enum class Source { Baseline, Ngram, Ref, Draft, Auto, AutoFirst, Suffix };
+enum class Source { Baseline, Ngram, Ref, Draft, Auto, AutoFirst, Suffix, Forced };
 const char* source_name(Source s);
-// "ngram", "ref", "draft", "auto", "auto-first", "suffix" (and "baseline"); throws rwd::Error
+// "ngram", "ref", "draft", "auto", "auto-first", "suffix", "forced" (and "baseline"); throws rwd::Error
 // naming the choices.
 Source parse_source(std::string_view name);
 
@@ -59,6 +59,7 @@ struct Cell {
 struct ItemResult {
     std::string id, kind, workload;
     int64_t prompt_tokens = 0, max_tokens = 0;
+    bool constrained = false; // decoded under the item's grammar (json_schema, grammar or regex)
     std::vector<Cell> cells; // aligned with BenchResult::configs
 };
 
