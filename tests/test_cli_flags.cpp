@@ -45,9 +45,6 @@ const std::set<std::pair<std::string, std::string>> kOwnMeaning = {
     {"make-dummy", "--seed"},    // the random weights' seed, not sampling's
     {"make-dummy", "--threads"}, // threads writing weights (0: all)
     {"tokenize", "--chat"},      // a conversation as JSON; generate's is a switch
-    {"grammar", "--text"},       // the text checked against the grammar, not a prompt
-    {"grammar", "--file"},       // the same, from a file
-    {"grammar", "--vocab"},      // the vocabulary the masks are over; make-dummy's is the one it copies
 };
 
 // bench measures lists of these, each value as the other subcommands take one.
