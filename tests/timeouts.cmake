@@ -29,6 +29,8 @@ set(rwd_test_timeouts
   # rewind serve's drain test: two servers, two shutdowns, each waiting out idle keep-alive
   # connections (6.0 s alone; the other node tests 3-4.5 s, at the floor).
   "Serve.drain" 60  # 6.5
+  # Tool calls forced by a grammar: 12 requests of up to 160 tokens each, whole and streamed.
+  "Serve.tools" 40  # 6.4 alone
   # The Hugging Face comparison: not measured, so the GPU tests' allowance.
   "Python.hf" 120
   # The cluster tests (scripts/cluster, where the build has them), measured alone on the 2-core

@@ -187,15 +187,26 @@ void parse_tools(const json& j, ServeRequest& r) {
         if (!tools->empty()) r.tools = tools->dump();
     }
     if (const json* c = field(j, "tool_choice")) {
-        if (c->is_object())
-            throw ApiError(400, "'tool_choice' naming a function needs constrained decoding, which rewind serve does not have yet",
-                           "tool_choice", "invalid_request_error", "unsupported_parameter");
-        const std::string v = get_string(*c, "tool_choice");
-        if (v == "required")
-            throw ApiError(400, "'tool_choice' 'required' needs constrained decoding, which rewind serve does not have yet",
-                           "tool_choice", "invalid_request_error", "unsupported_parameter");
-        if (v != "auto" && v != "none") bad("tool_choice", "must be 'none', 'auto', 'required' or {\"type\": \"function\", ...}");
-        r.tool_choice = v == "none" ? ToolChoice::None : ToolChoice::Auto;
+        if (c->is_object()) {
+            const auto t = c->find("type");
+            if (t == c->end() || get_string(*t, "tool_choice.type") != "function") bad("tool_choice.type", "must be 'function'");
+            const auto fn = c->find("function");
+            if (fn == c->end() || !fn->is_object()) bad("tool_choice.function", "must be an object {name}");
+            const auto name = fn->find("name");
+            if (name == fn->end()) bad("tool_choice.function.name", "is required");
+            r.tool_choice = ToolChoice::Function;
+            r.tool_choice_name = get_string(*name, "tool_choice.function.name");
+            bool known = false;
+            if (tools)
+                for (const json& t2 : *tools) known = known || t2["function"]["name"] == r.tool_choice_name;
+            if (!known) bad("tool_choice.function.name", "names '" + r.tool_choice_name + "', which is not among the tools");
+        } else {
+            const std::string v = get_string(*c, "tool_choice");
+            if (v != "auto" && v != "none" && v != "required")
+                bad("tool_choice", "must be 'none', 'auto', 'required' or {\"type\": \"function\", ...}");
+            r.tool_choice = v == "none" ? ToolChoice::None : v == "required" ? ToolChoice::Required : ToolChoice::Auto;
+            if (r.tool_choice == ToolChoice::Required && r.tools.empty()) bad("tool_choice", "'required' needs tools");
+        }
     }
     if (const json* v = field(j, "parallel_tool_calls")) r.parallel_tool_calls = get_bool(*v, "parallel_tool_calls");
 }

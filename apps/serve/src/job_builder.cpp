@@ -3,6 +3,7 @@
 #include "job_builder.h"
 
 #include "prediction_counter.h"
+#include "tool_grammar.h"
 #include "rewind/error.h"
 
 namespace rwd::serve {
@@ -97,10 +98,10 @@ std::shared_ptr<Job> JobBuilder::build(const ServeRequest& r) const {
                                  r.endpoint == Endpoint::Chat ? "messages" : "prompt");
     set_sampling(r, g);
     g.stop_strings = r.stop;
-    if (r.endpoint == Endpoint::Chat && !r.tools.empty() && r.tool_choice == ToolChoice::Auto)
+    if (r.endpoint == Endpoint::Chat && !r.tools.empty() && r.tool_choice != ToolChoice::None)
         job->tool_format = chat_format();
     job->parallel_tool_calls = r.parallel_tool_calls;
-    job->make_constraint = grammars_->compile(r.format);
+    job->make_constraint = grammars_->compile(output_format(r));
     SourcePlan plan = plan_source(r);
     job->source = plan.name;
     job->k = r.speculation.k > 0 ? r.speculation.k : opts_.k;
@@ -109,6 +110,16 @@ std::shared_ptr<Job> JobBuilder::build(const ServeRequest& r) const {
         job->prediction_tokens = static_cast<int64_t>(tokenizer().encode(*plan.prediction, AddBos::No).size());
     job->make_source = [this, plan = std::move(plan), hits = job->prediction_hits] { return make_source(plan, hits); };
     return job;
+}
+
+OutputFormat JobBuilder::output_format(const ServeRequest& r) const {
+    if (r.tool_choice != ToolChoice::Required && r.tool_choice != ToolChoice::Function) return r.format;
+    if (r.format.kind != OutputKind::Text)
+        throw ApiError(400, "'" + r.format.param + "' cannot be combined with tool_choice 'required' or a named function",
+                       r.format.param);
+    const bool only = r.tool_choice == ToolChoice::Function;
+    return {OutputKind::Grammar, tool_call_gbnf(r.tools, only ? r.tool_choice_name : "", r.parallel_tool_calls && !only),
+            "tool_choice"};
 }
 
 void JobBuilder::set_sampling(const ServeRequest& r, GenerateOptions& g) const {

@@ -59,6 +59,8 @@ private:
                                                         const std::shared_ptr<std::atomic<int64_t>>& hits) const;
 
     void set_sampling(const ServeRequest& r, GenerateOptions& g) const;
+    // The request's format, or the forced tool call's grammar (tool_choice required / named).
+    OutputFormat output_format(const ServeRequest& r) const;
 
     const ServerOptions& opts_;
     std::shared_ptr<const Model> model_;

@@ -55,10 +55,11 @@ struct SpeculationRequest {
     std::vector<std::string> references; // documents to copy guesses from
 };
 
-// tool_choice: "auto" (free text; the answer's calls are read into tool_calls) or "none" (the tools
-// are still rendered, as OpenAI and llama-server do, but the answer is text). "required" and a
-// named function need constrained decoding and are refused (400) until it lands.
-enum class ToolChoice { Auto, None };
+// tool_choice: "auto" (free text; the answer's calls are read into tool_calls), "none" (the tools
+// are still rendered, as OpenAI and llama-server do, but the answer is text), "required" (a grammar
+// forces one call, or with parallel_tool_calls one or more, of any of the tools, its arguments an
+// instance of that function's parameters) or a named function (the same, that function only).
+enum class ToolChoice { Auto, None, Required, Function };
 
 // What the answer is constrained to (response_format, or llama.cpp's grammar / json_schema fields).
 //   Text:       free text (response_format {"type": "text"}, or none given);
@@ -113,6 +114,7 @@ struct ServeRequest {
     // Chat: the function tools as JSON text, key order as sent (empty: none; an empty list is none).
     std::string tools;
     ToolChoice tool_choice = ToolChoice::Auto;
+    std::string tool_choice_name; // ToolChoice::Function: the function's name (one of the tools)
     bool parallel_tool_calls = true; // false: only the answer's first call is returned
     // Choices, [1, 16]: choice i is the answer to this request with n = 1 and seed + i.
     int n = 1;
@@ -120,7 +122,7 @@ struct ServeRequest {
 
 // Parses and validates `body` for `endpoint`. Throws ApiError (400) for malformed JSON, a field of
 // the wrong type or out of range (naming it), a required field missing, and fields rewind does not
-// implement that would change the answer (n outside [1, 16], tool_choice "required" or a named function,
+// implement that would change the answer (n outside [1, 16], tool_choice naming an unknown function,
 // echo, suffix, best_of > 1, ...), and assistant tool-call arguments that are not JSON. A schema
 // keyword the engine lacks is refused when the job is built (JobBuilder), naming the keyword.
 // Unknown fields that change nothing are ignored, as OpenAI's own server does.
