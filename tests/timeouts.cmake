@@ -31,6 +31,8 @@ set(rwd_test_timeouts
   "Serve.drain" 60  # 6.5
   # Tool calls forced by a grammar: 12 requests of up to 160 tokens each, whole and streamed.
   "Serve.tools" 40  # 6.4 alone
+  # The JSON workload's 48 schemas, four requests each, at concurrency 4.
+  "Serve.structured" 30  # 5.6 alone
   # The Hugging Face comparison: not measured, so the GPU tests' allowance.
   "Python.hf" 120
   # The cluster tests (scripts/cluster, where the build has them), measured alone on the 2-core
