@@ -37,10 +37,19 @@ ConstraintMaker OutputGrammars::compile(const OutputFormat& f) {
     if (f.kind == OutputKind::Text) return {};
     const std::string gbnf = gbnf_of(f);
     grammar::GrammarCache::Compiled c;
-    try {
-        c = cache_.get(gbnf, tok_);
-    } catch (const Error& e) {
-        throw ApiError(400, "'" + f.param + "': " + e.what(), f.param);
+    {
+        std::lock_guard lk(m_);
+        if (auto it = compiled_.find(gbnf); it != compiled_.end()) c = it->second;
+    }
+    if (!c.grammar) {
+        try {
+            c = cache_.get(gbnf, tok_);
+        } catch (const Error& e) {
+            throw ApiError(400, "'" + f.param + "': " + e.what(), f.param);
+        }
+        std::lock_guard lk(m_);
+        if (compiled_.size() >= kMaxSchemas) compiled_.clear();
+        compiled_.emplace(gbnf, c);
     }
     return [c, &tok = tok_] { return make_grammar_constraint(c.grammar, c.vocab, tok, c.local_masks); };
 }
