@@ -209,7 +209,10 @@ void Scheduler::publish_progress() {
         if (p->tokens.size() > job->tokens.size()) {
             if (job->tokens.empty()) job->ttft_seconds = seconds_since(job->enqueued);
             job->tokens = p->tokens;
-            job->logprobs = p->logprobs;
+            // Appended, not copied whole: an entry is about 170 bytes, and a long answer has many passes.
+            if (p->logprobs.size() > job->logprobs.size())
+                job->logprobs.insert(job->logprobs.end(), p->logprobs.begin() + static_cast<std::ptrdiff_t>(job->logprobs.size()),
+                                     p->logprobs.end());
             job->cv.notify_all();
         }
     }
