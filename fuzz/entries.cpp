@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cmath>
 #include <memory>
 #include <sstream>
 #include <vector>
@@ -283,6 +284,17 @@ void serve_request(std::span<const uint8_t> data) {
         check(r.speculation.k >= 0 && r.speculation.k <= 16, "accepted speculation.k out of range");
         check(r.speculation.source.empty() || serve::is_source_name(r.speculation.source), "accepted an unknown source");
         check(!r.include_usage || r.stream, "accepted stream_options without stream");
+        check(std::abs(r.frequency_penalty.value_or(0)) <= 2 && std::abs(r.presence_penalty.value_or(0)) <= 2,
+              "accepted a frequency or presence penalty out of [-2, 2]");
+        for (const auto& [id, bias] : r.logit_bias)
+            check(id >= 0 && id <= INT32_MAX && std::abs(bias) <= 100, "accepted a logit_bias id or bias out of range");
+        check(r.top_logprobs >= 0 && r.top_logprobs <= 20 && (r.logprobs || r.top_logprobs == 0),
+              "accepted top_logprobs out of range or without logprobs");
+        check((r.format.kind == serve::OutputKind::Text) == r.format.text.empty() ||
+                  r.format.kind == serve::OutputKind::JsonObject,
+              "a response format without its schema or grammar text");
+        if (r.format.kind == serve::OutputKind::JsonSchema)
+            check(nlohmann::json::accept(r.format.text), "a json_schema that is not JSON text");
         // The lengths check of a validated request answers or refuses, never anything else.
         try {
             (void)serve::check_lengths(3, r.max_tokens, 512);

@@ -242,6 +242,23 @@ void grammar_seeds(const fs::path& shared, const fs::path& schema_out, const fs:
     for (size_t i = 0; i < std::size(patterns); ++i) put(regex_out / ("p" + std::to_string(i)), patterns[i]);
 }
 
+// Request bodies (byte 0: odd for completions) with the structured-output, logprobs and
+// penalty fields, so the fuzzer starts inside them.
+void serve_seeds(const fs::path& out) {
+    const char* chat[] = {
+        R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"n","strict":true,"schema":{"type":"object","properties":{"a":{"type":"integer"}}}}}})",
+        R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"},"logprobs":true,"top_logprobs":3})",
+        R"({"messages":[{"role":"user","content":"x"}],"frequency_penalty":0.5,"presence_penalty":-1,"logit_bias":{"12":-100,"7":2.5}})",
+    };
+    const char* completions[] = {
+        R"({"prompt":"x","grammar":"root ::= [a-z]+","logprobs":2})",
+        R"({"prompt":[1,2],"json_schema":{"enum":["a","b"]},"frequency_penalty":2})",
+    };
+    int n = 0;
+    for (const char* b : chat) put(out / ("s" + std::to_string(n++)), std::string(1, '\0') + b);
+    for (const char* b : completions) put(out / ("s" + std::to_string(n++)), std::string(1, '\1') + b);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -262,6 +279,7 @@ int main(int argc, char** argv) {
         for (const auto& f : fs::directory_iterator(shared / "grammars")) // GBNF: llama.cpp's examples
             if (f.path().extension() == ".gbnf") put(out / "gbnf" / f.path().filename(), slurp(f.path()));
         grammar_seeds(shared, out / "json_schema", out / "regex");
+        serve_seeds(out / "serve_request");
     } catch (const std::exception& e) {
         std::cerr << "fuzz_seeds: " << e.what() << "\n";
         return 1;

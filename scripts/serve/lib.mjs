@@ -3,7 +3,7 @@
 import { spawn, execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 export const here = dirname(fileURLToPath(import.meta.url));
 
@@ -14,6 +14,19 @@ export async function loadOpenAI() {
     process.exit(77);
   }
   return (await import('openai')).default;
+}
+
+// Ajv (JSON Schema 2020-12, with formats), from scripts/json-schema's pinned install; exits 77
+// (skipped) without it.
+export async function loadAjv() {
+  const modules = join(here, '..', 'json-schema', 'node_modules');
+  if (!existsSync(join(modules, 'ajv'))) {
+    console.log(`SKIP: ${modules} has no ajv (run: npm ci --prefix ${join(here, '..', 'json-schema')})`);
+    process.exit(77);
+  }
+  const { default: Ajv2020 } = await import(pathToFileURL(join(modules, 'ajv', 'dist', '2020.js')).href);
+  const { default: addFormats } = await import(pathToFileURL(join(modules, 'ajv-formats', 'dist', 'index.js')).href);
+  return addFormats(new Ajv2020({ strict: false }));
 }
 
 // --name value pairs into an object.

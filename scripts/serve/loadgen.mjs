@@ -6,6 +6,10 @@
 // Usage: node loadgen.mjs --url http://127.0.0.1:8080 --workload ../shared/workloads/edit.jsonl
 //          [--concurrency 1,4] [--prediction both|on|off] [--items N] [--max-tokens N]
 //          [--api-key KEY] [--label TEXT] [--json FILE] [--predict-with workload|answers]
+//          [--schema on|off] [--spec SOURCE]
+// --schema on: each item's json_schema constrains its answer (llama.cpp's json_schema field, the
+// completions form of response_format json_schema). --spec: every request's speculation.source
+// (none: plain decoding); default: the server's.
 // --predict-with answers: each request's prediction is its own answer from the run without one
 // (needs --prediction both): the best case, a client that already holds the text it asks for.
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -13,7 +17,7 @@ import { loadOpenAI, parseArgs, percentile } from './lib.mjs';
 
 const OpenAI = await loadOpenAI();
 const a = parseArgs(process.argv.slice(2), { url: 'http://127.0.0.1:8080', concurrency: '1', prediction: 'both',
-  items: '0', 'max-tokens': '0', 'api-key': 'none', label: '', 'predict-with': 'workload' });
+  items: '0', 'max-tokens': '0', 'api-key': 'none', label: '', 'predict-with': 'workload', schema: 'off', spec: '' });
 const answers = new Map(); // id -> the answer without a prediction (--predict-with answers)
 if (!a.workload) { console.error('loadgen: --workload FILE is required'); process.exit(2); }
 let items = readFileSync(a.workload, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
@@ -37,6 +41,8 @@ async function one(item, predicted) {
     max_tokens: Number(a['max-tokens']) || item.max_tokens || 128 };
   const pred = !predicted ? null : a['predict-with'] === 'answers' ? answers.get(item.id) : predictionOf(item);
   if (pred) body.prediction = { type: 'content', content: pred };
+  if (a.schema === 'on' && item.json_schema) body.json_schema = item.json_schema;
+  if (a.spec) body.speculation = { source: a.spec };
   const t0 = performance.now();
   let first = null, usage = null, text = '';
   for await (const c of await client.completions.create(body)) {

@@ -1,16 +1,18 @@
 // End-to-end test of tool calling through the official openai client, on a `rewind make-dummy`
 // model carrying Qwen2.5's vocabulary and chat template: a second turn sending tool results back
 // renders as Qwen2.5's template does (../shared/chat/tool_goldens.jsonl) and is answered; streamed
-// and non-streamed answers with tools are equal (content, tool_calls, finish_reason); the values
-// that need constrained decoding and malformed arguments are 400s naming the field.
+// and non-streamed answers with tools are equal (content, tool_calls, finish_reason); tool_choice
+// "required" and a named function answer calls whose arguments validate (ajv) against the
+// function's parameters; an unknown function and malformed arguments are 400s naming the field.
 // Usage: node tools_test.mjs --rewind BUILD/bin/rewind --shared SHARED_DIR   (exit 77: skipped)
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadOpenAI, parseArgs, startServer, rewindPath, execFileSync, here } from './lib.mjs';
+import { loadOpenAI, loadAjv, parseArgs, startServer, rewindPath, execFileSync, here } from './lib.mjs';
 
 const OpenAI = await loadOpenAI();
+const ajv = await loadAjv();
 const args = parseArgs(process.argv.slice(2), { rewind: rewindPath(), shared: join(here, '..', '..', '..', 'shared') });
 const dir = mkdtempSync(join(tmpdir(), 'rewind-tools-'));
 const model = join(dir, 'qwen25-dummy.gguf');
@@ -74,13 +76,51 @@ try {
     }
   });
 
-  await check("tool_choice 'required' or a named function, malformed arguments: 400 naming the field", async () => {
+  // Bounded schemas, so that the dummy model's random text still closes each call.
+  const forcedTools = [
+    { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', additionalProperties: false, required: ['city', 'days'],
+      properties: { city: { type: 'string', maxLength: 12 }, days: { type: 'integer', minimum: 1, maximum: 7 } } } } },
+    { type: 'function', function: { name: 'set_mode', parameters: { type: 'object', additionalProperties: false, required: ['mode'],
+      properties: { mode: { enum: ['fast', 'slow'] }, level: { type: 'number', minimum: 0, maximum: 1 } } } } },
+  ];
+  const validators = Object.fromEntries(forcedTools.map((t) => [t.function.name, ajv.compile(t.function.parameters)]));
+  const assertValidCalls = (choice, only) => {
+    assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(choice));
+    assert.ok(choice.message.tool_calls.length >= 1);
+    for (const c of choice.message.tool_calls) {
+      if (only) assert.equal(c.function.name, only);
+      const validate = validators[c.function.name];
+      assert.ok(validate, c.function.name);
+      assert.ok(validate(JSON.parse(c.function.arguments)), `${c.function.arguments}: ${JSON.stringify(validate.errors)}`);
+    }
+  };
+
+  await check("tool_choice 'required' and a named function: calls whose arguments validate, streamed as whole", async () => {
+    const base = { model: 'm', messages: [{ role: 'user', content: 'What is the weather in Paris?' }], tools: forcedTools, max_tokens: 160 };
+    for (const seed of [1, 2, 3]) {
+      for (const [choice, only] of [['required', null], [{ type: 'function', function: { name: 'set_mode' } }, 'set_mode']]) {
+        for (const parallel of [true, false]) {
+          const req = { ...base, tool_choice: choice, parallel_tool_calls: parallel, temperature: 1, seed };
+          const whole = (await client.chat.completions.create(req)).choices[0];
+          assertValidCalls(whole, only);
+          if (!parallel) assert.equal(whole.message.tool_calls.length, 1);
+          const s = await reassemble(await client.chat.completions.create({ ...req, stream: true }));
+          const noIds = (calls) => calls.map(({ id, ...c }) => c); // ids number the response
+          assert.deepEqual(noIds(s.msg.tool_calls), noIds(whole.message.tool_calls));
+          assert.equal(s.finish, whole.finish_reason);
+        }
+      }
+    }
+  });
+
+  await check('an unknown named function, a response_format beside a forced call, malformed arguments: 400 naming the field', async () => {
     const base = { model: 'm', messages: [{ role: 'user', content: 'hi' }], tools: goldens[0].tools, max_tokens: 4 };
     const bad = async (req, param) => {
       await assert.rejects(client.chat.completions.create(req), (e) => e.status === 400 && e.error?.param === param);
     };
-    await bad({ ...base, tool_choice: 'required' }, 'tool_choice');
-    await bad({ ...base, tool_choice: { type: 'function', function: { name: 'get_weather' } } }, 'tool_choice');
+    await bad({ ...base, tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice.function.name');
+    await bad({ ...base, tool_choice: 'required', response_format: { type: 'json_object' } }, 'response_format');
+    await bad({ ...base, tools: undefined, tool_choice: 'required' }, 'tool_choice');
     const turn = asOpenAI(goldens.find((x) => x.messages.some((m) => m.tool_calls)).messages);
     turn[1].tool_calls[0].function.arguments = '{"city": ';
     await bad({ ...base, messages: turn }, 'messages[1].tool_calls[0].function.arguments');

@@ -93,31 +93,22 @@ std::string text_or_parts(const json& v, const std::string& param, std::string* 
 
 // Fields that would change what the client gets and that rewind does not implement.
 void refuse_unimplemented(const json& j, Endpoint ep) {
-    static const char* const kRefused[] = {"functions", "function_call", "response_format",
-                                           "logit_bias", "audio", "modalities", "suffix", "best_of", "echo",
-                                           "presence_penalty", "frequency_penalty", "top_logprobs", "web_search_options"};
+    static const char* const kRefused[] = {"functions", "function_call", "audio", "modalities", "suffix", "best_of",
+                                           "echo", "web_search_options"};
     for (const char* f : kRefused) {
         const auto it = j.find(f);
         if (it == j.end() || it->is_null()) continue;
         // Neutral values change nothing: accept them, as clients send them by default.
         const std::string name = f;
-        if ((name == "presence_penalty" || name == "frequency_penalty") && it->is_number() && it->get<double>() == 0) continue;
         if (name == "echo" && it->is_boolean() && !it->get<bool>()) continue;
         if (name == "best_of" && it->is_number_integer() && it->get<int64_t>() == 1) continue;
         if (name == "functions" && it->is_array() && it->empty()) continue;
-        if (name == "logit_bias" && it->is_object() && it->empty()) continue;
-        if (name == "response_format" && it->is_object() && it->value("type", json()) == "text") continue;
         throw ApiError(400, "'" + name + "' is not supported by rewind serve", name, "invalid_request_error", "unsupported_parameter");
     }
     if (ep == Endpoint::Completions)
-        for (const char* f : {"tools", "tool_choice"})
+        for (const char* f : {"tools", "tool_choice", "top_logprobs"})
             if (const auto it = j.find(f); it != j.end() && !it->is_null())
                 throw ApiError(400, std::string("'") + f + "' is only for chat completions", f);
-    const auto lp = j.find("logprobs");
-    if (lp != j.end() && !lp->is_null()) {
-        const bool off = (lp->is_boolean() && !lp->get<bool>()) || (ep == Endpoint::Completions && lp->is_number_integer() && lp->get<int64_t>() == 0);
-        if (!off) throw ApiError(400, "'logprobs' is not supported by rewind serve", "logprobs", "invalid_request_error", "unsupported_parameter");
-    }
 }
 
 // A field's value, or null when absent or JSON null (OpenAI's clients send null for "unset").
@@ -196,15 +187,26 @@ void parse_tools(const json& j, ServeRequest& r) {
         if (!tools->empty()) r.tools = tools->dump();
     }
     if (const json* c = field(j, "tool_choice")) {
-        if (c->is_object())
-            throw ApiError(400, "'tool_choice' naming a function needs constrained decoding, which rewind serve does not have yet",
-                           "tool_choice", "invalid_request_error", "unsupported_parameter");
-        const std::string v = get_string(*c, "tool_choice");
-        if (v == "required")
-            throw ApiError(400, "'tool_choice' 'required' needs constrained decoding, which rewind serve does not have yet",
-                           "tool_choice", "invalid_request_error", "unsupported_parameter");
-        if (v != "auto" && v != "none") bad("tool_choice", "must be 'none', 'auto', 'required' or {\"type\": \"function\", ...}");
-        r.tool_choice = v == "none" ? ToolChoice::None : ToolChoice::Auto;
+        if (c->is_object()) {
+            const auto t = c->find("type");
+            if (t == c->end() || get_string(*t, "tool_choice.type") != "function") bad("tool_choice.type", "must be 'function'");
+            const auto fn = c->find("function");
+            if (fn == c->end() || !fn->is_object()) bad("tool_choice.function", "must be an object {name}");
+            const auto name = fn->find("name");
+            if (name == fn->end()) bad("tool_choice.function.name", "is required");
+            r.tool_choice = ToolChoice::Function;
+            r.tool_choice_name = get_string(*name, "tool_choice.function.name");
+            bool known = false;
+            if (tools)
+                for (const json& t2 : *tools) known = known || t2["function"]["name"] == r.tool_choice_name;
+            if (!known) bad("tool_choice.function.name", "names '" + r.tool_choice_name + "', which is not among the tools");
+        } else {
+            const std::string v = get_string(*c, "tool_choice");
+            if (v != "auto" && v != "none" && v != "required")
+                bad("tool_choice", "must be 'none', 'auto', 'required' or {\"type\": \"function\", ...}");
+            r.tool_choice = v == "none" ? ToolChoice::None : v == "required" ? ToolChoice::Required : ToolChoice::Auto;
+            if (r.tool_choice == ToolChoice::Required && r.tools.empty()) bad("tool_choice", "'required' needs tools");
+        }
     }
     if (const json* v = field(j, "parallel_tool_calls")) r.parallel_tool_calls = get_bool(*v, "parallel_tool_calls");
 }
@@ -340,6 +342,92 @@ void parse_speculation(const json& j, ServeRequest& r, const ParseLimits& limits
     }
 }
 
+// frequency_penalty, presence_penalty, logit_bias.
+void parse_penalties(const json& j, ServeRequest& r) {
+    if (const json* v = field(j, "frequency_penalty")) r.frequency_penalty = static_cast<float>(get_number(*v, "frequency_penalty", -2, 2));
+    if (const json* v = field(j, "presence_penalty")) r.presence_penalty = static_cast<float>(get_number(*v, "presence_penalty", -2, 2));
+    if (const json* v = field(j, "logit_bias")) {
+        if (!v->is_object()) bad("logit_bias", "must be an object {\"token id\": bias}");
+        if (v->size() > 1024) bad("logit_bias", "holds more than 1024 tokens");
+        for (const auto& [key, val] : v->items()) {
+            const std::string p = "logit_bias." + key;
+            int64_t id = -1;
+            const bool digits = !key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos;
+            if (digits) id = std::stoll(key);
+            if (!digits || id > std::numeric_limits<int32_t>::max()) bad(p, "must be keyed by a token id (a decimal integer)");
+            r.logit_bias.emplace_back(id, static_cast<float>(get_number(val, p, -100, 100)));
+        }
+    }
+}
+
+// Chat: logprobs (boolean) and top_logprobs ([0, 20], with logprobs only). Completions: the
+// legacy logprobs: N (the sampled token and N alternatives).
+void parse_logprobs(const json& j, ServeRequest& r) {
+    const json* lp = field(j, "logprobs");
+    if (r.endpoint == Endpoint::Completions) {
+        if (lp) {
+            r.top_logprobs = static_cast<int>(get_int(*lp, "logprobs", 0, 20));
+            r.logprobs = true;
+        }
+        return;
+    }
+    if (lp) r.logprobs = get_bool(*lp, "logprobs");
+    if (const json* t = field(j, "top_logprobs")) {
+        r.top_logprobs = static_cast<int>(get_int(*t, "top_logprobs", 0, 20));
+        if (!r.logprobs) bad("top_logprobs", "needs logprobs: true");
+    }
+}
+
+// A JSON Schema given as an object (or a boolean schema), kept as its text.
+std::string schema_text(const json& v, const std::string& param) {
+    if (!v.is_object() && !v.is_boolean()) bad(param, std::string("must be a JSON Schema object, not ") + type_name(v));
+    return v.dump();
+}
+
+OutputFormat parse_response_format(const json& v) {
+    if (!v.is_object()) bad("response_format", "must be an object {\"type\": ...}");
+    const auto t = v.find("type");
+    if (t == v.end()) bad("response_format.type", "is required");
+    const std::string type = get_string(*t, "response_format.type");
+    OutputFormat f;
+    f.param = "response_format";
+    if (type == "text") return f;
+    if (type == "json_object") {
+        f.kind = OutputKind::JsonObject;
+        return f;
+    }
+    if (type != "json_schema") bad("response_format.type", "must be 'text', 'json_object' or 'json_schema', got '" + type + "'");
+    const auto js = v.find("json_schema");
+    if (js == v.end() || !js->is_object()) bad("response_format.json_schema", "must be an object {name, schema, strict}");
+    const auto name = js->find("name");
+    if (name == js->end()) bad("response_format.json_schema.name", "is required");
+    get_string(*name, "response_format.json_schema.name");
+    if (const auto st = js->find("strict"); st != js->end() && !st->is_null()) get_bool(*st, "response_format.json_schema.strict");
+    if (const auto d = js->find("description"); d != js->end() && !d->is_null()) get_string(*d, "response_format.json_schema.description");
+    const auto schema = js->find("schema");
+    f.kind = OutputKind::JsonSchema;
+    // OpenAI: an absent schema is any JSON object.
+    f.text = schema == js->end() || schema->is_null() ? std::string("{\"type\":\"object\"}")
+                                                      : schema_text(*schema, "response_format.json_schema.schema");
+    f.param = "response_format.json_schema.schema";
+    return f;
+}
+
+// response_format (chat), or llama.cpp's grammar / json_schema (both endpoints): one at most.
+void parse_output_format(const json& j, ServeRequest& r) {
+    const json* rf = field(j, "response_format");
+    const json* gr = field(j, "grammar");
+    const json* js = field(j, "json_schema");
+    if ((gr ? 1 : 0) + (js ? 1 : 0) + (rf ? 1 : 0) > 1)
+        bad(gr ? "grammar" : "json_schema", "cannot be combined with another of response_format, grammar, json_schema");
+    if (rf) r.format = parse_response_format(*rf);
+    if (gr) {
+        r.format = {OutputKind::Grammar, get_string(*gr, "grammar"), "grammar"};
+        if (r.format.text.empty()) bad("grammar", "must not be empty");
+    }
+    if (js) r.format = {OutputKind::JsonSchema, schema_text(*js, "json_schema"), "json_schema"};
+}
+
 void parse_template_kwargs(const json& j, ServeRequest& r) {
     if (const json* v = field(j, "chat_template_kwargs")) {
         if (!v->is_object()) bad("chat_template_kwargs", "must be an object");
@@ -390,6 +478,9 @@ ServeRequest parse_request(Endpoint endpoint, std::string_view body, const Parse
         parse_prompt(j, r);
     }
     parse_sampling(j, r);
+    parse_penalties(j, r);
+    parse_logprobs(j, r);
+    parse_output_format(j, r);
     parse_stop(j, r, limits);
     parse_delivery(j, r);
     parse_speculation(j, r, limits);

@@ -18,6 +18,7 @@
 #include "rewind/serve/api.h"
 #include "rewind/speculate/batch_decoder.h"
 #include "rewind/speculate/guess_source.h"
+#include "output_grammar.h"
 
 namespace rwd::serve {
 
@@ -37,6 +38,7 @@ struct Job {
     std::string source;      // the guess source's name (kSourceNames), for the metrics
     SourceMaker make_source; // empty: plain decoding
     int k = 8;               // guesses per pass
+    ConstraintMaker make_constraint; // empty: the answer is free (response_format text)
     bool has_prediction = false;
     int64_t prediction_tokens = 0; // the prediction's length in tokens
     // Chat with tools and tool_choice "auto": the format whose <tool_call> blocks are read out of
@@ -60,6 +62,7 @@ struct Job {
     std::mutex m;
     std::condition_variable cv;
     std::vector<TokenId> tokens; // generated so far
+    std::vector<TokenLogprob> logprobs; // [tokens] when generate.logprobs.enabled, else empty
     bool done = false;
     std::optional<ApiError> error; // set with done when the request failed
     speculate::BatchResult result; // once done (without its cache)

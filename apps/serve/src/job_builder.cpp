@@ -3,6 +3,7 @@
 #include "job_builder.h"
 
 #include "prediction_counter.h"
+#include "tool_grammar.h"
 #include "rewind/error.h"
 
 namespace rwd::serve {
@@ -12,7 +13,8 @@ namespace sp = rwd::speculate;
 JobBuilder::JobBuilder(const ServerOptions& opts, std::shared_ptr<const Model> model, std::shared_ptr<const Model> draft,
                        std::shared_ptr<ThreadPool> pool, int64_t context)
     : opts_(opts), model_(std::move(model)), draft_(std::move(draft)), pool_(std::move(pool)),
-      suffix_cache_(std::make_shared<sp::SuffixCache>()), context_(context) {
+      suffix_cache_(std::make_shared<sp::SuffixCache>()), context_(context),
+      grammars_(std::make_unique<OutputGrammars>(model_->tokenizer())) {
     try {
         chat_format_ = resolve_chat_format(opts_.chat_template, model_->file().gguf());
     } catch (const Error& e) {
@@ -94,18 +96,12 @@ std::shared_ptr<Job> JobBuilder::build(const ServeRequest& r) const {
     GenerateOptions& g = job->generate;
     g.max_tokens = check_lengths(static_cast<int64_t>(job->prompt.size()), r.max_tokens, context_,
                                  r.endpoint == Endpoint::Chat ? "messages" : "prompt");
-    g.sampler = opts_.sampling; // the server's defaults (its sampling flags), then the request's fields
-    g.sampler.temperature = r.temperature.value_or(g.sampler.temperature);
-    g.sampler.top_p = r.top_p.value_or(g.sampler.top_p);
-    g.sampler.top_k = r.top_k.value_or(g.sampler.top_k);
-    g.sampler.min_p = r.min_p.value_or(g.sampler.min_p);
-    g.sampler.repeat_penalty = r.repeat_penalty.value_or(g.sampler.repeat_penalty);
-    g.sampler.repeat_last_n = r.repeat_last_n.value_or(g.sampler.repeat_last_n);
-    g.sampler.seed = r.seed.value_or(g.sampler.seed);
+    set_sampling(r, g);
     g.stop_strings = r.stop;
-    if (r.endpoint == Endpoint::Chat && !r.tools.empty() && r.tool_choice == ToolChoice::Auto)
+    if (r.endpoint == Endpoint::Chat && !r.tools.empty() && r.tool_choice != ToolChoice::None)
         job->tool_format = chat_format();
     job->parallel_tool_calls = r.parallel_tool_calls;
+    job->make_constraint = grammars_->compile(output_format(r));
     SourcePlan plan = plan_source(r);
     job->source = plan.name;
     job->k = r.speculation.k > 0 ? r.speculation.k : opts_.k;
@@ -114,6 +110,40 @@ std::shared_ptr<Job> JobBuilder::build(const ServeRequest& r) const {
         job->prediction_tokens = static_cast<int64_t>(tokenizer().encode(*plan.prediction, AddBos::No).size());
     job->make_source = [this, plan = std::move(plan), hits = job->prediction_hits] { return make_source(plan, hits); };
     return job;
+}
+
+OutputFormat JobBuilder::output_format(const ServeRequest& r) const {
+    if (r.tool_choice != ToolChoice::Required && r.tool_choice != ToolChoice::Function) return r.format;
+    if (r.format.kind != OutputKind::Text)
+        throw ApiError(400, "'" + r.format.param + "' cannot be combined with tool_choice 'required' or a named function",
+                       r.format.param);
+    const bool only = r.tool_choice == ToolChoice::Function;
+    return {OutputKind::Grammar, tool_call_gbnf(r.tools, only ? r.tool_choice_name : "", r.parallel_tool_calls && !only),
+            "tool_choice"};
+}
+
+void JobBuilder::set_sampling(const ServeRequest& r, GenerateOptions& g) const {
+    g.sampler = opts_.sampling; // the server's defaults (its sampling flags), then the request's fields
+    g.sampler.temperature = r.temperature.value_or(g.sampler.temperature);
+    g.sampler.top_p = r.top_p.value_or(g.sampler.top_p);
+    g.sampler.top_k = r.top_k.value_or(g.sampler.top_k);
+    g.sampler.min_p = r.min_p.value_or(g.sampler.min_p);
+    g.sampler.repeat_penalty = r.repeat_penalty.value_or(g.sampler.repeat_penalty);
+    g.sampler.repeat_last_n = r.repeat_last_n.value_or(g.sampler.repeat_last_n);
+    g.sampler.frequency_penalty = r.frequency_penalty.value_or(g.sampler.frequency_penalty);
+    g.sampler.presence_penalty = r.presence_penalty.value_or(g.sampler.presence_penalty);
+    g.sampler.seed = r.seed.value_or(g.sampler.seed);
+    const int64_t n_vocab = tokenizer().n_vocab();
+    for (const auto& [id, bias] : r.logit_bias) {
+        if (id >= n_vocab)
+            throw ApiError(400, "'logit_bias' names token " + std::to_string(id) + ", outside the vocabulary of " +
+                                    std::to_string(n_vocab) + " tokens",
+                           "logit_bias");
+        g.sampler.logit_bias.emplace_back(static_cast<TokenId>(id), bias);
+    }
+    // The model's own distribution (raw log-softmax), as OpenAI reports and plain decoding gives.
+    g.logprobs.enabled = r.logprobs;
+    g.logprobs.top_n = r.top_logprobs;
 }
 
 sp::SourceSpec JobBuilder::spec_of(sp::SourceKind kind, const SourcePlan& plan) const {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "job.h"
+#include "output_grammar.h"
 #include "rewind/chat.h"
 #include "rewind/kernels/thread_pool.h"
 #include "rewind/model.h"
@@ -34,7 +35,8 @@ public:
 
     // The job answering `r`, not yet submitted. Throws ApiError (400) naming the field: no chat
     // template, a message the template refuses, a token id outside the vocabulary, lengths past
-    // the context, a source the server cannot build (draft without --draft).
+    // the context, a source the server cannot build (draft without --draft), a logit_bias id
+    // outside the vocabulary, a schema keyword the engine lacks or a grammar that does not parse.
     std::shared_ptr<Job> build(const ServeRequest& r) const;
     // The text the chat template makes of r.messages (/apply-template). Throws ApiError (400).
     std::string render_chat(const ServeRequest& r) const;
@@ -56,6 +58,10 @@ private:
     std::unique_ptr<speculate::GuessSource> make_source(const SourcePlan& plan,
                                                         const std::shared_ptr<std::atomic<int64_t>>& hits) const;
 
+    void set_sampling(const ServeRequest& r, GenerateOptions& g) const;
+    // The request's format, or the forced tool call's grammar (tool_choice required / named).
+    OutputFormat output_format(const ServeRequest& r) const;
+
     const ServerOptions& opts_;
     std::shared_ptr<const Model> model_;
     std::shared_ptr<const Model> draft_; // null: no --draft
@@ -64,6 +70,8 @@ private:
     int64_t context_;
     std::optional<ChatFormat> chat_format_;
     std::string chat_error_; // why there is no chat format
+    // Thread-safe itself: the one per server, so a repeated schema is compiled once.
+    std::unique_ptr<OutputGrammars> grammars_;
 };
 
 } // namespace rwd::serve

@@ -2,7 +2,9 @@
 // or as chunks of server-sent events.
 #include "response_writer.h"
 
+#include <cmath>
 #include <optional>
+#include <span>
 
 #include "rewind/version.h"
 
@@ -54,6 +56,50 @@ json choice(Endpoint ep, const std::string& text, const char* finish, bool chunk
     c["finish_reason"] = finish ? json(finish) : json(nullptr);
     return c;
 }
+
+// One token's text and bytes as OpenAI's logprobs entries carry them.
+json token_entry(const Tokenizer& tok, TokenId id, float logprob) {
+    const std::string piece = tok.token_to_piece(id, true);
+    json b = json::array();
+    for (unsigned char ch : piece) b.push_back(static_cast<int>(ch));
+    return {{"token", piece}, {"logprob", logprob}, {"bytes", std::move(b)}};
+}
+
+} // namespace
+
+// Chat: {"content": [{token, logprob, bytes, top_logprobs}]}. Completions (the legacy form):
+// {tokens, token_logprobs, top_logprobs: [{text: logprob}], text_offset}, offsets counted from
+// `*offset` (advanced). A -inf logprob (a token the constraint forbade) is written as -9999, as
+// JSON has no infinity.
+json logprobs_json(Endpoint ep, std::span<const TokenLogprob> lps, const Tokenizer& tok, size_t* offset) {
+    auto finite = [](float v) { return std::isfinite(v) ? v : -9999.0f; };
+    if (ep == Endpoint::Chat) {
+        json content = json::array();
+        for (const TokenLogprob& lp : lps) {
+            json e = token_entry(tok, lp.token, finite(lp.logprob));
+            json top = json::array();
+            for (const TopLogprob& t : lp.alternatives()) top.push_back(token_entry(tok, t.token, finite(t.logprob)));
+            e["top_logprobs"] = std::move(top);
+            content.push_back(std::move(e));
+        }
+        return {{"content", std::move(content)}, {"refusal", nullptr}};
+    }
+    json tokens = json::array(), values = json::array(), tops = json::array(), offsets = json::array();
+    for (const TokenLogprob& lp : lps) {
+        const std::string piece = tok.token_to_piece(lp.token, true);
+        tokens.push_back(piece);
+        values.push_back(finite(lp.logprob));
+        json top = json::object();
+        for (const TopLogprob& t : lp.alternatives()) top[tok.token_to_piece(t.token, true)] = finite(t.logprob);
+        tops.push_back(std::move(top));
+        offsets.push_back(*offset);
+        *offset += piece.size();
+    }
+    return {{"tokens", std::move(tokens)}, {"token_logprobs", std::move(values)}, {"top_logprobs", std::move(tops)},
+            {"text_offset", std::move(offsets)}};
+}
+
+namespace {
 
 // "call_N_": the ids of the calls in response "chatcmpl-N" (then "call_N_0", "call_N_1", ...).
 std::string call_id_prefix(const ResponseHeader& h) { return "call_" + h.id.substr(h.id.find('-') + 1) + "_"; }
@@ -120,6 +166,10 @@ json answer_choice(const Job& job, const ResponseHeader& h, const Tokenizer& tok
     TextStream ts(tok, stop);
     const std::string text = ts.push(job.result.tokens, true);
     json c = choice(h.endpoint, text, finish_reason(job.result), false, false, index);
+    if (job.generate.logprobs.enabled) {
+        size_t offset = 0;
+        c["logprobs"] = logprobs_json(h.endpoint, job.result.logprobs, tok, &offset);
+    }
     if (job.tool_format) {
         const std::string prefix = call_id_prefix(h) + (index > 0 ? std::to_string(index) + "_" : "");
         const ParsedToolCalls p = split_tool_calls(*job.tool_format, text, prefix, job.parallel_tool_calls);
@@ -155,7 +205,7 @@ void write_answer(httplib::Response& res, const std::vector<std::shared_ptr<Job>
 
 SseWriter::SseWriter(std::vector<std::shared_ptr<Job>> jobs, ResponseHeader h, const Tokenizer& tok,
                      const std::vector<std::string>& stop, bool include_usage, Metrics& metrics, std::function<void()> wake)
-    : header_(std::move(h)), include_usage_(include_usage), metrics_(metrics), wake_(std::move(wake)) {
+    : header_(std::move(h)), include_usage_(include_usage), metrics_(metrics), wake_(std::move(wake)), tok_(&tok) {
     for (size_t i = 0; i < jobs.size(); ++i) {
         auto c = std::make_unique<Choice>(std::move(jobs[i]), tok, stop);
         if (c->job->tool_format)
@@ -197,6 +247,9 @@ int SseWriter::step_choice(httplib::DataSink& sink, size_t i) {
     {
         std::lock_guard lk(c.job->m);
         fresh.assign(c.job->tokens.begin() + static_cast<std::ptrdiff_t>(c.sent_tokens), c.job->tokens.end());
+        if (c.job->logprobs.size() > c.sent_tokens)
+            c.pending_lp.insert(c.pending_lp.end(), c.job->logprobs.begin() + static_cast<std::ptrdiff_t>(c.sent_tokens),
+                                c.job->logprobs.end());
         c.sent_tokens = c.job->tokens.size();
         done = c.job->done;
         err = c.job->error;
@@ -212,6 +265,7 @@ int SseWriter::step_choice(httplib::DataSink& sink, size_t i) {
         j["choices"] = json::array({choice(header_.endpoint, text, nullptr, true, c.first, i)});
         // With tools the first chunk says no content yet: the answer may be calls only (content null).
         if (c.tools && text.empty()) j["choices"][0]["delta"].erase("content");
+        attach_logprobs(j["choices"][0], c);
         c.first = false;
         if (!write(sink, j)) return -1;
     }
@@ -283,7 +337,16 @@ bool SseWriter::write_choice_end(httplib::DataSink& sink, size_t i) {
     json j = envelope(header_, true);
     j["choices"] = json::array({choice(header_.endpoint, "", finish_reason(c.job->result, calls), true, false, i)});
     if (header_.endpoint == Endpoint::Chat) j["choices"][0]["delta"] = json::object();
+    attach_logprobs(j["choices"][0], c);
     return write(sink, j);
+}
+
+void SseWriter::attach_logprobs(json& choice_json, Choice& c) {
+    // A chunk carries the logprobs of the tokens decoded since the last chunk: they reassemble to
+    // the whole answer's, even where a chunk's text was held back (a possible stop string).
+    if (!c.job->generate.logprobs.enabled || c.pending_lp.empty()) return;
+    choice_json["logprobs"] = logprobs_json(header_.endpoint, c.pending_lp, *tok_, &c.lp_offset);
+    c.pending_lp.clear();
 }
 
 void start_stream(httplib::Response& res, std::shared_ptr<SseWriter> writer, std::atomic<int64_t>& streams) {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,8 @@ private:
         size_t sent_tokens = 0;              // job tokens already decoded into text
         bool first = true;                   // no chunk written yet
         bool ended = false;                  // its finish_reason chunk written
+        std::vector<TokenLogprob> pending_lp; // logprobs of decoded tokens not yet in a chunk
+        size_t lp_offset = 0;                 // completions' text_offset of the next logprob
     };
     bool write(httplib::DataSink& sink, const json& j);
     bool write_done(httplib::DataSink& sink);
@@ -71,13 +74,19 @@ private:
     int step_choice(httplib::DataSink& sink, size_t i);
     bool write_choice_end(httplib::DataSink& sink, size_t i);
     bool write_delta(httplib::DataSink& sink, size_t i, json delta);
+    void attach_logprobs(json& choice_json, Choice& c);
 
     std::vector<std::unique_ptr<Choice>> choices_;
     ResponseHeader header_;
     bool include_usage_;
     Metrics& metrics_;
     std::function<void()> wake_;
+    const Tokenizer* tok_;
 };
+
+// The logprobs of `lps` as a choice carries them: chat's {"content": [...]} or the completions'
+// legacy {tokens, token_logprobs, top_logprobs, text_offset} (offsets from *offset, advanced).
+nlohmann::ordered_json logprobs_json(Endpoint ep, std::span<const TokenLogprob> lps, const Tokenizer& tok, size_t* offset);
 
 // Makes `res` the event stream `writer` writes; `streams` counts the streams not yet ended.
 void start_stream(httplib::Response& res, std::shared_ptr<SseWriter> writer, std::atomic<int64_t>& streams);

@@ -91,6 +91,7 @@ void Scheduler::finish(Job& job, std::optional<ApiError> err, sp::BatchResult* r
     if (res) {
         if (job.ttft_seconds < 0 && !res->tokens.empty()) job.ttft_seconds = seconds_since(job.enqueued);
         job.tokens = res->tokens;
+        job.logprobs = res->logprobs;
         job.result = std::move(*res);
         job.result.cache.reset();
     }
@@ -149,6 +150,7 @@ bool Scheduler::admit_one(const std::shared_ptr<Job>& job) {
         br.prompt = job->prompt;
         br.generate = job->generate;
         if (job->make_source) br.source = job->make_source();
+        if (job->make_constraint) br.constraint = job->make_constraint();
         br.k = job->k;
         if (const PrefixCache::Entry* e = prefix_.enabled() ? prefix_.lookup(job->prompt) : nullptr) {
             br.prefix_cache = e->cache.get();
@@ -207,6 +209,10 @@ void Scheduler::publish_progress() {
         if (p->tokens.size() > job->tokens.size()) {
             if (job->tokens.empty()) job->ttft_seconds = seconds_since(job->enqueued);
             job->tokens = p->tokens;
+            // Appended, not copied whole: an entry is about 170 bytes, and a long answer has many passes.
+            if (p->logprobs.size() > job->logprobs.size())
+                job->logprobs.insert(job->logprobs.end(), p->logprobs.begin() + static_cast<std::ptrdiff_t>(job->logprobs.size()),
+                                     p->logprobs.end());
             job->cv.notify_all();
         }
     }

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -54,10 +55,24 @@ struct SpeculationRequest {
     std::vector<std::string> references; // documents to copy guesses from
 };
 
-// tool_choice: "auto" (free text; the answer's calls are read into tool_calls) or "none" (the tools
-// are still rendered, as OpenAI and llama-server do, but the answer is text). "required" and a
-// named function need constrained decoding and are refused (400) until it lands.
-enum class ToolChoice { Auto, None };
+// tool_choice: "auto" (free text; the answer's calls are read into tool_calls), "none" (the tools
+// are still rendered, as OpenAI and llama-server do, but the answer is text), "required" (a grammar
+// forces one call, or with parallel_tool_calls one or more, of any of the tools, its arguments an
+// instance of that function's parameters) or a named function (the same, that function only).
+enum class ToolChoice { Auto, None, Required, Function };
+
+// What the answer is constrained to (response_format, or llama.cpp's grammar / json_schema fields).
+//   Text:       free text (response_format {"type": "text"}, or none given);
+//   JsonObject: a JSON object (OpenAI's json_object: "valid JSON", which its API and every peer
+//               take to mean an object), compact;
+//   JsonSchema: an instance of `text`, a JSON Schema (response_format json_schema, or json_schema);
+//   Grammar:    the GBNF grammar `text` (llama.cpp's grammar field; start rule root).
+enum class OutputKind { Text, JsonObject, JsonSchema, Grammar };
+struct OutputFormat {
+    OutputKind kind = OutputKind::Text;
+    std::string text; // JsonSchema: the schema's JSON text; Grammar: the GBNF; else empty
+    std::string param; // the field it came from ("response_format", "grammar", ...), for errors
+};
 
 // A validated request. Sampling fields absent from it take the server's defaults, which are
 // OpenAI's (temperature 1, top_p 1) unless `rewind serve` was given sampling flags; the default
@@ -79,6 +94,16 @@ struct ServeRequest {
     std::optional<int32_t> repeat_last_n;  // llama.cpp's field: the tokens the penalty looks back on
                                            // (0: none; the request's -1: the whole sequence)
     std::optional<uint64_t> seed;
+    std::optional<float> frequency_penalty; // [-2, 2]
+    std::optional<float> presence_penalty;  // [-2, 2]
+    // logit_bias: (token id, bias in [-100, 100]), ids as sent (checked against the vocabulary
+    // when the job is built).
+    std::vector<std::pair<int64_t, float>> logit_bias;
+    // logprobs: per generated token (chat's logprobs: true, completions' logprobs: N), with
+    // top_logprobs alternatives ([0, 20]).
+    bool logprobs = false;
+    int top_logprobs = 0;
+    OutputFormat format;
     std::vector<std::string> stop;
     bool stream = false;
     bool include_usage = false;
@@ -89,6 +114,7 @@ struct ServeRequest {
     // Chat: the function tools as JSON text, key order as sent (empty: none; an empty list is none).
     std::string tools;
     ToolChoice tool_choice = ToolChoice::Auto;
+    std::string tool_choice_name; // ToolChoice::Function: the function's name (one of the tools)
     bool parallel_tool_calls = true; // false: only the answer's first call is returned
     // Choices, [1, 16]: choice i is the answer to this request with n = 1 and seed + i.
     int n = 1;
@@ -96,8 +122,9 @@ struct ServeRequest {
 
 // Parses and validates `body` for `endpoint`. Throws ApiError (400) for malformed JSON, a field of
 // the wrong type or out of range (naming it), a required field missing, and fields rewind does not
-// implement that would change the answer (n outside [1, 16], tool_choice "required" or a named function,
-// response_format, logit_bias, logprobs, ...), and assistant tool-call arguments that are not JSON.
+// implement that would change the answer (n outside [1, 16], tool_choice naming an unknown function,
+// echo, suffix, best_of > 1, ...), and assistant tool-call arguments that are not JSON. A schema
+// keyword the engine lacks is refused when the job is built (JobBuilder), naming the keyword.
 // Unknown fields that change nothing are ignored, as OpenAI's own server does.
 ServeRequest parse_request(Endpoint endpoint, std::string_view body, const ParseLimits& limits = {});
 
