@@ -4,6 +4,8 @@
 // schemas and grammars end with a message naming the problem. Skipped when the apps are not built.
 #include <gtest/gtest.h>
 
+#include "fixtures.h"
+
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -167,6 +169,7 @@ TEST_F(CliConstrained, BadSchemaOrGrammarIsAnError) {
 // batch: each request under its item's schema, speculating in the batched passes, gives what
 // `generate` gives that prompt under that schema alone: ids and --logprobs values.
 TEST_F(CliConstrained, BatchEqualsGeneratePerItem) {
+    REWIND_NEED_FIXTURE(kShared + "/workloads/json.jsonl");
     std::ifstream in(kShared + "/workloads/json.jsonl");
     std::string workload, line;
     for (int i = 0; i < 3 && std::getline(in, line); ++i) workload += line + "\n";
