@@ -19,6 +19,7 @@
 #include "rewind/model.h"
 #include "rewind/serve/api.h"
 #include "rewind/serve/server.h"
+#include "serve_test_util.h"
 #include "rewind/speculate/batch_decoder.h"
 
 using namespace rwd;
@@ -252,27 +253,23 @@ protected:
         o.max_body_bytes = 4096;
         o.parallel = 2;
         tweak(o);
-        server = std::make_unique<Server>(o);
-        server->bind();
-        runner = std::thread([this] { server->run(); });
-        server->load();
-        client = std::make_unique<httplib::Client>("127.0.0.1", server->bound_port());
-        client->set_read_timeout(60, 0);
+        loop = std::make_unique<LoopbackServer>(o);
+        server = &loop->server();
+        client = &loop->client();
     }
     void TearDown() override {
-        if (!server) return;
-        server->shutdown();
-        runner.join();
-        server.reset();
+        loop.reset();
+        server = nullptr;
+        client = nullptr;
     }
     httplib::Result post(const std::string& path, const std::string& body, bool key = true) {
         httplib::Headers h;
         if (key) h.emplace("Authorization", "Bearer k");
         return client->Post(path.c_str(), h, body, "application/json");
     }
-    std::unique_ptr<Server> server;
-    std::thread runner;
-    std::unique_ptr<httplib::Client> client;
+    std::unique_ptr<LoopbackServer> loop;
+    Server* server = nullptr;          // loop's
+    httplib::Client* client = nullptr; // loop's
 };
 
 TEST_F(ServeLoopback, AnswersEqualGeneratePlainAndReuseThePrefix) {

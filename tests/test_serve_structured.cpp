@@ -14,6 +14,7 @@
 
 #include "rewind/serve/api.h"
 #include "rewind/serve/server.h"
+#include "serve_test_util.h"
 
 using namespace rwd;
 using namespace rwd::serve;
@@ -97,17 +98,11 @@ protected:
         o.port = 0;
         o.chat_template = "chatml";
         o.parallel = 4;
-        server = std::make_unique<Server>(o);
-        server->bind();
-        runner = std::thread([this] { server->run(); });
-        server->load();
-        client = std::make_unique<httplib::Client>("127.0.0.1", server->bound_port());
-        client->set_read_timeout(120, 0);
+        loop = std::make_unique<LoopbackServer>(o, 120);
+        server = &loop->server();
+        client = &loop->client();
     }
-    void TearDown() override {
-        server->shutdown();
-        runner.join();
-    }
+    void TearDown() override { loop.reset(); }
     std::pair<int, json> post(const std::string& path, const json& body) {
         auto r = client->Post(path.c_str(), body.dump(), "application/json");
         EXPECT_TRUE(r);
@@ -134,9 +129,9 @@ protected:
         }
         return out;
     }
-    std::unique_ptr<Server> server;
-    std::thread runner;
-    std::unique_ptr<httplib::Client> client;
+    std::unique_ptr<LoopbackServer> loop;
+    Server* server = nullptr;          // loop's
+    httplib::Client* client = nullptr; // loop's
 };
 
 std::vector<json> json_workload(size_t n) {

@@ -18,6 +18,7 @@
 #include "tool_stream.h"
 #include "rewind/serve/api.h"
 #include "rewind/serve/server.h"
+#include "serve_test_util.h"
 
 using namespace rwd;
 using namespace rwd::serve;
@@ -140,25 +141,21 @@ protected:
         o.port = 0;
         o.chat_template = chat_template;
         o.parallel = 2;
-        server = std::make_unique<Server>(o);
-        server->bind();
-        runner = std::thread([this] { server->run(); });
-        server->load();
-        client = std::make_unique<httplib::Client>("127.0.0.1", server->bound_port());
-        client->set_read_timeout(60, 0);
+        loop = std::make_unique<LoopbackServer>(o);
+        server = &loop->server();
+        client = &loop->client();
     }
     void TearDown() override {
-        if (!server) return;
-        server->shutdown();
-        runner.join();
-        server.reset();
+        loop.reset();
+        server = nullptr;
+        client = nullptr;
     }
     httplib::Result post(const std::string& path, const std::string& body) {
         return client->Post(path.c_str(), body, "application/json");
     }
-    std::unique_ptr<Server> server;
-    std::thread runner;
-    std::unique_ptr<httplib::Client> client;
+    std::unique_ptr<LoopbackServer> loop;
+    Server* server = nullptr;          // loop's
+    httplib::Client* client = nullptr; // loop's
 };
 
 // Qwen2.5's tool goldens, their arguments turned into OpenAI's JSON strings, rendered by the server.
