@@ -4,6 +4,7 @@
 // schemas and grammars end with a message naming the problem. Skipped when the apps are not built.
 #include <gtest/gtest.h>
 
+#include "cli_test_util.h"
 #include "fixtures.h"
 
 #include <array>
@@ -20,30 +21,14 @@
 namespace {
 
 const std::string kShared = REWIND_SHARED_DIR;
-const std::string kRewind = std::string(REWIND_BINARY_DIR) + "/bin/rewind";
+const std::string kRewind = rwd::test::kRewindBinary;
+using rwd::test::CliRun;
 
-struct CliRun {
-    int status = -1;
-    std::string out; // stdout (and stderr when asked)
-};
-
-CliRun run(const std::string& args, bool with_stderr = false) {
-    CliRun r;
-    FILE* p = ::popen((kRewind + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
-    if (!p) return r;
-    std::array<char, 4096> buf{};
-    size_t n = 0;
-    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-    const int st = ::pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return r;
-}
+// `rewind ARGS`: stdout, and stderr too when asked.
+CliRun run(const std::string& args, bool with_stderr = false) { return rwd::test::run_rewind(args, with_stderr); }
 
 std::string write_temp(const std::string& name, const std::string& text) {
-    const auto path =
-        std::filesystem::temp_directory_path() / ("rewind_test_cli_constrained_" + std::to_string(::getpid()) + "_" + name);
-    std::ofstream(path, std::ios::binary) << text;
-    return path.string();
+    return rwd::test::write_temp("rewind_test_cli_constrained_", name, text);
 }
 
 // Enums, bounded integers, a bounded string and a list: forced text (keys, punctuation, the rest

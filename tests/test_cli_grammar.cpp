@@ -4,6 +4,8 @@
 // Skipped when the apps are not built (REWIND_BUILD_APPS=OFF).
 #include <gtest/gtest.h>
 
+#include "cli_test_util.h"
+
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -16,29 +18,14 @@
 namespace {
 
 const std::string kShared = REWIND_SHARED_DIR;
-const std::string kRewind = std::string(REWIND_BINARY_DIR) + "/bin/rewind";
+const std::string kRewind = rwd::test::kRewindBinary;
+using rwd::test::CliRun;
 
-struct CliRun {
-    int status = -1;
-    std::string out; // stdout and stderr together
-};
-
-CliRun run(const std::string& args) {
-    CliRun r;
-    FILE* p = ::popen((kRewind + " grammar " + args + " 2>&1").c_str(), "r");
-    if (!p) return r;
-    std::array<char, 4096> buf{};
-    size_t n = 0;
-    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-    const int st = ::pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return r;
-}
+// `rewind grammar ARGS`, both output streams.
+CliRun run(const std::string& args) { return rwd::test::run_rewind("grammar " + args, true); }
 
 std::string write_temp(const std::string& name, const std::string& text) {
-    const auto path = std::filesystem::temp_directory_path() / ("rewind_test_cli_grammar_" + std::to_string(::getpid()) + "_" + name);
-    std::ofstream(path, std::ios::binary) << text;
-    return path.string();
+    return rwd::test::write_temp("rewind_test_cli_grammar_", name, text);
 }
 
 class CliGrammar : public ::testing::Test {
