@@ -160,6 +160,10 @@ class GenerateOptions(ctypes.Structure):
         ("logit_bias_values", ctypes.POINTER(ctypes.c_float)),
         ("n_logit_bias", ctypes.c_size_t),
         ("logprobs", ctypes.POINTER(_Logprobs)),
+        ("grammar", ctypes.c_char_p),
+        ("json_schema", ctypes.c_char_p),
+        ("regex", ctypes.c_char_p),
+        ("json_whitespace", ctypes.c_int),
     ]
 
 
@@ -213,6 +217,31 @@ class Stats(ctypes.Structure):
     def __repr__(self):
         return (f"Stats(emitted={self.emitted}, passes={self.passes}, proposed={self.proposed}, "
                 f"accepted={self.accepted}, stop={self.stop_reason!r})")
+
+
+class GenResult(ctypes.Structure):
+    """What Session.gen() did: `stats` (a Stats: emitted, passes, proposed, accepted, stop_reason),
+    the forced guesses among the proposed and accepted ones, the ids it added to the session, and
+    whether the generated text is a complete sentence of its constraint."""
+
+    _fields_ = [
+        ("stats", Stats),
+        ("forced_proposed", ctypes.c_int64),
+        ("forced_accepted", ctypes.c_int64),
+        ("n_tokens", ctypes.c_int64),
+        ("text_bytes", ctypes.c_size_t),
+        ("_complete", ctypes.c_int),
+    ]
+
+    @property
+    def complete(self) -> bool:
+        return bool(self._complete)
+
+    def __repr__(self):
+        return (f"GenResult(n_tokens={self.n_tokens}, passes={self.stats.passes}, proposed={self.stats.proposed}, "
+                f"accepted={self.stats.accepted}, forced_proposed={self.forced_proposed}, "
+                f"forced_accepted={self.forced_accepted}, stop_reason={self.stats.stop_reason!r}, "
+                f"complete={self.complete})")
 
 
 class _BatchOptions(ctypes.Structure):
@@ -330,6 +359,9 @@ _SIGNATURES = {
     "rewind_cache_export_hf": (ctypes.c_int, [_P, ctypes.c_int, ctypes.POINTER(_P), ctypes.POINTER(_P),
                                               ctypes.c_size_t, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]),
     "rewind_append": (ctypes.c_int, [_P, _P, _tok_p, ctypes.c_size_t]),
+    "rewind_append_text": (ctypes.c_int, [_P, _P, ctypes.c_char_p, ctypes.c_size_t]),
+    "rewind_gen": (ctypes.c_int, [_P, _P, ctypes.POINTER(GenerateOptions), ctypes.POINTER(_SpecOptions), ctypes.POINTER(GenResult)]),
+    "rewind_gen_text": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_size_t, _size_p]),
     "rewind_next_logits": (ctypes.c_int, [_P, _P, ctypes.POINTER(ctypes.POINTER(ctypes.c_float)), _size_p]),
     "rewind_generate_default_options": (GenerateOptions, []),
     "rewind_generate": (ctypes.c_int, [_P, _P, ctypes.POINTER(GenerateOptions), _tok_p, ctypes.c_size_t, _size_p, ctypes.POINTER(Stats)]),

@@ -22,14 +22,16 @@ std::string cut_at_stop(std::string text, const std::vector<std::string>& stops)
 } // namespace
 
 Program::Program(Context& ctx, Session& session, GuessSource* source, ProgramOptions opts)
-    : ctx_(ctx), session_(session), source_(source), opts_(opts), compiler_(session.model().tokenizer(), opts.grammars) {}
+    : ctx_(ctx), session_(session), source_(source), opts_(opts),
+      own_(opts.compiler ? nullptr : std::make_unique<ConstraintCompiler>(session.model().tokenizer())),
+      compiler_(opts.compiler ? opts.compiler : own_.get()) {}
 
 void Program::append(std::string_view text) { session_.append_text(ctx_, text); }
 
 GenResult Program::gen(const GenSpec& spec) {
     const Tokenizer& tok = session_.model().tokenizer();
     const std::unique_ptr<TokenConstraint> constraint =
-        compiler_.compile({.regex = spec.regex, .json_schema = spec.json_schema,
+        compiler_->compile({.regex = spec.regex, .json_schema = spec.json_schema,
                            .json_whitespace = spec.json_whitespace, .grammar = spec.grammar});
     GenerateOptions go;
     go.max_tokens = spec.max_tokens;
@@ -42,8 +44,13 @@ GenResult Program::gen(const GenSpec& spec) {
     // so plain and speculative decoding still agree).
     TokenConstraint* c = constraint.get();
     bool finished = false;
-    TokenCallback on_token;
-    if (c) on_token = [c, &finished](TokenId) { return !(finished = c->is_finished()); };
+    TokenCallback on_token = spec.on_token;
+    if (c)
+        on_token = [c, &finished, &user = spec.on_token](TokenId t) {
+            const bool go_on = user ? user(t) : true;
+            finished = c->is_finished();
+            return go_on && !finished;
+        };
 
     const std::string before = session_.text();
     GenResult r;
@@ -60,6 +67,7 @@ GenResult Program::gen(const GenSpec& spec) {
         r.stats.total_seconds = r.prompt_seconds + r.generate_seconds;
     }
     if (finished && r.stop == StopReason::Cancelled) r.stop = StopReason::EndOfGeneration;
+    r.complete = !c || c->is_complete();
     // Appended text must not follow an end token: take it out of the session and the result.
     if (r.stop == StopReason::EndOfGeneration && !r.tokens.empty() && tok.is_eog(r.tokens.back())) {
         session_.truncate(static_cast<int64_t>(session_.tokens().size()) - 1);

@@ -30,18 +30,24 @@ struct GenSpec {
     SamplerOptions sampler{};      // greedy by default; seeded sampling is exact too
     bool stop_at_eog = true;       // without a constraint: end on EOS/EOT (under one, always)
     LogprobOptions logprobs{};     // per-token log-probabilities in the result (off by default)
+    TokenCallback on_token{};      // each token as it is decided; false stops (StopReason::Cancelled)
 };
 
 // What gen() did: `text` is the captured text; tokens, stop reason and (for plain decoding,
 // passes == emitted and no guesses) the speculation statistics, forced guesses included.
 struct GenResult : SpeculativeResult {
     std::string text;
+    // The generated text (the captured text, and what a stop string cut off) is a sentence of the
+    // constraint's language; always true without a constraint.
+    bool complete = true;
 };
 
 struct ProgramOptions {
     int k = 8;                         // guesses per pass (the ceiling unless Fixed), 1..kMaxK
     KPolicy k_policy = KPolicy::Fixed;
-    grammar::GrammarCache* grammars = nullptr; // shared compiled grammars (null: the program's own)
+    // Compiles the constraints, for the session's vocabulary; share one (with its GrammarCache)
+    // between programs on a model. Null: the program's own. Not owned.
+    ConstraintCompiler* compiler = nullptr;
 };
 
 // A program over a session and the context it runs on (both borrowed, and `source` too, which
@@ -61,7 +67,7 @@ public:
     //  - the constraint is finished (nothing but end of generation may follow): it stops right
     //    after the token that finished it, without a pass for the end token;
     //  - the model chose end of generation (under a constraint only where the text is complete);
-    //  - a stop string appeared, max_tokens, a full context.
+    //  - a stop string appeared, max_tokens, a full context, spec.on_token returned false.
     // The first two report StopReason::EndOfGeneration, and then the captured text is exactly a
     // sentence of the constraint's language. Captured text: the generated text, cut before the
     // first stop string when a stop string ended it.
@@ -78,14 +84,15 @@ public:
 
     Session& session() { return session_; }
     Context& context() { return ctx_; }
-    ConstraintCompiler& compiler() { return compiler_; }
+    ConstraintCompiler& compiler() { return *compiler_; }
 
 private:
     Context& ctx_;
     Session& session_;
     GuessSource* source_;
     ProgramOptions opts_;
-    ConstraintCompiler compiler_;
+    std::unique_ptr<ConstraintCompiler> own_;
+    ConstraintCompiler* compiler_;
 };
 
 } // namespace rwd::speculate
