@@ -3,6 +3,7 @@
 // as with plain decoding, captured texts in their language, errors before anything runs.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
@@ -103,6 +104,39 @@ TEST(Program, SpeculationGivesPlainDecodingsText) {
                 EXPECT_EQ(spec.gens[i].stop, plain.gens[i].stop);
                 EXPECT_LE(spec.gens[i].stats.passes, plain.gens[i].stats.passes);
             }
+        }
+    }
+}
+
+// Log-probabilities of a program's gens are the same bits with speculation as without, one per
+// token kept (an end token taken out takes its entry with it).
+TEST(Program, LogprobsAreTheSameBits) {
+    const auto m = target();
+    auto run = [&](GuessSource* source) {
+        Context ctx(m);
+        Session session(m, {.capacity = kCapacity});
+        Program p(ctx, session, source, {.k = 5});
+        p.append("config = ");
+        const LogprobOptions lp{.enabled = true, .top_n = 3, .processed = true};
+        std::vector<GenResult> out;
+        out.push_back(p.gen({.json_schema = kSchema, .max_tokens = 40, .logprobs = lp}));
+        p.append("\nx = ");
+        SamplerOptions seeded;
+        seeded.temperature = 0.7f;
+        seeded.seed = 3;
+        out.push_back(p.gen({.regex = "[a-z]+", .max_tokens = 6, .sampler = seeded, .logprobs = lp}));
+        return out;
+    };
+    const auto plain = run(nullptr);
+    const auto src = source_of("ngram");
+    const auto spec = run(src.get());
+    for (size_t i = 0; i < plain.size(); ++i) {
+        ASSERT_EQ(plain[i].logprobs.size(), plain[i].tokens.size());
+        ASSERT_EQ(spec[i].tokens, plain[i].tokens);
+        ASSERT_EQ(spec[i].logprobs.size(), plain[i].logprobs.size());
+        for (size_t j = 0; j < plain[i].logprobs.size(); ++j) {
+            EXPECT_EQ(std::memcmp(&spec[i].logprobs[j].logprob, &plain[i].logprobs[j].logprob, sizeof(float)), 0);
+            EXPECT_EQ(spec[i].logprobs[j].top[0].token, plain[i].logprobs[j].top[0].token);
         }
     }
 }
