@@ -1800,14 +1800,17 @@ class Batch:
         return _lib.rewind_batch_kv_bytes(self._h)
 
     def add(self, prompt, max_tokens=128, source=None, k=4, adaptive=False, references=(), draft=None,
-            temperature=0.0, seed=0, stop=(), stop_at_eog=True):
+            temperature=0.0, seed=0, stop=(), stop_at_eog=True, grammar=None, json_schema=None, regex=None,
+            json_whitespace="compact"):
         """Adds a request and returns its id. `prompt` is text (tokenized with the model's BOS
         rule) or a list of ids; source None decodes plainly, else "ngram", "ref", "draft" or
-        "auto" guesses k tokens a step (other arguments as rewind.generate). A request that does
-        not fit the KV budget raises Error("capacity"), and the batch is unchanged."""
+        "auto" guesses k tokens a step (other arguments as rewind.generate, the constraint
+        included: each request its own). A request that does not fit the KV budget raises
+        Error("capacity"), and the batch is unchanged."""
         ids = self.model.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
         keep = []
         opts = _options(max_tokens, temperature, seed, stop, stop_at_eog, keep)
+        _constraint(opts, keep, grammar, json_schema, regex, json_whitespace)
         spec = _spec(source, k, adaptive, references, draft, keep) if source is not None else None
         arr, n = _ids(ids)
         rid = ctypes.c_uint64(0)

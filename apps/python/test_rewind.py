@@ -168,6 +168,11 @@ class RewindTest(unittest.TestCase):
         self.assertEqual(st.stop_reason, "end_of_generation")
         doc = json.loads(self.model.detokenize(out[:-1]))
         self.assertEqual(list(doc), ["name", "size"])
+        # A batch request under the same schema, beside an unconstrained one, gives the same ids.
+        batch = rewind.Batch(self.model)
+        rid = batch.add("config = ", max_tokens=60, json_schema=PROGRAM_SCHEMA, source="ngram")
+        batch.add(PROMPT, max_tokens=20)
+        self.assertEqual({r.id: r.tokens for r in batch.run_until_done()}[rid], out)
         # The processed distribution is the masked one: where the schema forces a token, it is certain.
         forced = [lp for lp, top in st.logprobs if len(top) == 2 and top[1][1] == float("-inf")]
         self.assertGreater(len(forced), 0)
