@@ -27,7 +27,8 @@ install(TARGETS ${REWIND_INSTALL_TARGETS} EXPORT rewindTargets
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 # The installed API: what a decoding program calls (model, cache, context, sampling, generation,
-# the verification core, sessions, guess sources, decoders, errors, the C API) and the headers
+# the verification core, sessions, guess sources, decoders, grammars and guidance-style programs,
+# errors, the C API) and the headers
 # those include. Kernel front ends and bodies, CUDA headers, GGUF writing and test helpers stay in
 # the build tree (apps and tests reach them there). tests/consumer/check.sh compiles every
 # installed header on its own, so a header that comes to include one left out fails CI.
@@ -37,6 +38,11 @@ set(REWIND_INSTALLED_HEADERS
   kernels/include/rewind/kernels/dtype.h
   kernels/include/rewind/kernels/simd.h
   kernels/include/rewind/kernels/thread_pool.h
+  grammar/include/rewind/grammar/gbnf.h
+  grammar/include/rewind/grammar/json_schema.h
+  grammar/include/rewind/grammar/matcher.h
+  grammar/include/rewind/grammar/regex.h
+  grammar/include/rewind/grammar/token_mask.h
   models/include/rewind/arch.h
   models/include/rewind/chat.h
   models/include/rewind/gguf.h
@@ -56,11 +62,14 @@ set(REWIND_INSTALLED_HEADERS
   speculate/include/rewind/rewind.h
   speculate/include/rewind/speculate/batch_decoder.h
   speculate/include/rewind/speculate/composite_source.h
+  speculate/include/rewind/speculate/constraint_compiler.h
   speculate/include/rewind/speculate/decoder.h
   speculate/include/rewind/speculate/draft_source.h
   speculate/include/rewind/speculate/forced_source.h
+  speculate/include/rewind/speculate/grammar_constraint.h
   speculate/include/rewind/speculate/guess_source.h
   speculate/include/rewind/speculate/ngram_source.h
+  speculate/include/rewind/speculate/program.h
   speculate/include/rewind/speculate/reference_source.h
   speculate/include/rewind/speculate/source_factory.h
   speculate/include/rewind/speculate/speculative_session.h

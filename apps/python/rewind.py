@@ -10,6 +10,8 @@ the standard library's ctypes.
     session = rewind.Session(model)
     session.append_text("def parse_args(argv):")
     text, stats = session.generate(64, source="auto", k=4)
+    session.append("\nMAX_ARGS = ")                # a guidance-style program: text, then gen()
+    n = session.gen(regex="[0-9]{1,3}", source="ngram")  # the captured str; session.last_gen
     for piece in session.stream(64, source="ngram"):  # text as it is decided; break stops it
         print(piece, end="", flush=True)
     logits = session.next_logits()                # what the next token is chosen from
@@ -27,6 +29,7 @@ levels up (`cmake --install` puts this file in LIBDIR/rewind/python, beside the 
 """
 import atexit
 import ctypes
+import json
 import os
 import queue
 import threading
@@ -37,7 +40,7 @@ if TYPE_CHECKING:  # annotations only: numpy is imported when first needed
     import numpy as np
 
 __all__ = ["Error", "IoError", "FormatError", "UnsupportedError", "ShapeError", "CapacityError", "ArgumentError",
-           "StateError", "InternalError", "KvShape", "GenerateOutput", "Model", "Context", "Cache", "Session", "Stats", "GenerateOptions", "Batch", "Result", "Stream",
+           "StateError", "InternalError", "KvShape", "GenerateOutput", "GenResult", "Model", "Context", "Cache", "Session", "Stats", "GenerateOptions", "Batch", "Result", "Stream",
            "Chat", "ChatTurn", "generate", "stream", "next_logits", "version", "generate_hf", "stream_hf"]
 
 _STATUS = ["ok", "io", "format", "unsupported", "shape", "capacity", "argument", "state", "internal"]
@@ -160,6 +163,10 @@ class GenerateOptions(ctypes.Structure):
         ("logit_bias_values", ctypes.POINTER(ctypes.c_float)),
         ("n_logit_bias", ctypes.c_size_t),
         ("logprobs", ctypes.POINTER(_Logprobs)),
+        ("grammar", ctypes.c_char_p),
+        ("json_schema", ctypes.c_char_p),
+        ("regex", ctypes.c_char_p),
+        ("json_whitespace", ctypes.c_int),
     ]
 
 
@@ -213,6 +220,31 @@ class Stats(ctypes.Structure):
     def __repr__(self):
         return (f"Stats(emitted={self.emitted}, passes={self.passes}, proposed={self.proposed}, "
                 f"accepted={self.accepted}, stop={self.stop_reason!r})")
+
+
+class GenResult(ctypes.Structure):
+    """What Session.gen() did: `stats` (a Stats: emitted, passes, proposed, accepted, stop_reason),
+    the forced guesses among the proposed and accepted ones, the ids it added to the session, and
+    whether the generated text is a complete sentence of its constraint."""
+
+    _fields_ = [
+        ("stats", Stats),
+        ("forced_proposed", ctypes.c_int64),
+        ("forced_accepted", ctypes.c_int64),
+        ("n_tokens", ctypes.c_int64),
+        ("text_bytes", ctypes.c_size_t),
+        ("_complete", ctypes.c_int),
+    ]
+
+    @property
+    def complete(self) -> bool:
+        return bool(self._complete)
+
+    def __repr__(self):
+        return (f"GenResult(n_tokens={self.n_tokens}, passes={self.stats.passes}, proposed={self.stats.proposed}, "
+                f"accepted={self.stats.accepted}, forced_proposed={self.forced_proposed}, "
+                f"forced_accepted={self.forced_accepted}, stop_reason={self.stats.stop_reason!r}, "
+                f"complete={self.complete})")
 
 
 class _BatchOptions(ctypes.Structure):
@@ -330,6 +362,9 @@ _SIGNATURES = {
     "rewind_cache_export_hf": (ctypes.c_int, [_P, ctypes.c_int, ctypes.POINTER(_P), ctypes.POINTER(_P),
                                               ctypes.c_size_t, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]),
     "rewind_append": (ctypes.c_int, [_P, _P, _tok_p, ctypes.c_size_t]),
+    "rewind_append_text": (ctypes.c_int, [_P, _P, ctypes.c_char_p, ctypes.c_size_t]),
+    "rewind_gen": (ctypes.c_int, [_P, _P, ctypes.POINTER(GenerateOptions), ctypes.POINTER(_SpecOptions), ctypes.POINTER(GenResult)]),
+    "rewind_gen_text": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_size_t, _size_p]),
     "rewind_next_logits": (ctypes.c_int, [_P, _P, ctypes.POINTER(ctypes.POINTER(ctypes.c_float)), _size_p]),
     "rewind_generate_default_options": (GenerateOptions, []),
     "rewind_generate": (ctypes.c_int, [_P, _P, ctypes.POINTER(GenerateOptions), _tok_p, ctypes.c_size_t, _size_p, ctypes.POINTER(Stats)]),
@@ -915,6 +950,29 @@ def _penalties(opts, keep, frequency_penalty=0.0, presence_penalty=0.0, logit_bi
         opts.n_logit_bias = len(items)
 
 
+_JSON_WHITESPACE = {"compact": 0, "free": 1}
+
+
+def _constraint(opts, keep, grammar=None, json_schema=None, regex=None, json_whitespace="compact"):
+    """Sets the C options' constraint: a GBNF grammar (str), a JSON Schema (a dict, or its JSON
+    text) or a regex (str); at most one (the C API refuses two, naming them)."""
+    if json_whitespace not in _JSON_WHITESPACE:
+        raise ArgumentError(f"json_whitespace must be one of {', '.join(_JSON_WHITESPACE)}, not {json_whitespace!r}")
+    opts.json_whitespace = _JSON_WHITESPACE[json_whitespace]
+    if json_schema is not None and not isinstance(json_schema, str):
+        if not isinstance(json_schema, (dict, bool)):
+            raise ArgumentError(f"json_schema must be a dict, a bool or JSON text, not {type(json_schema).__name__}")
+        json_schema = json.dumps(json_schema)
+    for field, value in (("grammar", grammar), ("json_schema", json_schema), ("regex", regex)):
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise ArgumentError(f"{field} must be a str, not {type(value).__name__}")
+        data = value.encode()
+        keep.append(data)
+        setattr(opts, field, data)
+
+
 def _logprobs_buffers(opts, keep, max_tokens, top_n, processed):
     """Caller-owned logprobs buffers for max_tokens tokens, hooked into `opts`."""
     if not isinstance(top_n, int) or isinstance(top_n, bool):
@@ -955,7 +1013,8 @@ def generate(ctx: "Context", cache: "Cache", max_tokens: int = 128, source: "str
              on_token=None, top_k: int = 0, top_p: float = 1.0, tree: int = 0,
              k_policy: "str | None" = None, frequency_penalty: float = 0.0, presence_penalty: float = 0.0,
              logit_bias: "dict | None" = None, logprobs: "int | None" = None,
-             logprobs_processed: bool = False) -> "Tuple[list[int], Stats]":
+             logprobs_processed: bool = False, grammar: "str | None" = None, json_schema=None,
+             regex: "str | None" = None, json_whitespace: str = "compact") -> "Tuple[list[int], Stats]":
     """Generates from the sequence in `cache`; the ids are appended to it and returned with the
     Stats. source None decodes plainly; "ngram", "ref", "draft", "auto" or "suffix" speculates
     (same tokens: speculation is lossless). tree > 1 lets the source propose token trees of up
@@ -972,11 +1031,17 @@ def generate(ctx: "Context", cache: "Cache", max_tokens: int = 128, source: "str
     [-100, 100]}) penalise as the C API does. logprobs N (0..20) sets Stats.logprobs to one
     (logprob, [(id, logprob), ... N alternatives]) per generated token, the model's log-softmax
     (or, with logprobs_processed, the distribution after penalties, bias and temperature): the
-    same values with or without speculation."""
+    same values with or without speculation.
+
+    grammar (GBNF text), json_schema (a dict or JSON text) or regex (at most one) holds the output
+    to that language, exactly under speculation (docs/structured-output.md): generation ends with
+    stop_reason "end_of_generation" only on a complete sentence; json_whitespace "compact" (none)
+    or "free"."""
     _settle(ctx, cache)
     keep = []
     opts = _options(max_tokens, temperature, seed, stop, stop_at_eog, keep, top_k, top_p)
     _penalties(opts, keep, frequency_penalty, presence_penalty, logit_bias)
+    _constraint(opts, keep, grammar, json_schema, regex, json_whitespace)
     lp = _logprobs_buffers(opts, keep, max_tokens, logprobs, logprobs_processed) if logprobs is not None else None
     spec = _spec(source, k, adaptive, references, draft, keep, tree, k_policy) if source is not None else None
     errors = []
@@ -1232,13 +1297,15 @@ class GenerateOutput:
     `sequences` ([1, n] int64: the input ids and the generated ones), `past_key_values` (the K/V of
     sequences[:, :-1] in Hugging Face's layout when use_cache=True, else None) and rewind's
     speculation statistics: `stats` (rewind.Stats: emitted, passes, proposed, accepted,
-    stop_reason, timings), with `num_passes`, `num_proposed_tokens`, `num_accepted_tokens` and
+    stop_reason, timings), `scores` (with output_scores=True: one [1, n_vocab] float32 array per
+    generated token, see generate_hf; else None), with `num_passes`, `num_proposed_tokens`, `num_accepted_tokens` and
     `acceptance_rate` for short."""
 
-    def __init__(self, sequences, past_key_values, stats):
+    def __init__(self, sequences, past_key_values, stats, scores=None):
         self.sequences = sequences
         self.past_key_values = past_key_values
         self.stats = stats
+        self.scores = scores
 
     @property
     def num_passes(self) -> int:
@@ -1265,7 +1332,7 @@ class GenerateOutput:
 
 
 # Arguments of transformers' generate() that rewind takes at their default value only.
-_HF_DEFAULT_ONLY = {"num_beams": 1, "num_return_sequences": 1, "output_scores": False, "output_logits": False,
+_HF_DEFAULT_ONLY = {"num_beams": 1, "num_return_sequences": 1, "output_logits": False,
                     "output_attentions": False, "output_hidden_states": False, "pad_token_id": None,
                     "generation_config": None}
 
@@ -1366,6 +1433,8 @@ def generate_hf(model: "Model", input_ids, max_new_tokens: "int | None" = None, 
                 return_dict_in_generate: bool = False, use_cache: bool = True, max_length: "int | None" = None,
                 attention_mask=None, streamer=None, stop_strings: "Sequence[str] | str | None" = None,
                 stop_at_eog: bool = True, capacity: int = 0, kv_f16: bool = False, n_threads: int = 1,
+                grammar: "str | None" = None, json_schema=None, regex: "str | None" = None,
+                json_whitespace: str = "compact", output_scores: bool = False,
                 **kwargs) -> "np.ndarray | GenerateOutput":
     """Generation as transformers' model.generate() names it (Model.generate calls this).
 
@@ -1393,8 +1462,17 @@ def generate_hf(model: "Model", input_ids, max_new_tokens: "int | None" = None, 
     streamer: an object with put() and end() (as transformers' streamers): put() gets the input
     ids, then each generated id as a [1] array as soon as it is decided; end() follows the last.
     rewind's own options: capacity (cache positions, 0: the model's context up to 4096), kv_f16,
-    n_threads. attention_mask is taken when all ones; num_beams, num_return_sequences and
-    output_* only at their defaults. Errors: rewind.Error subclasses (ArgumentError for an unknown
+    n_threads; grammar (GBNF), json_schema (a dict or JSON text) or regex (at most one) hold the
+    generated text to that language (json_whitespace "compact" or "free"), exactly under
+    speculation. output_scores=True (with return_dict_in_generate=True) sets `.scores`, as
+    transformers: one [1, n_vocab] float32 array per generated token, from the pass that decided
+    it, the same values with or without speculation. They are the processed log-probabilities
+    generate(logprobs=20, logprobs_processed=True) reports (Stats.logprobs holds the same): the
+    distribution after the constraint's mask, penalties and temperature (greedy: 1), before
+    top-k/top-p, log-softmaxed (transformers' scores are those logits before the log-softmax, so
+    each row's argmax and softmax agree); filled for the chosen token and the 20 most likely, the
+    rest -inf. attention_mask is taken when all ones; num_beams, num_return_sequences and
+    output_logits, output_attentions, output_hidden_states only at their defaults. Errors: rewind.Error subclasses (ArgumentError for an unknown
     argument or a bad value, UnsupportedError for beams and the like, ShapeError and the others of
     Cache.from_past_key_values for past_key_values)."""
     np = _require_numpy("generate")
@@ -1408,13 +1486,33 @@ def generate_hf(model: "Model", input_ids, max_new_tokens: "int | None" = None, 
 
         def on_token(token):
             streamer.put(np.asarray([token], dtype=np.int64))
-    out, stats = generate(ctx, cache, max_tokens, on_token=on_token, **kw)
+    if output_scores:
+        kw.update(logprobs=_MAX_TOP_LOGPROBS, logprobs_processed=True)
+    out, stats = generate(ctx, cache, max_tokens, on_token=on_token, grammar=grammar, json_schema=json_schema,
+                          regex=regex, json_whitespace=json_whitespace, **kw)
     if streamer is not None:
         streamer.end()
     sequences = np.asarray([ids + out], dtype=np.int64)
     if not return_dict_in_generate:
         return sequences
-    return GenerateOutput(sequences, cache.to_past_key_values(pkv_dtype) if use_cache else None, stats)
+    scores = _scores(np, model.n_vocab, out, stats.logprobs) if output_scores else None
+    return GenerateOutput(sequences, cache.to_past_key_values(pkv_dtype) if use_cache else None, stats, scores)
+
+
+_MAX_TOP_LOGPROBS = 20
+
+
+def _scores(np, n_vocab, tokens, logprobs):
+    """transformers' `scores` from rewind's logprobs: per token a [1, n_vocab] row, -inf where no
+    value was reported."""
+    rows = []
+    for token, (logprob, top) in zip(tokens, logprobs):
+        row = np.full((1, n_vocab), -np.inf, dtype=np.float32)
+        for t, v in top:
+            row[0, t] = v
+        row[0, token] = logprob
+        rows.append(row)
+    return tuple(rows)
 
 
 def stream_hf(model: "Model", input_ids, text: bool = False, max_new_tokens: "int | None" = None,
@@ -1449,11 +1547,52 @@ class Session:
                                device=device)
         self.cache = Cache(model, capacity, kv_f16=kv_f16)
         self._kv_f16 = kv_f16
+        self.last_gen = None  # the last gen()'s GenResult
 
     def append_text(self, text: str) -> None:
         """Tokenizes `text` (BOS only when the session is empty) and runs it."""
         ids = self.model.tokenize(text, add_bos=None if len(self.cache) == 0 else False)
         self.append_tokens(ids)
+
+    def append(self, text: str) -> None:
+        """A program's fixed text: tokenized on its own (BOS only when the session is empty) and
+        run in one pass over the new tokens, the prefix's K/V reused (rewind_append_text)."""
+        _settle(self.context, self.cache)
+        data = text.encode()
+        _check(_lib.rewind_append_text(self.context._h, self.cache._h, data, len(data)))
+
+    def gen(self, regex: "str | None" = None, json_schema=None, grammar: "str | None" = None,
+            stop: "Sequence[str] | str" = (), max_tokens: int = 128, temperature: float = 0.0, seed: int = 0,
+            top_k: int = 0, top_p: float = 1.0, json_whitespace: str = "compact", source: "str | None" = None,
+            k: int = 8, references: "Sequence[str]" = (), draft: "Model | None" = None, tree: int = 0,
+            k_policy: "str | None" = None, stop_at_eog: bool = True) -> str:
+        """One generation of a guidance-style program; returns the captured text (and sets
+        self.last_gen, a GenResult: passes, guesses, forced guesses, stop reason, completeness).
+
+        regex, json_schema (a dict or JSON text) or grammar (GBNF): at most one; the text is held
+        to that language and the gen ends right after the token that completes a sentence that
+        cannot grow, or where the model ends a complete one. stop: strings that end the gen; the
+        captured text stops before the first of them, but the session keeps what the model wrote
+        (the stop string too), and the next append() follows it. An end-of-generation token is
+        never kept. source/k/...: speculation as rewind.generate's ("forced" guesses only the text
+        the constraint forces; every source is composed with it); the text is the same without.
+        Errors (two constraints, a bad regex, an unsupported schema keyword) raise before
+        anything runs, the session unchanged."""
+        _settle(self.context, self.cache)
+        keep = []
+        if isinstance(stop, str):
+            stop = (stop,)
+        opts = _options(max_tokens, temperature, seed, tuple(stop), stop_at_eog, keep, top_k, top_p)
+        _constraint(opts, keep, grammar, json_schema, regex, json_whitespace)
+        spec = _spec(source, k, False, references, draft, keep, tree, k_policy) if source is not None else None
+        result = GenResult()
+        _check(_lib.rewind_gen(self.context._h, self.cache._h, ctypes.byref(opts),
+                               ctypes.byref(spec) if spec is not None else None, ctypes.byref(result)))
+        buf = ctypes.create_string_buffer(result.text_bytes + 1)
+        n = ctypes.c_size_t(0)
+        _check(_lib.rewind_gen_text(self.cache._h, buf, len(buf), ctypes.byref(n)))
+        self.last_gen = result
+        return buf.raw[: n.value].decode("utf-8", errors="replace")
 
     def append_tokens(self, ids) -> None:
         """Appends ids (a list or numpy array) and runs them; on an error nothing changes."""
@@ -1661,14 +1800,17 @@ class Batch:
         return _lib.rewind_batch_kv_bytes(self._h)
 
     def add(self, prompt, max_tokens=128, source=None, k=4, adaptive=False, references=(), draft=None,
-            temperature=0.0, seed=0, stop=(), stop_at_eog=True):
+            temperature=0.0, seed=0, stop=(), stop_at_eog=True, grammar=None, json_schema=None, regex=None,
+            json_whitespace="compact"):
         """Adds a request and returns its id. `prompt` is text (tokenized with the model's BOS
         rule) or a list of ids; source None decodes plainly, else "ngram", "ref", "draft" or
-        "auto" guesses k tokens a step (other arguments as rewind.generate). A request that does
-        not fit the KV budget raises Error("capacity"), and the batch is unchanged."""
+        "auto" guesses k tokens a step (other arguments as rewind.generate, the constraint
+        included: each request its own). A request that does not fit the KV budget raises
+        Error("capacity"), and the batch is unchanged."""
         ids = self.model.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
         keep = []
         opts = _options(max_tokens, temperature, seed, stop, stop_at_eog, keep)
+        _constraint(opts, keep, grammar, json_schema, regex, json_whitespace)
         spec = _spec(source, k, adaptive, references, draft, keep) if source is not None else None
         arr, n = _ids(ids)
         rid = ctypes.c_uint64(0)

@@ -31,6 +31,14 @@ TARGET = os.path.join(SHARED, "models", "pycode-4m.gguf")
 DRAFT = os.path.join(SHARED, "models", "pycode-600k.gguf")
 CHAT_DIR = os.path.join(SHARED, "chat")
 PROMPT = "import os\nimport sys\n\ndef main(argv):\n"
+PROGRAM_SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                                   "size": {"type": "integer", "minimum": 0, "maximum": 999}},
+                  "required": ["name", "size"], "additionalProperties": False}
+try:
+    import numpy  # noqa: F401 - Model.generate's arrays
+    HAVE_NUMPY = True
+except ImportError:
+    HAVE_NUMPY = False
 
 
 class RewindTest(unittest.TestCase):
@@ -92,6 +100,104 @@ class RewindTest(unittest.TestCase):
             self.session().generate(8, frequency_penalty=2.5)
         with self.assertRaises(rewind.Error):
             self.session().generate(8, logprobs=21)
+
+    def program(self, **spec):
+        """append, gen(regex), append, gen(json_schema), append, gen(stop): the captured texts and
+        the session's ids."""
+        s = rewind.Session(self.model, capacity=512)
+        s.append("def scale(x):\n    return x * ")
+        texts = [s.gen(regex="[0-9]{1,3}", max_tokens=8, **spec)]
+        self.assertEqual(s.last_gen.stats.stop_reason, "end_of_generation")
+        s.append("\n\nconfig = ")
+        texts.append(s.gen(json_schema=PROGRAM_SCHEMA, max_tokens=40, **spec))
+        json_gen = s.last_gen
+        s.append("\n# ")
+        texts.append(s.gen(stop="\n", max_tokens=30, **spec))
+        return texts, s.cache.tokens(), json_gen
+
+    def test_program_gives_the_same_text_with_every_source(self):
+        plain, ids, json_gen = self.program()
+        self.assertRegex(plain[0], r"^[0-9]{1,3}$")
+        if json_gen.stats.stop_reason == "end_of_generation":
+            doc = json.loads(plain[1])
+            self.assertEqual(list(doc), ["name", "size"])
+            self.assertLessEqual(len(doc["name"]), 12)
+            self.assertTrue(isinstance(doc["size"], int) and 0 <= doc["size"] <= 999)
+        self.assertNotIn("\n", plain[2])
+        self.assertEqual(json_gen.stats.passes, json_gen.stats.emitted)
+        for source, kw in [("forced", {}), ("ngram", {}), ("draft", {"draft": self.draft})]:
+            with self.subTest(source=source):
+                texts, spec_ids, spec_json = self.program(source=source, k=6, **kw)
+                self.assertEqual(texts, plain)
+                self.assertEqual(spec_ids, ids)
+                self.assertGreater(spec_json.forced_accepted, 0)
+                self.assertLess(spec_json.stats.passes, json_gen.stats.passes)
+        # The schema as JSON text is the same constraint as the dict.
+        s = rewind.Session(self.model, capacity=512)
+        s.append("config = ")
+        a = s.gen(json_schema=json.dumps(PROGRAM_SCHEMA), max_tokens=40)
+        s2 = rewind.Session(self.model, capacity=512)
+        s2.append("config = ")
+        self.assertEqual(s2.gen(json_schema=PROGRAM_SCHEMA, max_tokens=40), a)
+
+    def test_program_errors_change_nothing(self):
+        s = rewind.Session(self.model, capacity=256)
+        s.append("x = ")
+        ids = s.cache.tokens()
+        for kw, status, needle in [({"regex": "[0-9]", "grammar": 'root ::= "a"'}, "argument", "at most one"),
+                                   ({"regex": "(ab"}, "argument", "regex"),
+                                   ({"json_schema": {"type": "object", "minProperties": 1}}, "argument", "minProperties"),
+                                   ({"json_schema": "{not json"}, "format", "json_schema"),
+                                   ({"grammar": "root ::= ("}, "argument", "grammar")]:
+            with self.subTest(**{k: str(v) for k, v in kw.items()}):
+                with self.assertRaises(rewind.Error) as e:
+                    s.gen(max_tokens=4, **kw)
+                self.assertEqual(e.exception.status, status)
+                self.assertIn(needle, str(e.exception))
+                self.assertEqual(s.cache.tokens(), ids)
+        with self.assertRaises(rewind.ArgumentError):
+            s.gen(json_schema=3)
+        with self.assertRaises(rewind.ArgumentError):
+            s.gen(regex="[0-9]", json_whitespace="pretty")
+
+    def test_generate_under_a_constraint(self):
+        s = rewind.Session(self.model, capacity=256)
+        s.append_text("config = ")
+        out, st = rewind.generate(s.context, s.cache, 60, json_schema=PROGRAM_SCHEMA, logprobs=2,
+                                  logprobs_processed=True)
+        self.assertEqual(st.stop_reason, "end_of_generation")
+        doc = json.loads(self.model.detokenize(out[:-1]))
+        self.assertEqual(list(doc), ["name", "size"])
+        # A batch request under the same schema, beside an unconstrained one, gives the same ids.
+        batch = rewind.Batch(self.model)
+        rid = batch.add("config = ", max_tokens=60, json_schema=PROGRAM_SCHEMA, source="ngram")
+        batch.add(PROMPT, max_tokens=20)
+        self.assertEqual({r.id: r.tokens for r in batch.run_until_done()}[rid], out)
+        # The processed distribution is the masked one: where the schema forces a token, it is certain.
+        forced = [lp for lp, top in st.logprobs if len(top) == 2 and top[1][1] == float("-inf")]
+        self.assertGreater(len(forced), 0)
+        self.assertTrue(all(lp == 0.0 for lp in forced))
+
+    @unittest.skipUnless(HAVE_NUMPY, "numpy is not installed")
+    def test_generate_hf_constraint_and_output_scores(self):
+        import numpy as np
+        ids = self.model.tokenize("config = ")
+        kw = dict(max_new_tokens=40, json_schema=PROGRAM_SCHEMA, return_dict_in_generate=True, output_scores=True)
+        plain = self.model.generate(ids, **kw)
+        spec = self.model.generate(ids, prompt_lookup_num_tokens=4, **kw)
+        np.testing.assert_array_equal(spec.sequences, plain.sequences)
+        gen = plain.sequences[0, len(ids):].tolist()
+        self.assertEqual(len(plain.scores), len(gen))
+        for row, a, token, (lp, top) in zip(plain.scores, spec.scores, gen, plain.stats.logprobs):
+            self.assertEqual(row.shape, (1, self.model.n_vocab))
+            self.assertEqual(row.dtype, np.float32)
+            self.assertTrue(np.array_equal(row, a))  # the same bits under speculation
+            self.assertEqual(int(row[0].argmax()), token)  # greedy: the masked argmax
+            self.assertEqual(row[0, token], np.float32(lp))
+            self.assertEqual(int(np.isfinite(row[0]).sum()), len({t for t, v in top if v > float("-inf")} | {token}))
+        text = self.model.detokenize(gen[:-1])
+        self.assertEqual(list(json.loads(text)), ["name", "size"])
+        self.assertIsNone(self.model.generate(ids, max_new_tokens=4, return_dict_in_generate=True).scores)
 
     def test_errors_carry_status(self):
         with self.assertRaises(rewind.Error) as e:

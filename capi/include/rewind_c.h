@@ -262,10 +262,24 @@ typedef struct rewind_generate_options {
     const float* logit_bias_values;        /* their biases, each in [-100, 100] */
     size_t n_logit_bias;
     rewind_logprobs* logprobs;      /* NULL: none. rewind_generate and rewind_generate_speculative
-                                     * fill it; rewind_batch_add refuses it (argument) */
+                                     * fill it; rewind_batch_add and rewind_gen refuse it (argument) */
+    /* A constraint on the generated text: at most one of the three non-NULL and non-empty (NULL or
+     * "": none). Every generated token keeps the text a prefix of a sentence of the language; an
+     * end-of-generation token is allowed only where the text is a complete sentence, and then
+     * always ends the generation (REWIND_STOP_END_OF_GENERATION), even with stop_at_eog 0. Exact
+     * under speculation, where the text the constraint forces is guessed too (stats.proposed and
+     * accepted count it). Compiled once per context (a repeated text costs a lookup). Honoured by
+     * rewind_generate, rewind_generate_speculative, rewind_gen and rewind_batch_add (compiled once
+     * per batch); rewind_chat_say refuses them (argument). docs/structured-output.md lists what
+     * each language supports; a feature it does not is refused, never ignored. */
+    const char* grammar;     /* GBNF text (llama.cpp's syntax), start rule `root` */
+    const char* json_schema; /* a JSON Schema as JSON text; properties in the declared order */
+    const char* regex;       /* the ECMAScript subset of JSON Schema's `pattern`, matched whole */
+    int json_whitespace;     /* json_schema only: 0 none at all (compact), 1 any JSON whitespace
+                              * between tokens, in runs of at most 32 */
 } rewind_generate_options;
 /* 128 tokens, greedy, no filters or penalties, stop at EOS/EOT, no stop strings, no callback, no
- * logprobs. */
+ * logprobs, no constraint, compact JSON. */
 REWIND_C_API rewind_generate_options rewind_generate_default_options(void);
 
 /* Why a generation ended. */
@@ -292,8 +306,10 @@ typedef struct rewind_stats {
 /* Generates from the sequence in `cache` (which must not be empty); the generated ids are
  * appended to it and written to out_tokens, whose capacity must be at least max_tokens.
  * opts->on_token, when set, sees each token as it is decided and may stop the generation.
- * stats may be NULL. Errors: argument (NULL, bad options, capacity < max_tokens), capacity,
- * state (an empty sequence, ctx and cache of different models). */
+ * stats may be NULL. Errors, before anything runs: argument (NULL, bad options, capacity <
+ * max_tokens; two constraints named, a grammar or regex that does not parse, a schema keyword
+ * not implemented: the message names the field), format (a json_schema that is not JSON),
+ * capacity, state (an empty sequence, ctx and cache of different models). */
 REWIND_C_API rewind_status rewind_generate(rewind_context* ctx, rewind_cache* cache, const rewind_generate_options* opts,
                                            rewind_token* out_tokens, size_t out_capacity, size_t* n_out,
                                            rewind_stats* stats);
@@ -312,7 +328,8 @@ typedef enum rewind_k_policy {
 } rewind_k_policy;
 
 typedef struct rewind_spec_options {
-    const char* source;            /* "ngram", "ref", "draft", "auto", "auto-first", "suffix" */
+    const char* source;            /* "ngram", "ref", "draft", "auto", "auto-first", "suffix",
+                                    * "forced" (only the text a constraint forces) */
     int32_t k;                     /* guesses (tree nodes) per pass, 1..255 (the ceiling unless fixed) */
     int k_policy;                  /* a rewind_k_policy value */
     const char* const* references; /* documents to copy from: ref (required), auto (optional) */
@@ -334,6 +351,51 @@ REWIND_C_API rewind_status rewind_generate_speculative(rewind_context* ctx, rewi
                                                        const rewind_generate_options* opts,
                                                        const rewind_spec_options* spec, rewind_token* out_tokens,
                                                        size_t out_capacity, size_t* n_out, rewind_stats* stats);
+
+/* ---- Guidance-style programs: appended text and constrained generations on one cache -------
+ * A program appends fixed text (rewind_append_text: one pass over the new tokens, the prefix's
+ * KV reused) and generates pieces of text (rewind_gen) held to a grammar, a JSON Schema, a regex
+ * or stop strings, each speculating when given a source. The text is the same with or without
+ * speculation, greedy or seeded. */
+
+/* Tokenizes text_len bytes of UTF-8 `text` on their own (BOS only when the cache is empty and the
+ * model adds one; control-token names stay text) and appends them as rewind_append does.
+ * Errors: argument (NULL ctx, cache, or text with text_len > 0), capacity (nothing changed),
+ * state (ctx and cache of different models). */
+REWIND_C_API rewind_status rewind_append_text(rewind_context* ctx, rewind_cache* cache, const char* text,
+                                              size_t text_len);
+
+/* What a rewind_gen did. */
+typedef struct rewind_gen_result {
+    rewind_stats stats;      /* as rewind_generate_speculative's (plain decoding: passes == emitted,
+                              * no guesses); stop END_OF_GENERATION also when the constraint
+                              * finished (nothing else could follow) */
+    int64_t forced_proposed; /* of stats.proposed: guesses that were text the constraint forces */
+    int64_t forced_accepted; /* of stats.accepted: forced guesses that stood */
+    int64_t n_tokens;        /* ids the call added to the cache */
+    size_t text_bytes;       /* the captured text's length (rewind_gen_text reads it) */
+    int complete;            /* 1: the captured text is a sentence of the constraint's language
+                              * (always 1 without a constraint) */
+} rewind_gen_result;
+
+/* One gen of a program: generates from the end of `cache` (not empty) under opts (NULL:
+ * defaults; its constraint, stop strings, max_tokens >= 0, sampling; no logprobs), plainly when
+ * spec is NULL, else speculating as rewind_generate_speculative (source "forced" guesses only the
+ * text a constraint forces; every source is composed with it under a constraint). It ends right
+ * after the token that finishes the constraint's sentence (no pass for an end token), or when
+ * the model ends a complete sentence, a stop string appears, max_tokens, the cache is full, or
+ * on_token returns 0. The captured text (read with rewind_gen_text; kept with the cache until the
+ * next rewind_gen on it) is the generated text, cut before the first stop string when one ended
+ * it. The cache keeps every generated id the model saw (after a stop string: the stop string and
+ * the rest of its token too, which the next appended text follows), but an end-of-generation id
+ * is taken out, so appended text never follows it (the id before it then runs again with the next
+ * call). result may be NULL. Errors, before anything runs (nothing changed): as
+ * rewind_generate_speculative, and argument for opts->logprobs. */
+REWIND_C_API rewind_status rewind_gen(rewind_context* ctx, rewind_cache* cache, const rewind_generate_options* opts,
+                                      const rewind_spec_options* spec, rewind_gen_result* result);
+/* The last rewind_gen's captured text on `cache` ("" before one), as rewind_detokenize fills its
+ * buffer. Errors: argument (NULL cache or n_bytes), capacity. */
+REWIND_C_API rewind_status rewind_gen_text(const rewind_cache* cache, char* buf, size_t buf_size, size_t* n_bytes);
 
 /* ---- Continuous batching ----------------------------------------------------------------
  * Many requests decode together: each rewind_batch_step is one forward pass that carries the

@@ -28,7 +28,9 @@
 #include "rewind/model.h"
 #include "rewind/session.h"
 #include "rewind/speculate/batch_decoder.h"
+#include "rewind/speculate/constraint_compiler.h"
 #include "rewind/speculate/decoder.h"
+#include "rewind/speculate/program.h"
 #include "rewind/speculate/source_factory.h"
 #include "rewind/speculate/speculative_session.h"
 #include "rewind/version.h"
@@ -37,14 +39,20 @@ struct rewind_model {
     std::shared_ptr<const rwd::Model> model;
 };
 
+// A context and the constraints compiled for its model's vocabulary (kept across calls, so a
+// repeated grammar, schema or regex costs a lookup).
 struct rewind_context {
+    rewind_context(std::shared_ptr<const rwd::Model> m, const rwd::ContextOptions& o)
+        : ctx(std::move(m), o), constraints(ctx.model().tokenizer()) {}
     rwd::Context ctx;
+    rwd::speculate::ConstraintCompiler constraints;
 };
 
 // A sequence and the KV cache of all of it but its newest token: a Session, which borrows the
 // caller's context for each call, as the C functions take one.
 struct rewind_cache {
     rwd::Session session;
+    std::string gen_text{}; // the last rewind_gen's captured text
 };
 
 // A batch: its own context (BatchDecoder keeps a reference to it for its whole life), the
@@ -61,6 +69,7 @@ struct rewind_batch {
     rwd::KvType kv_type = rwd::KvType::F32;
     std::unique_ptr<rwd::Context> ctx;
     std::unique_ptr<rwd::speculate::BatchDecoder> dec;
+    std::unique_ptr<rwd::speculate::ConstraintCompiler> constraints; // over ctx's vocabulary
     std::vector<Entry> entries; // by id (= the order requests were added)
     bool broken = false;        // a step failed in the middle of a pass: refuse add and step
 };
@@ -218,6 +227,24 @@ rwd::GenerateOptions generate_options(const rewind_generate_options* o, size_t o
         g.stop_strings.emplace_back(o->stop_strings[i]);
     }
     return g;
+}
+
+// The constraint opts names (null: none), compiled through `compiler`.
+std::unique_ptr<rwd::TokenConstraint> constraint_of(const rewind_generate_options* o,
+                                                    rwd::speculate::ConstraintCompiler& compiler) {
+    if (o->json_whitespace != 0 && o->json_whitespace != 1)
+        throw Error(ErrorCode::argument, "json_whitespace must be 0 (compact) or 1 (free), got " +
+                                             std::to_string(o->json_whitespace));
+    auto text = [](const char* p) { return p ? std::string_view(p) : std::string_view(); };
+    return compiler.compile({.regex = text(o->regex),
+                             .json_schema = text(o->json_schema),
+                             .json_whitespace = o->json_whitespace ? rwd::grammar::JsonWhitespace::Free
+                                                                   : rwd::grammar::JsonWhitespace::Compact,
+                             .grammar = text(o->grammar)});
+}
+
+bool names_constraint(const rewind_generate_options* o) {
+    return (o->grammar && *o->grammar) || (o->json_schema && *o->json_schema) || (o->regex && *o->regex);
 }
 
 int32_t stop_of(rwd::StopReason r) {
@@ -542,7 +569,7 @@ rewind_status rewind_context_new(const rewind_model* model, const rewind_context
         need(out, "out");
         *out = nullptr;
         need(model, "the model");
-        *out = new rewind_context{rwd::Context(model->model, context_options(opts))};
+        *out = new rewind_context(model->model, context_options(opts));
     });
 }
 
@@ -745,6 +772,10 @@ rewind_generate_options rewind_generate_default_options(void) {
     o.logit_bias_values = nullptr;
     o.n_logit_bias = 0;
     o.logprobs = nullptr;
+    o.grammar = nullptr;
+    o.json_schema = nullptr;
+    o.regex = nullptr;
+    o.json_whitespace = 0;
     return o;
 }
 
@@ -755,7 +786,8 @@ rewind_status rewind_generate(rewind_context* ctx, rewind_cache* cache, const re
         need(n_out, "n_out");
         const rwd::GenerateOptions g = generate_options(opts, out_capacity);
         if (g.max_tokens > 0) need(out_tokens, "out_tokens");
-        const rwd::GenerateResult r = cache->session.generate(ctx->ctx, g, token_callback(opts));
+        const auto constraint = constraint_of(opts, ctx->constraints);
+        const rwd::GenerateResult r = cache->session.generate(ctx->ctx, g, token_callback(opts), constraint.get());
         finish(r, out_tokens, n_out, opts);
         if (stats) fill_stats(stats, r);
     });
@@ -793,8 +825,9 @@ rewind_status rewind_generate_speculative(rewind_context* ctx, rewind_cache* cac
         if (cache->session.tokens().empty())
             throw Error(ErrorCode::state, "the cache holds no tokens (append a prompt first)");
         auto source = sp::make_guess_source(ss, ctx->ctx.model(), kv.capacity());
+        const auto constraint = constraint_of(opts, ctx->constraints);
         const sp::SpeculativeResult r =
-            sp::generate_speculative(ctx->ctx, cache->session, *source, so, token_callback(opts));
+            sp::generate_speculative(ctx->ctx, cache->session, *source, so, token_callback(opts), constraint.get());
         finish(r, out_tokens, n_out, opts);
         if (stats) {
             fill_stats(stats, r);
@@ -802,6 +835,73 @@ rewind_status rewind_generate_speculative(rewind_context* ctx, rewind_cache* cac
             stats->proposed = r.stats.proposed;
             stats->accepted = r.stats.accepted;
         }
+    });
+}
+
+rewind_status rewind_append_text(rewind_context* ctx, rewind_cache* cache, const char* text, size_t text_len) {
+    return guarded("rewind_append_text", [&] {
+        check_pair(ctx, cache);
+        if (text_len == 0) return;
+        need(text, "text");
+        cache->session.append_text(ctx->ctx, std::string_view(text, text_len));
+    });
+}
+
+rewind_status rewind_gen(rewind_context* ctx, rewind_cache* cache, const rewind_generate_options* opts,
+                         const rewind_spec_options* spec, rewind_gen_result* result) {
+    namespace sp = rwd::speculate;
+    return guarded("rewind_gen", [&] {
+        check_pair(ctx, cache);
+        const rewind_generate_options go = opts ? *opts : rewind_generate_default_options();
+        if (go.logprobs) throw Error(ErrorCode::argument, "rewind_gen takes no logprobs buffers");
+        const rwd::GenerateOptions g = generate_options(&go, SIZE_MAX); // no output buffer
+        auto text = [](const char* p) { return p ? std::string(p) : std::string(); };
+        if (go.json_whitespace != 0 && go.json_whitespace != 1)
+            throw Error(ErrorCode::argument, "json_whitespace must be 0 (compact) or 1 (free), got " +
+                                                 std::to_string(go.json_whitespace));
+        sp::GenSpec gs{.regex = text(go.regex),
+                       .json_schema = text(go.json_schema),
+                       .json_whitespace = go.json_whitespace ? rwd::grammar::JsonWhitespace::Free
+                                                             : rwd::grammar::JsonWhitespace::Compact,
+                       .grammar = text(go.grammar),
+                       .stop = g.stop_strings,
+                       .max_tokens = g.max_tokens,
+                       .sampler = g.sampler,
+                       .stop_at_eog = g.stop_at_eog,
+                       .logprobs = {},
+                       .on_token = token_callback(&go)};
+        std::unique_ptr<sp::GuessSource> source;
+        sp::ProgramOptions po{.compiler = &ctx->constraints};
+        if (spec) {
+            need(spec->source, "the source name");
+            po.k = spec->k;
+            po.k_policy = k_policy_of(spec->k_policy);
+            const rwd::KvCache& kv = cache->session.cache();
+            if (cache->session.tokens().empty())
+                throw Error(ErrorCode::state, "the cache holds no tokens (append a prompt first)");
+            source = sp::make_guess_source(source_spec(spec, kv.type()), ctx->ctx.model(), kv.capacity());
+        }
+        const auto n_before = static_cast<int64_t>(cache->session.tokens().size());
+        sp::Program program(ctx->ctx, cache->session, source.get(), po);
+        sp::GenResult r = program.gen(gs);
+        cache->gen_text = std::move(r.text); // nothing below can fail
+        if (!result) return;
+        fill_stats(&result->stats, r);
+        result->stats.passes = r.stats.passes;
+        result->stats.proposed = r.stats.proposed;
+        result->stats.accepted = r.stats.accepted;
+        result->forced_proposed = r.stats.forced_proposed;
+        result->forced_accepted = r.stats.forced_accepted;
+        result->n_tokens = static_cast<int64_t>(cache->session.tokens().size()) - n_before;
+        result->text_bytes = cache->gen_text.size();
+        result->complete = r.complete ? 1 : 0;
+    });
+}
+
+rewind_status rewind_gen_text(const rewind_cache* cache, char* buf, size_t buf_size, size_t* n_bytes) {
+    return guarded("rewind_gen_text", [&] {
+        need(cache, "the cache");
+        copy_text(cache->gen_text, buf, buf_size, n_bytes);
     });
 }
 
@@ -871,6 +971,11 @@ rewind_status rewind_batch_add(rewind_batch* batch, const rewind_token* prompt, 
             throw Error(ErrorCode::argument, "a batch request takes no on_token callback (read its tokens with "
                                              "rewind_batch_request_tokens between steps)");
         req.prompt.assign(prompt, prompt + n_prompt);
+        if (names_constraint(opts)) {
+            if (!batch->constraints)
+                batch->constraints = std::make_unique<sp::ConstraintCompiler>(model.tokenizer());
+            req.constraint = constraint_of(opts, *batch->constraints);
+        }
         if (spec) {
             if (spec->k < 1 || spec->k > sp::SpeculativeOptions::kMaxK)
                 throw Error(ErrorCode::argument, "k must be in [1, " + std::to_string(sp::SpeculativeOptions::kMaxK) +
@@ -1088,6 +1193,8 @@ rewind_status rewind_chat_say(rewind_context* ctx, rewind_chat* chat, const char
                                               ctx->ctx.model().path());
         const rewind_generate_options go = opts ? *opts : rewind_generate_default_options();
         if (go.logprobs) throw Error(ErrorCode::argument, "a chat turn takes no logprobs buffers (not yet supported in C)");
+        if (names_constraint(&go))
+            throw Error(ErrorCode::argument, "a chat turn takes no grammar, json_schema or regex (use rewind_gen on a cache)");
         const rwd::GenerateOptions g = generate_options(&go, SIZE_MAX); // no output buffer
         const rwd::TokenCallback cb = token_callback(&go);
         rwd::ChatTurn t;
