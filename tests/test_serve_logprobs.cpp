@@ -1,7 +1,7 @@
-// Server logprobs against the CLI's: chat (top_logprobs N) and completions (the legacy logprobs: N)
-// answered with speculation on give, token for token, the text, logprob (the same shortest
-// round-trip decimal, so the same float bits) and top alternatives of `rewind generate --logprobs N
-// --json` on the same prompt with speculation off.
+// Server logprobs against the CLI's: chat (top_logprobs N; whole and streamed) and completions
+// (the legacy logprobs: N) answered with speculation on give, token for token, the text, logprob
+// (the same shortest round-trip decimal, so the same float bits) and top alternatives of
+// `rewind generate --logprobs N --json` on the same prompt with speculation off.
 #include <gtest/gtest.h>
 
 #include <httplib.h>
@@ -93,6 +93,24 @@ protected:
         const size_t at = r ? r->body.find(key) : std::string::npos;
         return at == std::string::npos ? 0.0 : std::stod(r->body.substr(at + key.size()));
     }
+    // A streamed chat answer put back together: its content and its chunks' logprobs.content.
+    static json streamed_chat(json body, const std::string& source) {
+        body["speculation"] = {{"source", source}};
+        body["stream"] = true;
+        auto r = loop_->client().Post("/v1/chat/completions", body.dump(), "application/json");
+        EXPECT_TRUE(r);
+        json out = {{"content", ""}, {"logprobs", json::array()}};
+        if (!r) return out;
+        for (size_t pos = 0; (pos = r->body.find("data: {", pos)) != std::string::npos;) {
+            const size_t end = r->body.find("\n\n", pos);
+            const json c = json::parse(r->body.substr(pos + 6, end - pos - 6))["choices"][0];
+            pos = end;
+            if (c["delta"].contains("content")) out["content"] = out["content"].get<std::string>() + c["delta"]["content"].get<std::string>();
+            if (c.contains("logprobs") && c["logprobs"].is_object())
+                for (const json& e : c["logprobs"]["content"]) out["logprobs"].push_back(e);
+        }
+        return out;
+    }
     static json sampling(const Case& c) { return {{"max_tokens", kTokens}, {"temperature", c.temperature}, {"seed", c.seed}}; }
     static inline std::unique_ptr<LoopbackServer> loop_;
 };
@@ -111,6 +129,9 @@ TEST_P(ServeLogprobs, ChatEqualsGenerate) {
         EXPECT_EQ(choice["message"]["content"], cli["generated_text"]) << source;
         const json& content = choice["logprobs"]["content"];
         ASSERT_EQ(content.size(), lps.size()) << source;
+        const json streamed = streamed_chat(req, source); // chunk by chunk, the same entries
+        EXPECT_EQ(streamed["content"], cli["generated_text"]) << source << " streamed";
+        EXPECT_EQ(streamed["logprobs"], content) << source << " streamed";
         for (size_t i = 0; i < lps.size(); ++i) {
             const std::string at = source + " token " + std::to_string(i);
             EXPECT_EQ(content[i]["token"], piece(lps[i]["id"])) << at;
