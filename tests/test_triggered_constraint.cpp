@@ -134,6 +134,23 @@ TEST(TriggeredConstraint, TextTriggerSpanningTokens) {
     EXPECT_TRUE(q->is_complete());
 }
 
+// A trigger that overlaps itself ("<<a" in "<<<a") is found where it ends, whatever the tokens.
+TEST(TriggeredConstraint, SelfOverlappingTriggerIsFound) {
+    auto s = setup("models/pycode-4m.gguf", "<<a");
+    const Tokenizer& tok = *s->tok;
+    for (const std::string text : {"q <<<a", "<<<<a", "<a<<a"}) {
+        auto c = s->make(R"(root ::= "<<a" [0-9]+ ";")");
+        const auto ids = tok.encode(text, AddBos::No);
+        for (TokenId t : ids) ASSERT_TRUE(c->accept(t)) << text;
+        EXPECT_FALSE(c->is_complete()) << text; // inside the grammar: digits must follow
+        accept_text(*c, tok, "12;");
+        EXPECT_TRUE(c->is_complete()) << text;
+    }
+    auto c = s->make(R"(root ::= "<<a" [0-9]+ ";")");
+    accept_text(*c, tok, "<a<a a<<"); // no occurrence: free
+    EXPECT_TRUE(c->is_complete());
+}
+
 // A control token as the trigger: the grammar reads its text, the model emits the token.
 TEST(TriggeredConstraint, ControlTokenTrigger) {
     REWIND_NEED_FIXTURE(std::string(REWIND_SHARED_DIR) + "/vocab/ggml-vocab-llama-bpe.gguf");

@@ -18,7 +18,8 @@ constexpr size_t kMaxTriggerBytes = 256;
 GrammarTrigger::GrammarTrigger(std::string text, const Tokenizer& tok, std::shared_ptr<const grammar::VocabIndex> vocab)
     : text_(std::move(text)), vocab_(std::move(vocab)) {
     if (text_.empty() || text_.size() > kMaxTriggerBytes)
-        throw Error(ErrorCode::argument, "grammar trigger: the text must have 1 to 256 bytes, not " + std::to_string(text_.size()));
+        throw Error(ErrorCode::argument,
+                    "grammar trigger: the text must have 1 to 256 bytes, not " + std::to_string(text_.size()));
     if (!vocab_ || vocab_->n_vocab() != tok.n_vocab())
         throw Error(ErrorCode::argument, "grammar trigger: the vocabulary index is missing or not the tokenizer's");
     // The KMP automaton: delta_[k][b] = longest prefix of text_ that (text_[0, k) + b) ends with.
@@ -26,7 +27,8 @@ GrammarTrigger::GrammarTrigger(std::string text, const Tokenizer& tok, std::shar
     delta_.assign(n * 256, 0);
     uint32_t fallback = 0; // the state the text without its first byte reaches: where k's mismatches go
     for (size_t k = 0; k < n; ++k) {
-        for (int b = 0; b < 256; ++b) delta_[k * 256 + static_cast<size_t>(b)] = k == 0 ? 0 : delta_[fallback * 256 + static_cast<size_t>(b)];
+        const auto row = delta_.begin() + static_cast<std::ptrdiff_t>(k * 256);
+        if (k > 0) std::copy_n(delta_.begin() + static_cast<std::ptrdiff_t>(size_t{fallback} * 256), 256, row); // row 0: zeros
         delta_[k * 256 + static_cast<uint8_t>(text_[k])] = static_cast<uint16_t>(k + 1);
         if (k > 0) fallback = delta_[size_t{fallback} * 256 + static_cast<uint8_t>(text_[k])];
     }
