@@ -266,6 +266,12 @@ void serve_request(std::span<const uint8_t> data) {
                           "accepted tool-call arguments that are not a JSON object");
             }
             check(r.tools.empty() || nlohmann::json::parse(r.tools).is_array(), "accepted tools that are not a list");
+            check(r.tool_choice != serve::ToolChoice::Required || !r.tools.empty(), "accepted tool_choice required without tools");
+            if (r.tool_choice == serve::ToolChoice::Function) {
+                bool known = false;
+                for (const auto& t : nlohmann::json::parse(r.tools)) known = known || t["function"]["name"] == r.tool_choice_name;
+                check(known, "accepted a named tool_choice that is not among the tools");
+            }
         } else {
             check(r.tools.empty(), "accepted tools on a completion");
             check(r.prompt_is_ids ? !r.prompt_ids.empty() : !r.prompt_text.empty(), "accepted an empty prompt");

@@ -242,10 +242,14 @@ void grammar_seeds(const fs::path& shared, const fs::path& schema_out, const fs:
     for (size_t i = 0; i < std::size(patterns); ++i) put(regex_out / ("p" + std::to_string(i)), patterns[i]);
 }
 
-// Request bodies (byte 0: odd for completions) with the structured-output, logprobs and
-// penalty fields, so the fuzzer starts inside them.
+// Request bodies (byte 0: odd for completions) with the tool, structured-output, logprobs,
+// penalty and choice fields, so the fuzzer starts inside them (fuzz/serve_request.dict names them).
 void serve_seeds(const fs::path& out) {
     const char* chat[] = {
+        R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","description":"d","parameters":{"type":"object","properties":{"a":{"type":"integer","minimum":1}},"required":["a"]}}}],"tool_choice":"auto","parallel_tool_calls":false})",
+        R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"g","parameters":{"enum":[1]}}}],"tool_choice":"required","n":2,"seed":3})",
+        R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f"}},"top_k":5,"min_p":0.1,"repeat_penalty":1.1,"repeat_last_n":16})",
+        R"({"messages":[{"role":"user","content":"q"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\": 1}"}}]},{"role":"tool","tool_call_id":"c","content":"2"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none"})",
         R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"n","strict":true,"schema":{"type":"object","properties":{"a":{"type":"integer"}}}}}})",
         R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"},"logprobs":true,"top_logprobs":3})",
         R"({"messages":[{"role":"user","content":"x"}],"frequency_penalty":0.5,"presence_penalty":-1,"logit_bias":{"12":-100,"7":2.5}})",
@@ -253,6 +257,7 @@ void serve_seeds(const fs::path& out) {
     const char* completions[] = {
         R"({"prompt":"x","grammar":"root ::= [a-z]+","logprobs":2})",
         R"({"prompt":[1,2],"json_schema":{"enum":["a","b"]},"frequency_penalty":2})",
+        R"({"prompt":"x","n":3,"logprobs":5,"presence_penalty":-2,"logit_bias":{"3":100},"stream":true,"stream_options":{"include_usage":true}})",
     };
     int n = 0;
     for (const char* b : chat) put(out / ("s" + std::to_string(n++)), std::string(1, '\0') + b);

@@ -24,9 +24,11 @@ for t in gguf tokenizer kv_state workload reference serve_request gbnf json_sche
   mkdir -p "$work/corpus/$t" "$work/artifacts"
   log=$work/$t.log
   start=$(date +%s)
+  dict=() # a target's dictionary (fuzz/TARGET.dict): its input's keywords, for mutations to insert
+  [ -f "$src/fuzz/$t.dict" ] && dict=(-dict="$src/fuzz/$t.dict")
   nice -n "${FUZZ_NICE:-0}" "$bin/fuzz_$t" "$work/corpus/$t" "$seeds/$t" "$src/tests/fuzz_regressions/$t" \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="${max_len[$t]}" \
-    -print_final_stats=1 -artifact_prefix="$work/artifacts/$t-" "$@" >"$log" 2>&1
+    -print_final_stats=1 -artifact_prefix="$work/artifacts/$t-" "${dict[@]}" "$@" >"$log" 2>&1
   rc=$?
   secs=$(( $(date +%s) - start ))
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)

@@ -39,6 +39,20 @@ TEST_P(FuzzRegressions, EveryInputIsHandled) {
     EXPECT_GT(n, 0) << dir << " holds no input";
 }
 
+// The request target's dictionary names the fields a request may carry, so that mutations reach
+// each one's checks (a field added to parse_request belongs in it).
+TEST(FuzzDictionary, ServeRequestNamesTheRequestFields) {
+    const fs::path path = fs::path(REWIND_FUZZ_REGRESSIONS) / ".." / ".." / "fuzz" / "serve_request.dict";
+    std::ifstream in(path);
+    ASSERT_TRUE(in) << path;
+    const std::string dict{std::istreambuf_iterator<char>(in), {}};
+    for (const char* field : {"tools", "tool_choice", "parallel_tool_calls", "tool_calls", "tool_call_id", "response_format",
+                              "json_schema", "grammar", "logprobs", "top_logprobs", "frequency_penalty", "presence_penalty",
+                              "repeat_penalty", "repeat_last_n", "logit_bias", "n", "seed", "top_k", "min_p", "prediction",
+                              "speculation", "stream_options"})
+        EXPECT_NE(dict.find("=\"\\\"" + std::string(field) + "\\\":\""), std::string::npos) << field;
+}
+
 INSTANTIATE_TEST_SUITE_P(Targets, FuzzRegressions,
                          ::testing::Values("gguf", "tokenizer", "kv_state", "workload", "reference", "serve_request",
                                            "gbnf", "json_schema", "regex"),

@@ -2,8 +2,8 @@
 // model (chatml): every schema of the JSON workload as response_format json_schema answers JSON
 // that validates (ajv) or ends with finish_reason "length", byte-identical with speculation on,
 // with a prediction and streamed; logprobs, penalties and n equal their own plain decoding
-// (speculation off) bit for bit. (`rewind generate` has no logprobs or penalty flags to compare
-// with: the server with speculation off is the plain decoder here.)
+// (speculation off) bit for bit. (Logprobs against `rewind generate --logprobs`:
+// tests/test_serve_logprobs.cpp.)
 // Usage: node structured_test.mjs --rewind BUILD/bin/rewind --model MODEL.gguf --shared SHARED_DIR   (exit 77: skipped)
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';

@@ -3,7 +3,8 @@
 // renders as Qwen2.5's template does (../shared/chat/tool_goldens.jsonl) and is answered; streamed
 // and non-streamed answers with tools are equal (content, tool_calls, finish_reason); tool_choice
 // "required" and a named function answer calls whose arguments validate (ajv) against the
-// function's parameters; an unknown function and malformed arguments are 400s naming the field.
+// function's parameters; tool_choice "auto" answers text or calls that validate, the same with
+// speculation as without; an unknown function and malformed arguments are 400s naming the field.
 // Usage: node tools_test.mjs --rewind BUILD/bin/rewind --shared SHARED_DIR   (exit 77: skipped)
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -111,6 +112,47 @@ try {
         }
       }
     }
+  });
+
+  // tool_choice auto: the text is free until the model opens a call; from the tag on, the call is
+  // held to the forced calls' grammar. The dummy model opens calls only now and then, so a bias
+  // on the tag's token makes it open them within the answer (inside a JSON string the tag is text).
+  const openTag = JSON.parse(`[${execFileSync(args.rewind, ['tokenize', '-m', model, '--no-bos', '-p', '<tool_call>'],
+    { encoding: 'utf8' }).trim().replace(/\s+/g, ',')}]`);
+  await check("tool_choice 'auto': text, or calls whose arguments validate; speculation changes nothing", async () => {
+    assert.equal(openTag.length, 1);
+    const base = { model: 'm', messages: [{ role: 'user', content: 'What is the weather in Paris?' }], tools: forcedTools,
+      tool_choice: 'auto', max_tokens: 80, temperature: 1, logit_bias: { [openTag[0]]: 10 } };
+    const blocks = /<tool_call>\n([\s\S]*?)\n<\/tool_call>/g;
+    const ask = (req, source) => client.chat.completions.create({ ...req, speculation: { source } }).then((a) => a.choices[0]);
+    const noIds = (m) => ({ ...m, tool_calls: m.tool_calls?.map(({ id, ...c }) => c) });
+    const runs = [];
+    for (const seed of [1, 2, 3]) {
+      for (const parallel of [true, false]) {
+        const req = { ...base, seed, parallel_tool_calls: parallel };
+        runs.push(Promise.all(['none', 'ngram', 'suffix'].map((source) => ask(req, source))).then((a) => ({ seed, parallel, a })));
+      }
+    }
+    let calls = 0;
+    for (const { seed, parallel, a: [plain, ...specs] } of await Promise.all(runs)) {
+      for (const spec of specs) {
+        assert.deepEqual(noIds(spec.message), noIds(plain.message), `seed ${seed} parallel ${parallel}`);
+        assert.equal(spec.finish_reason, plain.finish_reason);
+      }
+      if (plain.finish_reason === 'tool_calls') {
+        assertValidCalls(plain, null);
+        calls += plain.message.tool_calls.length;
+        if (!parallel) assert.equal(plain.message.tool_calls.length, 1);
+        continue;
+      }
+      // Text (calls with text after them, or cut by length): every closed call in it is valid too.
+      for (const [, body] of (plain.message.content ?? '').matchAll(blocks)) {
+        const call = JSON.parse(body);
+        assert.ok(validators[call.name](call.arguments), body);
+        ++calls;
+      }
+    }
+    assert.ok(calls > 0, 'no call was opened: the test proves nothing');
   });
 
   await check('an unknown named function, a response_format beside a forced call, malformed arguments: 400 naming the field', async () => {

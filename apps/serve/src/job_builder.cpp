@@ -4,6 +4,7 @@
 
 #include "prediction_counter.h"
 #include "tool_grammar.h"
+#include "rewind/chat_tools.h"
 #include "rewind/error.h"
 
 namespace rwd::serve {
@@ -101,7 +102,7 @@ std::shared_ptr<Job> JobBuilder::build(const ServeRequest& r) const {
     if (r.endpoint == Endpoint::Chat && !r.tools.empty() && r.tool_choice != ToolChoice::None)
         job->tool_format = chat_format();
     job->parallel_tool_calls = r.parallel_tool_calls;
-    job->make_constraint = grammars_->compile(output_format(r));
+    job->make_constraint = constraint_of(r);
     SourcePlan plan = plan_source(r);
     job->source = plan.name;
     job->k = r.speculation.k > 0 ? r.speculation.k : opts_.k;
@@ -110,6 +111,15 @@ std::shared_ptr<Job> JobBuilder::build(const ServeRequest& r) const {
         job->prediction_tokens = static_cast<int64_t>(tokenizer().encode(*plan.prediction, AddBos::No).size());
     job->make_source = [this, plan = std::move(plan), hits = job->prediction_hits] { return make_source(plan, hits); };
     return job;
+}
+
+ConstraintMaker JobBuilder::constraint_of(const ServeRequest& r) const {
+    // tool_choice auto (a response_format aside): free text, and each call, from its opening tag
+    // on, held to the grammar of a forced call; parallel_tool_calls false: one call, then the end.
+    if (r.endpoint == Endpoint::Chat && !r.tools.empty() && r.tool_choice == ToolChoice::Auto && r.format.kind == OutputKind::Text)
+        return grammars_->compile_triggered({OutputKind::Grammar, tool_call_gbnf(r.tools, "", false), "tools"},
+                                            std::string(kToolCallOpen), r.parallel_tool_calls ? 0 : 1);
+    return grammars_->compile(output_format(r));
 }
 
 OutputFormat JobBuilder::output_format(const ServeRequest& r) const {

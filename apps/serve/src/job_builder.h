@@ -61,6 +61,9 @@ private:
     void set_sampling(const ServeRequest& r, GenerateOptions& g) const;
     // The request's format, or the forced tool call's grammar (tool_choice required / named).
     OutputFormat output_format(const ServeRequest& r) const;
+    // The constraint of the answer: output_format's, or with tools under tool_choice auto the
+    // call grammar triggered by the opening tag. Throws as build().
+    ConstraintMaker constraint_of(const ServeRequest& r) const;
 
     const ServerOptions& opts_;
     std::shared_ptr<const Model> model_;

@@ -1,6 +1,6 @@
-// The grammar of a forced tool call (tool_choice "required" or a named function): Qwen's
-// <tool_call> blocks as its template writes them, each one's arguments an instance of its
-// function's `parameters` schema.
+// The grammar of tool calls: Qwen's <tool_call> blocks as its template writes them, each one's
+// arguments an instance of its function's `parameters` schema; the whole answer under
+// tool_choice "required" or a named function, each call from its opening tag on under "auto".
 #pragma once
 #include <string>
 #include <string_view>
