@@ -150,7 +150,7 @@ json chat_with_schema(const json& item) {
 }
 
 // The workload's schemas: each answer is JSON (or cut by max_tokens), the same bytes with
-// speculation (ngram, and a prediction of the answer itself) as without.
+// speculation (ngram, forced text alone, and a prediction of the answer itself) as without.
 TEST_F(ServeStructured, SchemaAnswersAreJsonAndExactUnderSpeculation) {
     const std::vector<json> items = json_workload(6);
     if (items.empty()) GTEST_SKIP() << "the shared JSON workload is absent";
@@ -164,8 +164,12 @@ TEST_F(ServeStructured, SchemaAnswersAreJsonAndExactUnderSpeculation) {
         } else {
             EXPECT_EQ(plain["finish_reason"], "length");
         }
+        for (const char* source : {"ngram", "forced"}) {
+            body["speculation"] = {{"source", source}};
+            EXPECT_EQ(ok("/v1/chat/completions", body)["choices"][0]["message"]["content"], text)
+                << item["id"] << " " << source;
+        }
         body["speculation"] = {{"source", "ngram"}};
-        EXPECT_EQ(ok("/v1/chat/completions", body)["choices"][0]["message"]["content"], text) << item["id"];
         body["prediction"] = {{"type", "content"}, {"content", text}};
         EXPECT_EQ(ok("/v1/chat/completions", body)["choices"][0]["message"]["content"], text) << item["id"];
         body.erase("prediction");
