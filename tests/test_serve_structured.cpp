@@ -178,6 +178,14 @@ TEST_F(ServeStructured, SchemaAnswersAreJsonAndExactUnderSpeculation) {
         for (const json& c : stream("/v1/chat/completions", body)) streamed += c["delta"].value("content", "");
         EXPECT_EQ(streamed, text) << item["id"];
     }
+    // Forced text is guessed under ngram too (composed), and counted by the request's source.
+    const std::string m = client->Get("/metrics")->body;
+    for (const char* source : {"ngram", "forced"}) {
+        const std::string key = std::string("rewind_forced_guesses_accepted_total{source=\"") + source + "\"} ";
+        const size_t at = m.find(key);
+        ASSERT_NE(at, std::string::npos) << source << "\n" << m;
+        EXPECT_GT(std::stoll(m.substr(at + key.size())), 0) << source;
+    }
 }
 
 TEST_F(ServeStructured, JsonObjectAndGrammar) {
