@@ -93,7 +93,9 @@ void check_prompt(const Model& model, std::span<const TokenId> prompt, int64_t c
 // constraint allows there (the sampler's step 0), the constraint advances with each emitted
 // token (the accepted path only), and begin_pass cuts the guesses it forbids. An end-of-generation
 // token (allowed where the text is complete) is never passed to TokenConstraint::accept: it ends
-// the generation (StopReason::EndOfGeneration) even when stop_at_eog is off.
+// the generation (StopReason::EndOfGeneration) even when stop_at_eog is off. Greedy decoding
+// (without processed logprobs) builds the mask only where the constraint refuses the unmasked
+// argmax: where it allows it, that token is the masked argmax too (Sampler::greedy_unmasked).
 // Threads: belongs to one thread at a time. Allocates only while tokens() grows beyond what
 // start() reserved.
 class DecodeState {
