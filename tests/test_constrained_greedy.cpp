@@ -1,10 +1,13 @@
 // Greedy decoding under a constraint builds a token mask only where the constraint refuses the
 // argmax (DecodeState's lazy path): its output, plain and speculative, with penalties and
-// logit_bias, equals a reference loop that masks every position, for a grammar that refuses often.
+// logit_bias, equals a reference loop that masks every position, for a grammar that refuses often
+// and for the shared JSON workload's schemas.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -12,6 +15,7 @@
 #include "model_test_util.h"
 #include "rewind/context.h"
 #include "rewind/generate.h"
+#include "rewind/grammar/json_schema.h"
 #include "rewind/sampler.h"
 #include "rewind/speculate/batch_decoder.h"
 #include "rewind/speculate/decoder.h"
@@ -232,5 +236,35 @@ arg ::= "\"" [a-z]{1,8} "\"")";
             const auto r = generate_speculative(ctx, cache, prompt, *src, so, {}, c.get());
             EXPECT_EQ(r.tokens, want) << kind << " penalised " << penalised;
         }
+    }
+}
+
+// The shared JSON workload's schemas on the bundled model (the workload the speed figures use):
+// plain greedy decoding and forced+ngram speculation decide as the full-mask rule on each item.
+TEST(ConstrainedGreedy, JsonWorkloadEqualsTheFullMaskRule) {
+    std::ifstream in(std::string(REWIND_SHARED_DIR) + "/workloads/json.jsonl");
+    if (!in) GTEST_SKIP() << "the shared JSON workload is absent";
+    auto m = Model::load(std::string(REWIND_ASSETS_DIR) + "/pycode-4m-q8_0.gguf");
+    Context ctx(m);
+    std::string line;
+    for (int item = 0; item < 6 && std::getline(in, line); ++item) {
+        const auto j = nlohmann::json::parse(line);
+        const std::string gbnf = grammar::json_schema_to_gbnf(j.at("json_schema").dump());
+        const auto prompt = m->tokenizer().encode(j.at("prompt").get<std::string>());
+        const auto c = make_grammar_constraint(gbnf, m->tokenizer());
+        const GenerateOptions go = greedy(false, 80);
+        const std::vector<TokenId> want = reference(ctx, prompt, go, *c);
+        c->reset();
+        KvCache pc(*m, {kCapacity});
+        EXPECT_EQ(generate_plain(ctx, pc, prompt, go, {}, c.get()).tokens, want) << j.at("id");
+        SourceSpec spec;
+        parse_source_kind("ngram", spec);
+        auto src = make_guess_source(spec, *m, kCapacity);
+        SpeculativeOptions so;
+        so.generate = go;
+        so.k = 8;
+        KvCache sc(*m, {kCapacity});
+        c->reset();
+        EXPECT_EQ(generate_speculative(ctx, sc, prompt, *src, so, {}, c.get()).tokens, want) << j.at("id");
     }
 }
