@@ -4,6 +4,7 @@
 #include "rewind/speculate/grammar_constraint.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "rewind/error.h"
 
@@ -31,6 +32,10 @@ public:
 private:
     grammar::TokenMatcher tm_;
     const Tokenizer& tok_;
+    // Each character's encoding alone, by its UTF-8 bytes packed in a word: asked of the
+    // tokenizer once per character (forced_characters runs every pass). Bounded: cleared past 4096.
+    std::unordered_map<uint32_t, std::vector<TokenId>> char_ids_;
+    std::vector<TokenId> ids_; // forced_characters scratch
 
     const grammar::Matcher& matcher() const { return tm_.matcher(); }
 
@@ -69,15 +74,22 @@ void GrammarConstraint::forced_tokens(size_t max_tokens, std::vector<TokenId>& o
 
 void GrammarConstraint::forced_characters(size_t max_tokens, std::vector<TokenId>& out) {
     const std::string text = forced_text(max_tokens * 4); // max_tokens characters at most
-    std::vector<TokenId> ids;
-    for (size_t i = 0; i < text.size() && ids.size() < max_tokens;) {
+    ids_.clear();
+    for (size_t i = 0; i < text.size() && ids_.size() < max_tokens;) {
         const auto lead = static_cast<unsigned char>(text[i]);
-        const size_t n = lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4; // one UTF-8 sequence
-        const std::vector<TokenId> one = tok_.encode(text.substr(i, n), AddBos::No, SpecialTokens::AsText);
-        ids.insert(ids.end(), one.begin(), one.end());
+        const size_t len = lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4; // one UTF-8 sequence
+        const size_t n = std::min(len, text.size() - i);
+        uint32_t key = 0;
+        for (size_t b = 0; b < n; ++b) key = key << 8 | static_cast<unsigned char>(text[i + b]);
+        auto it = char_ids_.find(key);
+        if (it == char_ids_.end()) {
+            if (char_ids_.size() >= 4096) char_ids_.clear();
+            it = char_ids_.emplace(key, tok_.encode(std::string_view(text).substr(i, n), AddBos::No, SpecialTokens::AsText)).first;
+        }
+        ids_.insert(ids_.end(), it->second.begin(), it->second.end());
         i += n;
     }
-    take(ids, max_tokens, out);
+    take(ids_, max_tokens, out);
 }
 
 } // namespace
