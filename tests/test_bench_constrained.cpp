@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "rewind/bench/bench_batch.h"
+#include "rewind/bench/bench_concurrency.h"
 #include "rewind/bench/bench_runner.h"
 #include "rewind/bench/bench_workload.h"
 #include "rewind/error.h"
@@ -123,4 +124,21 @@ TEST(BenchConstrained, BatchedRequestsEqualConstrainedPlain) {
             EXPECT_EQ(run.items[i].result.tokens, plain.tokens) << spec << " item " << items[i].id;
         }
     }
+}
+
+// The concurrency sweep checks each request against its unbatched plain decoding under the same
+// grammar: a constrained workload is lossless there too.
+TEST(BenchConstrained, ConcurrencySweepBaselineIsConstrained) {
+    auto model = rwd::Model::load(std::string(REWIND_ASSETS_DIR) + "/pycode-4m-q8_0.gguf");
+    rwd::Context ctx(model, rwd::ContextOptions{});
+    const auto items = json_items(3);
+    rb::ConcurrencyOptions o;
+    o.levels = {2};
+    o.repeat = 1;
+    o.spec.spec = "ngram";
+    o.spec.k = 4;
+    const rb::ConcurrencySweep s = rb::run_concurrency_sweep(ctx, items, o);
+    EXPECT_TRUE(s.mismatches.empty()) << s.mismatches.size() << " mismatches, the first " << s.mismatches.front().item;
+    ASSERT_EQ(s.rows.size(), 1u);
+    EXPECT_GT(s.rows[0].spec_tokens_per_pass, 1.0);
 }

@@ -1,9 +1,11 @@
 // The grammar TokenConstraint (speculate's adapter): masks, accept and undo through the runtime's
-// interface, and forced text tokenized as guesses, on Llama 3's vocabulary and the bundled model's.
+// interface, and forced text tokenized as guesses (the tokenizer's split or character by character,
+// as the model writes it), on Llama 3's vocabulary and the bundled model's.
 #include <gtest/gtest.h>
 
 #include "rewind/error.h"
 #include "rewind/gguf.h"
+#include "rewind/speculate/forced_source.h"
 #include "rewind/speculate/grammar_constraint.h"
 
 using namespace rwd;
@@ -45,6 +47,57 @@ TEST(GrammarConstraint, ForcedTokensAreTheTokenizedForcedText) {
     EXPECT_FALSE(c->allows(tok->eot()));
     c->reset();
     EXPECT_THROW(c->rollback(snap), Error);
+}
+
+// forced_characters: the same text, one character's encoding at a time, at most max_tokens.
+TEST(GrammarConstraint, ForcedCharactersSplitTheForcedTextByCharacter) {
+    const auto tok = load("vocab/ggml-vocab-llama-bpe.gguf");
+    auto c = make_grammar_constraint(R"(root ::= "{\"näme\": " [0-9]+ "}")", *tok);
+    std::vector<TokenId> want;
+    for (const char* ch : {"{", "\"", "n", "ä", "m", "e", "\"", ":"}) {
+        const auto one = tok->encode(ch, AddBos::No);
+        want.insert(want.end(), one.begin(), one.end());
+    }
+    want.resize(8);
+    std::vector<TokenId> got;
+    c->forced_characters(8, got);
+    EXPECT_EQ(got, want);
+    const auto snap = c->snapshot();
+    for (TokenId t : got) ASSERT_TRUE(c->accept(t)); // a split the grammar takes, the state unchanged
+    c->rollback(snap);
+    got.clear();
+    c->forced_characters(0, got);
+    EXPECT_TRUE(got.empty());
+}
+
+// ForcedSource proposes the split the model has followed: the tokenizer's at first, character by
+// character once the model wrote forced text that way.
+TEST(GrammarConstraint, ForcedSourceLearnsTheModelsSplit) {
+    const auto tok = load("vocab/ggml-vocab-llama-bpe.gguf");
+    auto c = make_grammar_constraint(R"(root ::= "hello world" [ab] " goodbye all" [ab])", *tok);
+    speculate::ForcedSource fs;
+    std::vector<TokenId> context = tok->encode("x", AddBos::No);
+    speculate::GenerationStart start;
+    start.prompt = context;
+    start.constraint = c.get();
+    fs.reset(start);
+    speculate::Proposal p;
+    fs.propose(context, 8, p);
+    EXPECT_EQ(p.tokens, tok->encode("hello world", AddBos::No));
+    EXPECT_EQ(p.forced, static_cast<int>(p.tokens.size()));
+    std::vector<TokenId> chars;
+    c->forced_characters(16, chars);
+    ASSERT_EQ(tok->decode(chars), "hello world");
+    ASSERT_GT(chars.size(), p.tokens.size());
+    // The model writes it letter by letter, then "a".
+    chars.push_back(tok->encode("a", AddBos::No).at(0));
+    for (TokenId t : chars) ASSERT_TRUE(c->accept(t));
+    context.insert(context.end(), chars.begin(), chars.end());
+    fs.accept(context);
+    speculate::Proposal q;
+    fs.propose(context, 4, q);
+    EXPECT_EQ(tok->decode(q.tokens), " goo");
+    EXPECT_EQ(q.tokens.size(), 4u);
 }
 
 TEST(GrammarConstraint, MaskAgreesWithAllowsAndRefusesWrongShapes) {

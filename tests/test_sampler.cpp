@@ -350,6 +350,39 @@ TEST(Sampler, MaskComesBeforeEverything) {
     EXPECT_THROW(Sampler({}, 5).sample(dead.data(), 0, {}, mask), Error);
 }
 
+// greedy_unmasked: the unmasked greedy pick and its processed logit; whenever a mask allows that
+// token (its value neither NaN nor -inf), sample() with the mask picks it too.
+TEST(Sampler, GreedyUnmaskedIsTheMaskedPickWhereAllowed) {
+    SamplerOptions o;
+    o.logit_bias = {{3, 2.5f}};
+    o.frequency_penalty = 0.5f;
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+    const std::vector<TokenId> history = {3, 1, 1};
+    int checked = 0;
+    for (int trial = 0; trial < 300; ++trial) {
+        std::vector<float> l(40);
+        for (float& x : l) x = std::round(u(rng)); // many ties
+        std::vector<uint32_t> mask(2);
+        for (uint32_t& w : mask) w = static_cast<uint32_t>(rng()) & static_cast<uint32_t>(rng());
+        mask[1] &= 0xffu;
+        if (mask[0] == 0 && mask[1] == 0) continue;
+        Sampler s(o, 40);
+        float value = 0;
+        const TokenId t = s.greedy_unmasked(l.data(), history, value);
+        EXPECT_EQ(t, s.sample(l.data(), 0, history, {}));
+        EXPECT_EQ(value, s.processed_logits(l.data(), history)[static_cast<size_t>(t)]);
+        if ((mask[static_cast<size_t>(t) / 32] >> (t % 32)) & 1u) {
+            EXPECT_EQ(s.sample(l.data(), 0, history, mask), t) << "trial " << trial;
+            ++checked;
+        }
+    }
+    EXPECT_GT(checked, 20);
+    o.temperature = 0.7f;
+    float value = 0;
+    EXPECT_THROW(Sampler(o, 40).greedy_unmasked(std::vector<float>(40, 0.0f).data(), {}, value), Error);
+}
+
 TEST(Sampler, BadOptionsThrow) {
     auto bad = [](auto mutate) {
         SamplerOptions o = sampled();

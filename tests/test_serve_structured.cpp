@@ -150,7 +150,7 @@ json chat_with_schema(const json& item) {
 }
 
 // The workload's schemas: each answer is JSON (or cut by max_tokens), the same bytes with
-// speculation (ngram, and a prediction of the answer itself) as without.
+// speculation (ngram, forced text alone, and a prediction of the answer itself) as without.
 TEST_F(ServeStructured, SchemaAnswersAreJsonAndExactUnderSpeculation) {
     const std::vector<json> items = json_workload(6);
     if (items.empty()) GTEST_SKIP() << "the shared JSON workload is absent";
@@ -164,8 +164,12 @@ TEST_F(ServeStructured, SchemaAnswersAreJsonAndExactUnderSpeculation) {
         } else {
             EXPECT_EQ(plain["finish_reason"], "length");
         }
+        for (const char* source : {"ngram", "forced"}) {
+            body["speculation"] = {{"source", source}};
+            EXPECT_EQ(ok("/v1/chat/completions", body)["choices"][0]["message"]["content"], text)
+                << item["id"] << " " << source;
+        }
         body["speculation"] = {{"source", "ngram"}};
-        EXPECT_EQ(ok("/v1/chat/completions", body)["choices"][0]["message"]["content"], text) << item["id"];
         body["prediction"] = {{"type", "content"}, {"content", text}};
         EXPECT_EQ(ok("/v1/chat/completions", body)["choices"][0]["message"]["content"], text) << item["id"];
         body.erase("prediction");
@@ -173,6 +177,14 @@ TEST_F(ServeStructured, SchemaAnswersAreJsonAndExactUnderSpeculation) {
         std::string streamed;
         for (const json& c : stream("/v1/chat/completions", body)) streamed += c["delta"].value("content", "");
         EXPECT_EQ(streamed, text) << item["id"];
+    }
+    // Forced text is guessed under ngram too (composed), and counted by the request's source.
+    const std::string m = client->Get("/metrics")->body;
+    for (const char* source : {"ngram", "forced"}) {
+        const std::string key = std::string("rewind_forced_guesses_accepted_total{source=\"") + source + "\"} ";
+        const size_t at = m.find(key);
+        ASSERT_NE(at, std::string::npos) << source << "\n" << m;
+        EXPECT_GT(std::stoll(m.substr(at + key.size())), 0) << source;
     }
 }
 

@@ -3,6 +3,8 @@
 #include "rewind/decode_state.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include "rewind/error.h"
@@ -71,6 +73,8 @@ DecodeState::DecodeState(const Model& model, const GenerateOptions& opts, int64_
     snap_.reserve(R);
     alive_.reserve(R);
     mask_.resize(static_cast<size_t>((model.n_vocab() + 31) / 32));
+    // Processed logprobs read the mask of every decided position, so they need it built.
+    lazy_ = opts.sampler.greedy() && !(lp_opts_.enabled && lp_opts_.processed);
 }
 
 void DecodeState::start(std::span<const TokenId> prompt, TokenConstraint* constraint) {
@@ -269,11 +273,40 @@ void DecodeState::cancel() {
     done_ = true;
 }
 
+// Greedy decoding takes the argmax of the penalised logits over the allowed tokens. When the
+// constraint allows the unmasked argmax, that token is the masked argmax too (Sampler::
+// greedy_unmasked), so only that one token is checked: a guess at this position was already
+// checked from this very constraint state by cut_forbidden, an end-of-generation token is asked
+// with allows() (it is never accepted), any other is accepted at once (judge then skips its
+// accept). A mask is built only where the constraint refuses the argmax.
+bool DecodeState::decide_lazily(const float* row, int32_t first, TokenId& out) {
+    float value;
+    const TokenId t = sampler_.greedy_unmasked(row, tokens_, value);
+    if (std::isnan(value) || value == -std::numeric_limits<float>::infinity()) return false; // the mask decides
+    bool guessed = false;
+    for (int32_t c = first; c >= 0 && !guessed; c = next_sibling_[static_cast<size_t>(c)])
+        guessed = rows_[static_cast<size_t>(c)] == t;
+    if (!guessed) {
+        if (eog(t) ? !constraint_->allows(t) : !constraint_->accept(t)) return false;
+        advanced_ = !eog(t);
+    }
+    out = t;
+    last_mask_ = {};
+    return true;
+}
+
 int32_t DecodeState::decide(const float* row, int64_t pos, size_t cur, TokenId& out) {
     const int32_t first = first_child_[cur];
+    advanced_ = false;
+    const bool exact = first < 0 || spec_.verify == VerifyMode::Exact;
+    if (exact && lazy_ && constraint_ && decide_lazily(row, first, out)) {
+        for (int32_t c = first; c >= 0; c = next_sibling_[static_cast<size_t>(c)])
+            if (rows_[static_cast<size_t>(c)] == out) return c;
+        return -1;
+    }
     const std::span<const uint32_t> mask = next_mask();
     last_mask_ = mask;
-    if (first < 0 || spec_.verify == VerifyMode::Exact) {
+    if (exact) {
         out = sampler_.sample(row, pos, tokens_, mask);
         for (int32_t c = first; c >= 0; c = next_sibling_[static_cast<size_t>(c)])
             if (rows_[static_cast<size_t>(c)] == out) return c;
@@ -343,7 +376,7 @@ int DecodeState::judge(std::span<const float> logits, const TokenCallback& on_to
         if (lp_opts_.enabled) record_logprob(logits.data() + cur * n_vocab, t);
         // The constraint follows the emitted path (the token came from its mask, or was a guess
         // begin_pass checked against it); an end-of-generation token ends it instead (push).
-        if (constraint_ && !eog(t) && !constraint_->accept(t))
+        if (constraint_ && !eog(t) && !advanced_ && !constraint_->accept(t))
             throw Error(ErrorCode::state, "decoding: the constraint refused token " + std::to_string(t) +
                                               ", which its own mask allowed, at position " + std::to_string(pos));
         if (next >= 0) {

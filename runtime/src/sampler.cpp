@@ -160,6 +160,14 @@ TokenId Sampler::greedy_pick(const float* logits, std::span<const TokenId> histo
     return static_cast<TokenId>(best);
 }
 
+TokenId Sampler::greedy_unmasked(const float* logits, std::span<const TokenId> history, float& value) {
+    if (!opts_.greedy()) throw Error(ErrorCode::state, "sampler: greedy_unmasked under sampling (temperature > 0)");
+    const TokenId t = greedy_pick(logits, history, {});
+    // greedy_pick worked on work_ exactly when there were penalties or a bias to apply.
+    value = (penalised() ? work_.data() : logits)[t];
+    return t;
+}
+
 void Sampler::compute(const float* logits, std::span<const TokenId> history, std::span<const uint32_t> mask) {
     const auto n = static_cast<size_t>(n_vocab_);
     for (size_t i = 0; i < n; ++i) {

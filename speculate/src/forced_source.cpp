@@ -2,6 +2,7 @@
 // guesses for the text after them, re-rooted under the last forced token.
 #include "rewind/speculate/forced_source.h"
 
+#include <algorithm>
 #include <memory>
 
 namespace rwd::speculate {
@@ -13,19 +14,49 @@ ForcedSource::ForcedSource(GuessSource* inner) : inner_(inner), name_("forced") 
     }
 }
 
+namespace {
+
+// How many leading tokens `emitted` shares with `split`.
+int64_t common_prefix(std::span<const TokenId> emitted, const std::vector<TokenId>& split) {
+    const size_t n = std::min(emitted.size(), split.size());
+    size_t i = 0;
+    while (i < n && emitted[i] == split[i]) ++i;
+    return static_cast<int64_t>(i);
+}
+
+} // namespace
+
 void ForcedSource::reset(const GenerationStart& start) {
     constraint_ = start.constraint;
+    split_tok_.clear();
+    split_chr_.clear();
+    matched_tok_ = matched_chr_ = 0;
     if (inner_) inner_->reset(start);
 }
 
 void ForcedSource::accept(std::span<const TokenId> context) {
+    // What the model wrote where text was forced: a vote for the split it followed further.
+    if (!split_tok_.empty() && context.size() > split_at_) {
+        const auto emitted = context.subspan(split_at_);
+        matched_tok_ += common_prefix(emitted, split_tok_);
+        matched_chr_ += common_prefix(emitted, split_chr_);
+    }
+    split_tok_.clear();
+    split_chr_.clear();
     if (inner_) inner_->accept(context);
 }
 
 void ForcedSource::propose(std::span<const TokenId> context, int k, Proposal& out) {
     check_k(name(), k);
     forced_.clear();
-    if (constraint_) constraint_->forced_tokens(static_cast<size_t>(k), forced_);
+    split_tok_.clear();
+    split_chr_.clear();
+    if (constraint_) {
+        constraint_->forced_tokens(static_cast<size_t>(k), split_tok_);
+        if (!split_tok_.empty()) constraint_->forced_characters(static_cast<size_t>(k), split_chr_);
+        split_at_ = context.size();
+        forced_ = matched_chr_ > matched_tok_ && !split_chr_.empty() ? split_chr_ : split_tok_;
+    }
     if (forced_.size() > static_cast<size_t>(k)) forced_.resize(static_cast<size_t>(k));
     const auto n = static_cast<int>(forced_.size());
     if (n == 0) {

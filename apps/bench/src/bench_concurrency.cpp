@@ -9,12 +9,13 @@
 #include "rewind/error.h"
 #include "rewind/generate.h"
 #include "rewind/kv_cache.h"
+#include "rewind/speculate/grammar_constraint.h"
 
 namespace rwd::bench {
 namespace {
 
-// The unbatched plain decoding of every request: its tokens (what every batched run must give)
-// and the single-request throughput and latency.
+// The unbatched plain decoding of every request, under its own grammar when it has one: its
+// tokens (what every batched run must give) and the single-request throughput and latency.
 struct Baseline {
     std::vector<std::vector<TokenId>> tokens; // [request]
     double tokens_per_second = 0;
@@ -27,12 +28,15 @@ Baseline measure_baseline(Context& ctx, const std::vector<WorkItem>& items, cons
     int64_t tokens = 0;
     double seconds = 0;
     const Model& model = ctx.model();
+    grammar::GrammarCache grammars; // each distinct item grammar compiled once, as run_batched does
     for (const WorkItem& item : items) {
         KvCache cache(model);
         GenerateOptions g;
         g.max_tokens = plain.max_tokens > 0 ? plain.max_tokens : item.max_tokens;
         g.sampler = plain.sampler;
-        const auto r = generate_plain(ctx, cache, model.tokenizer().encode(item.prompt), g);
+        const std::unique_ptr<TokenConstraint> constraint =
+            item.grammar.empty() ? nullptr : make_grammar_constraint(item.grammar, model.tokenizer(), &grammars);
+        const auto r = generate_plain(ctx, cache, model.tokenizer().encode(item.prompt), g, {}, constraint.get());
         b.tokens.push_back(r.tokens);
         latency.push_back(r.prompt_seconds + r.generate_seconds);
         tokens += static_cast<int64_t>(r.tokens.size());

@@ -39,6 +39,14 @@ public:
         if (ttft >= 0) ttft_.add(ttft);
         if (tpot >= 0) tpot_.add(tpot);
     }
+    // Of a finished completion's guesses, those that were text its constraint forced (under a
+    // constraint every source is composed with forced text).
+    void add_forced(const std::string& source, int64_t proposed, int64_t accepted) {
+        std::lock_guard lk(m_);
+        auto& f = forced_[source];
+        f.first += proposed;
+        f.second += accepted;
+    }
     void set_queue(size_t queued, size_t running, uint64_t kv_used, uint64_t prefix_bytes) {
         std::lock_guard lk(m_);
         queued_ = queued;
@@ -66,6 +74,10 @@ public:
         for (const auto& [k, v] : sources_) line("rewind_guesses_proposed_total{source=\"" + escape(k) + "\"} " + num(v.first));
         header(o, "rewind_guesses_accepted_total", "Guesses the target agreed with, by the request's source.", "counter");
         for (const auto& [k, v] : sources_) line("rewind_guesses_accepted_total{source=\"" + escape(k) + "\"} " + num(v.second));
+        header(o, "rewind_forced_guesses_proposed_total", "Of the guesses verified, text a constraint forced, by the request's source.", "counter");
+        for (const auto& [k, v] : forced_) line("rewind_forced_guesses_proposed_total{source=\"" + escape(k) + "\"} " + num(v.first));
+        header(o, "rewind_forced_guesses_accepted_total", "Of the guesses accepted, text a constraint forced, by the request's source.", "counter");
+        for (const auto& [k, v] : forced_) line("rewind_forced_guesses_accepted_total{source=\"" + escape(k) + "\"} " + num(v.second));
         gauge(o, "rewind_queue_depth", "Requests waiting for a slot.", queued_);
         gauge(o, "rewind_running_requests", "Requests decoding.", running_);
         gauge(o, "rewind_kv_bytes_used", "KV cache bytes of running requests.", kv_used_);
@@ -133,7 +145,7 @@ private:
     mutable std::mutex m_;
     std::map<std::pair<std::string, int>, uint64_t> http_;
     int64_t cancelled_ = 0, prompt_ = 0, cached_ = 0, generated_ = 0, passes_ = 0, pred_accepted_ = 0, pred_rejected_ = 0;
-    std::map<std::string, std::pair<int64_t, int64_t>> sources_;
+    std::map<std::string, std::pair<int64_t, int64_t>> sources_, forced_; // (proposed, accepted) by source
     size_t queued_ = 0, running_ = 0;
     uint64_t kv_used_ = 0, prefix_bytes_ = 0;
     Histogram ttft_, tpot_;

@@ -151,6 +151,7 @@ void record_finished(Metrics& metrics, const Job& job) {
                         job.has_prediction ? job.prediction_tokens - accepted : 0, job.source, r.stats.proposed,
                         r.stats.accepted, job.ttft_seconds,
                         n > 1 ? (r.latency_seconds - r.queue_to_first_token_seconds) / static_cast<double>(n - 1) : -1);
+    if (r.stats.forced_proposed > 0) metrics.add_forced(job.source, r.stats.forced_proposed, r.stats.forced_accepted);
 }
 
 } // namespace

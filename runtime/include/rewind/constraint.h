@@ -53,6 +53,16 @@ public:
     // where it branches or `max_tokens` tokens), tokenized as the model's tokenizer would,
     // appended to `out`: free guesses for speculation. Leaves the state unchanged.
     virtual void forced_tokens(size_t max_tokens, std::vector<TokenId>& out) = 0;
+
+    // The same forced text split another way: each character (a whole UTF-8 sequence) as the
+    // tokenizer encodes it alone, up to `max_tokens` tokens, appended to `out`. A model need not
+    // write forced text as its tokenizer would (a small model writes JSON keys letter by letter),
+    // so a guess source may propose whichever split the model has been seen to use. Leaves the
+    // state unchanged. The default offers no such split (nothing appended).
+    virtual void forced_characters(size_t max_tokens, std::vector<TokenId>& out) {
+        (void)max_tokens;
+        (void)out;
+    }
 };
 
 } // namespace rwd

@@ -93,7 +93,9 @@ void check_prompt(const Model& model, std::span<const TokenId> prompt, int64_t c
 // constraint allows there (the sampler's step 0), the constraint advances with each emitted
 // token (the accepted path only), and begin_pass cuts the guesses it forbids. An end-of-generation
 // token (allowed where the text is complete) is never passed to TokenConstraint::accept: it ends
-// the generation (StopReason::EndOfGeneration) even when stop_at_eog is off.
+// the generation (StopReason::EndOfGeneration) even when stop_at_eog is off. Greedy decoding
+// (without processed logprobs) builds the mask only where the constraint refuses the unmasked
+// argmax: where it allows it, that token is the masked argmax too (Sampler::greedy_unmasked).
 // Threads: belongs to one thread at a time. Allocates only while tokens() grows beyond what
 // start() reserved.
 class DecodeState {
@@ -187,6 +189,9 @@ private:
     void cut_forbidden();
     // Fills mask_ from the constraint: the mask of the next position.
     std::span<const uint32_t> next_mask();
+    // Greedy under a constraint without a full mask, when the unmasked argmax is allowed (see
+    // decode_state.cpp); false, the constraint unchanged, when the mask must decide.
+    bool decide_lazily(const float* row, int32_t first, TokenId& out);
     bool eog(TokenId t) const { return model_.tokenizer().is_eog(t); }
     bool push(TokenId t, int64_t pos, const TokenCallback& on_token);
     void observe_k(int proposed, int accepted);
@@ -225,6 +230,8 @@ private:
     LogprobOptions lp_opts_;
     std::vector<TokenLogprob> logprobs_;        // [generated] when lp_opts_.enabled
     std::span<const uint32_t> last_mask_;       // the mask decide() used (logprobs of processed rows)
+    bool lazy_ = false;     // greedy, no processed logprobs: masks only where the argmax is refused
+    bool advanced_ = false; // decide() already advanced the constraint past the token it chose
     void record_logprob(const float* row, TokenId t);
 };
 

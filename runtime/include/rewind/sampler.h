@@ -78,6 +78,14 @@ public:
     void distribution(const float* logits, std::span<const TokenId> history, std::vector<float>& probs,
                       std::span<const uint32_t> mask = {});
 
+    // Greedy only (options().greedy()): the token sample() picks without a mask, and `value`, its
+    // logit after steps 1-1b (what the argmax compared). Under a mask that allows that token,
+    // with `value` neither NaN nor -inf, it is also the token sample() picks with the mask: no
+    // allowed token has a larger value, and an allowed lower id with an equal one would have won
+    // here too. So a caller checks that one token against its constraint and builds the mask
+    // only when it is refused. Throws as sample(); rwd::Error (state) when not greedy.
+    TokenId greedy_unmasked(const float* logits, std::span<const TokenId> history, float& value);
+
     // Steps 0-1 (the mask, the penalties) applied to `logits`: what greedy takes the argmax of and
     // the truncations start from. Valid until the next call. Throws as sample().
     std::span<const float> processed_logits(const float* logits, std::span<const TokenId> history,

@@ -17,6 +17,11 @@ namespace rwd::speculate {
 // ends: its guesses for the context followed by the forced tokens, k minus their number, hang
 // under the last forced token; when nothing is forced, the inner source's own guesses are the
 // proposal. Guesses the constraint forbids are cut by the verification core, never here.
+// The forced text is split as the tokenizer would (TokenConstraint::forced_tokens) or character by
+// character (forced_characters), whichever the model itself has written more of in this
+// generation: after each pass, the tokens it emitted are compared with both splits of the text
+// that was forced there (the tokenizer's wins ties, and so starts). Only the guesses change,
+// never the output.
 // Threads: as any guess source; the constraint is read (forced_tokens) only inside propose().
 class ForcedSource final : public GuessSource {
 public:
@@ -35,6 +40,11 @@ private:
     TokenConstraint* constraint_ = nullptr;
     std::string name_;
     std::vector<TokenId> forced_, context_; // propose() scratch, reused
+    // Both splits of the last forced text, the context length they followed, and how many of
+    // the model's tokens matched each split so far in this generation.
+    std::vector<TokenId> split_tok_, split_chr_;
+    size_t split_at_ = 0;
+    int64_t matched_tok_ = 0, matched_chr_ = 0;
     Proposal trial_;                        // the inner source's proposal after the forced text
 };
 

@@ -43,9 +43,12 @@ struct ParseLimits {
 // The one list of guess sources a request may name (speculation.source), and the server's
 // default among them (--spec: all but "ref", which needs the request's documents). "none" is
 // plain decoding; the others are the library's source kinds (speculate/source_factory.h).
-inline constexpr std::array<std::string_view, 6> kSourceNames = {"none", "ngram", "ref", "auto", "suffix", "draft"};
+// "forced" guesses only the text a request's constraint forces (nothing without one); under a
+// constraint every other source is composed with it anyway.
+inline constexpr std::array<std::string_view, 7> kSourceNames = {"none", "ngram", "ref", "auto", "suffix", "draft",
+                                                                 "forced"};
 bool is_source_name(std::string_view name);
-// "none, ngram, ref, auto, suffix, draft": the choices, for messages.
+// "none, ngram, ref, auto, suffix, draft, forced": the choices, for messages.
 std::string source_choices();
 
 struct SpeculationRequest {
