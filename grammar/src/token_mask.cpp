@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <map>
+#include <unordered_set>
 
 #include "position_shapes.h"
 #include "rewind/error.h"
@@ -199,6 +201,28 @@ LocalMaskCache::Parts LocalMaskCache::get(const Matcher::LocalKey& key) {
     return parts;
 }
 
+void LocalMaskCache::prepare(size_t max_states) {
+    Matcher m(grammar_);
+    std::map<std::vector<bool>, uint8_t> kinds; // ASCII bytes by the classes that take them
+    for (uint32_t b = 0; b < 0x80; ++b) {
+        std::vector<bool> takes;
+        for (const CharClass& c : grammar_->grammar().classes) takes.push_back(c.contains(b));
+        kinds.emplace(std::move(takes), static_cast<uint8_t>(b));
+    }
+    std::vector<Matcher::StateId> queue{m.state()};
+    std::unordered_set<Matcher::StateId> seen{m.state()};
+    for (size_t i = 0; i < queue.size() && i < max_states; ++i) {
+        const Matcher::StateId s = queue[i];
+        const std::vector<uint32_t> stacks = m.stacks(s); // a copy: steps add states
+        for (uint32_t stack : stacks)
+            if (m.top_is_chars(stack)) get(m.local_key(stack, kDepth, s));
+        for (const auto& [takes, byte] : kinds) {
+            const Matcher::StateId t = m.step(s, byte);
+            if (t != Matcher::kDead && seen.insert(t).second) queue.push_back(t);
+        }
+    }
+}
+
 TokenMatcher::TokenMatcher(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab,
                            const MatcherLimits& limits, std::shared_ptr<LocalMaskCache> shared)
     : matcher_(grammar, limits), vocab_(std::move(vocab)), local_masks_(std::move(shared)) {
@@ -236,7 +260,7 @@ void TokenMatcher::compute_mask(Matcher::StateId s, std::vector<uint32_t>& mask)
     const std::vector<uint32_t> stacks = matcher_.stacks(s); // a copy: states are added below
     for (uint32_t stack : stacks) {
         if (!matcher_.top_is_chars(stack)) continue;
-        held_ = local_masks_->get(matcher_.local_key(stack, kLocalDepth, s));
+        held_ = local_masks_->get(matcher_.local_key(stack, LocalMaskCache::kDepth, s));
         for (const auto& part : held_) add_local(*part, stack, s, mask);
     }
     held_ = {};
@@ -340,11 +364,20 @@ GrammarCache::Compiled GrammarCache::get(std::string_view gbnf, const Tokenizer&
     Compiled c;
     c.vocab = vocab_for(tok, h);
     c.grammar = grammar_for(gbnf, tok, key);
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     auto& slot = local_masks_[key];
-    if (!slot || &slot->grammar() != c.grammar.get()) slot = std::make_shared<LocalMaskCache>(c.grammar, c.vocab);
+    const bool fresh = !slot || &slot->grammar() != c.grammar.get();
+    if (fresh) slot = std::make_shared<LocalMaskCache>(c.grammar, c.vocab);
     c.local_masks = slot;
     if (!grammars_.count(key)) local_masks_.erase(key); // its grammar was dropped meanwhile
+    lock.unlock();
+    if (fresh && prepare_states_ > 0) {
+        try {
+            c.local_masks->prepare(prepare_states_); // outside the lock: it walks
+        } catch (const Error&) {
+            // a grammar past the matcher's limits: masks then meet the error when used, as before
+        }
+    }
     return c;
 }
 

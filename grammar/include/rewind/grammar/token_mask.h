@@ -115,6 +115,12 @@ public:
 
     Parts get(const Matcher::LocalKey& key);
     const CompiledGrammar& grammar() const { return *grammar_; }
+    // Computes ahead the masks of the local stacks (kDepth frames) of the automaton states
+    // reached from the start, breadth first, by one byte of each kind (bytes that every class
+    // takes or refuses alike step alike), up to `max_states` states: the walks a first sequence
+    // would meet first, done when the grammar is compiled.
+    void prepare(size_t max_states);
+    static constexpr size_t kDepth = 3; // frames a local stack keeps (more: fewer uncertain tokens, less sharing)
 
 private:
     std::mutex mutex_;
@@ -159,7 +165,6 @@ private:
     std::unordered_map<Matcher::StateId, std::vector<uint32_t>> masks_; // per automaton state
     std::shared_ptr<LocalMaskCache> local_masks_;
     LocalMaskCache::Parts held_; // the entries in use (the cache may drop them)
-    static constexpr size_t kLocalDepth = 3; // frames a local stack keeps (more: fewer uncertain tokens, less sharing)
     std::vector<std::pair<int32_t, bool>> elements_;                   // scratch: token elements
 
     void compute_mask(Matcher::StateId s, std::vector<uint32_t>& mask);
@@ -173,7 +178,10 @@ private:
 // is dropped (sequences that hold it keep it).
 class GrammarCache {
 public:
-    explicit GrammarCache(size_t max_grammars = 64) : max_grammars_(max_grammars) {}
+    // `prepare_states`: a new grammar's local masks are computed ahead for that many automaton
+    // states (LocalMaskCache::prepare; 0: none, every walk on first use).
+    explicit GrammarCache(size_t max_grammars = 64, size_t prepare_states = 256)
+        : max_grammars_(max_grammars), prepare_states_(prepare_states) {}
 
     // What a sequence under a grammar needs: the grammar parsed (parse_gbnf's errors) and compiled
     // against `tok`'s vocabulary (token names), the vocabulary index, and the local masks that
@@ -196,6 +204,7 @@ private:
 
     std::mutex mutex_;
     size_t max_grammars_;
+    size_t prepare_states_;
     std::unordered_map<uint64_t, std::shared_ptr<const VocabIndex>> vocabs_;
     std::unordered_map<std::string, std::shared_ptr<const CompiledGrammar>> grammars_;
     std::unordered_map<std::string, std::shared_ptr<LocalMaskCache>> local_masks_;
