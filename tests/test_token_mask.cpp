@@ -3,13 +3,17 @@
 // token names, and the compiled-grammar cache.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "rewind/error.h"
 #include "rewind/gguf.h"
+#include "rewind/grammar/json_schema.h"
 #include "rewind/grammar/token_mask.h"
 
 using namespace rwd;
@@ -44,12 +48,17 @@ bool expected_allowed(Matcher& ref, const Tokenizer& tok, const VocabIndex& v, T
     return !b.empty() && ref.valid_prefix_length(b) == b.size();
 }
 
-// Walks `steps` random allowed tokens, checking the whole mask at each step; returns the text.
-std::string check_random_path(const std::string& gbnf, const Tokenizer& tok, uint32_t seed, int steps) {
-    GrammarCache cache;
-    const auto grammar = cache.grammar(gbnf, tok);
-    const auto vocab = cache.vocab(tok);
-    TokenMatcher tm(grammar, vocab);
+// Walks `steps` random allowed tokens (mostly short ones, or any with `any_length`), checking the
+// whole mask at each step; returns the text. With `shared`, the matcher uses that cache's local
+// masks (shared with other paths through the same grammar).
+std::string check_random_path(const std::string& gbnf, const Tokenizer& tok, uint32_t seed, int steps,
+                              GrammarCache* shared = nullptr, bool any_length = false) {
+    GrammarCache own;
+    GrammarCache& cache = shared ? *shared : own;
+    const GrammarCache::Compiled c = cache.get(gbnf, tok);
+    const auto& grammar = c.grammar;
+    const auto& vocab = c.vocab;
+    TokenMatcher tm(grammar, vocab, {}, shared ? c.local_masks : nullptr);
     Matcher ref(grammar);
     std::mt19937 rng(seed);
     std::vector<uint32_t> mask(static_cast<size_t>((tok.n_vocab() + 31) / 32));
@@ -67,7 +76,8 @@ std::string check_random_path(const std::string& gbnf, const Tokenizer& tok, uin
         if (allowed.empty()) break;
         // Mostly short tokens, so paths go deep into the grammar rather than into long words.
         TokenId pick = allowed[rng() % allowed.size()];
-        for (int tries = 0; tries < 8 && tok.token_to_piece(pick).size() > 2; ++tries) pick = allowed[rng() % allowed.size()];
+        for (int tries = 0; !any_length && tries < 8 && tok.token_to_piece(pick).size() > 2; ++tries)
+            pick = allowed[rng() % allowed.size()];
         EXPECT_TRUE(tm.accept(pick));
         const std::string b = tok.token_to_piece(pick);
         EXPECT_TRUE(ref.accept_bytes(b));
@@ -111,6 +121,40 @@ int ::= "-"? ( [1-9] [0-9]{0,2} | "0" )
 ws ::= " "?)";
     for (uint32_t seed = 1; seed <= 3; ++seed) {
         check_random_path(gbnf, tok, seed, 40);
+        if (::testing::Test::HasFailure()) return;
+    }
+}
+
+// The JSON workload's schemas: bounded strings expand to long chains of rules whose links share
+// walks of the short tokens (same shape); paths of any token length reach the chains' last links.
+// Paths share one cache, so masks computed along one path serve the next.
+TEST(TokenMask, WorkloadSchemasOnLlama3) {
+    const std::string path = shared_path("workloads/json.jsonl");
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << "no JSON workload fixture at " << path;
+    const Tokenizer& tok = vocab_tokenizer(shared_path("vocab/ggml-vocab-llama-bpe.gguf"));
+    std::set<std::string> grammars; // each item's schema, compact as the workload runs it
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);)
+        if (!line.empty()) grammars.insert(json_schema_to_gbnf(nlohmann::json::parse(line).at("json_schema").dump()));
+    ASSERT_FALSE(grammars.empty());
+    GrammarCache cache;
+    uint32_t seed = 11;
+    for (const std::string& gbnf : grammars) {
+        for (int path_no = 0; path_no < 3; ++path_no) {
+            check_random_path(gbnf, tok, seed++, 40, &cache, /*any_length=*/path_no != 1);
+            if (::testing::Test::HasFailure()) return;
+        }
+    }
+}
+
+// A bounded repetition longer than the short-token band: its links past the band's reach share
+// one walk, those near its end do not; masks stay exact along the whole chain.
+TEST(TokenMask, LongBoundedRepetitionSharesWalks) {
+    const Tokenizer& tok = vocab_tokenizer(shared_path("vocab/ggml-vocab-llama-bpe.gguf"));
+    const std::string gbnf = R"(root ::= "[\"" [a-z_]{0,60} "\"" ( ",\"" [^"]{1,50} "\"" )? "]")";
+    GrammarCache cache;
+    for (uint32_t seed = 1; seed <= 3; ++seed) {
+        check_random_path(gbnf, tok, seed, 36, &cache, /*any_length=*/seed != 2);
         if (::testing::Test::HasFailure()) return;
     }
 }

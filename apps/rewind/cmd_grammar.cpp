@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "grammar_timing.h"
 #include "options.h"
 #include "rewind/error.h"
 #include "rewind/file_io.h"
@@ -32,6 +33,7 @@ struct GrammarOptions {
     bool have_text = false;
     std::string vocab;
     bool mask = false, mask_each = false, time_masks = false;
+    WorkloadTiming timing; // --time-masks --mask-workload
 };
 
 // The grammar's GBNF text, from whichever source was given.
@@ -93,43 +95,15 @@ void check_texts(grammar::Matcher& m, const std::string& path) {
     }
 }
 
-// Mask time at each token of `text` (encoded without BOS), on a fresh matcher then again once its
-// caches are warm. Timings on a shared machine are noisy.
-void time_masks(const std::shared_ptr<const grammar::CompiledGrammar>& g, const std::shared_ptr<const grammar::VocabIndex>& v,
-                const Tokenizer& tok, const std::string& text) {
-    const std::vector<TokenId> ids = tok.encode(text, AddBos::No);
-    grammar::TokenMatcher tm(g, v); // its own local masks: the first pass pays for all of them
-    std::vector<uint32_t> mask(static_cast<size_t>((v->n_vocab() + 31) / 32));
-    for (const char* pass : {"fresh matcher", "warm caches"}) {
-        tm.matcher().reset();
-        std::vector<double> us;
-        for (TokenId t : ids) {
-            const auto t0 = std::chrono::steady_clock::now();
-            tm.fill_mask(mask);
-            us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-            if (!tm.accept(t)) break;
-        }
-        std::sort(us.begin(), us.end());
-        auto q = [&us](double f) { return us.empty() ? 0.0 : us[std::min(us.size() - 1, static_cast<size_t>(f * static_cast<double>(us.size())))]; };
-        std::printf("mask time (%s): %zu masks, median %.1f us, p90 %.1f us, p99 %.1f us, max %.1f us\n", pass, us.size(), q(0.5),
-                    q(0.9), q(0.99), us.empty() ? 0.0 : us.back());
-    }
-}
-
 int run_with_vocab(const GrammarOptions& o, const std::string& gbnf, const std::string& text) {
-    const auto t0 = std::chrono::steady_clock::now();
     const auto tok = Tokenizer::from_gguf(GgufFile::open(o.vocab));
-    grammar::GrammarCache cache;
-    const auto vocab = cache.vocab(*tok);
-    const auto t1 = std::chrono::steady_clock::now();
-    const auto g = cache.grammar(gbnf, *tok);
-    const auto t2 = std::chrono::steady_clock::now();
     if (o.time_masks) {
-        std::printf("vocabulary index: %.1f ms; grammar compile: %.2f ms\n",
-                    std::chrono::duration<double, std::milli>(t1 - t0).count(), std::chrono::duration<double, std::milli>(t2 - t1).count());
-        time_masks(g, vocab, *tok, text);
+        time_text_masks(gbnf, *tok, text);
         return 0;
     }
+    grammar::GrammarCache cache;
+    const auto vocab = cache.vocab(*tok);
+    const auto g = cache.grammar(gbnf, *tok);
     grammar::TokenMatcher tm(g, vocab);
     if (o.mask_each) { // for oracles: the tokens never matched by their bytes (control, EOG, empty)
         std::string line = "not-text:";
@@ -158,6 +132,11 @@ int run_with_vocab(const GrammarOptions& o, const std::string& gbnf, const std::
 }
 
 int run_grammar(const GrammarOptions& o) {
+    if (!o.timing.workload.empty()) {
+        if (!o.time_masks || o.vocab.empty()) throw Error(ErrorCode::argument, "grammar: --mask-workload needs --time-masks and --vocab");
+        time_workload_masks(o.timing, *Tokenizer::from_gguf(GgufFile::open(o.vocab)));
+        return 0;
+    }
     const std::string gbnf = gbnf_text(o);
     const grammar::Grammar parsed = grammar::parse_gbnf(gbnf);
     if (o.print) std::printf("%s", parsed.to_gbnf().c_str());
@@ -192,7 +171,15 @@ void register_grammar(CLI::App& app, Runner& run) {
     ids->needs(v);
     cmd->add_flag("--mask", o->mask, "With --vocab: print the token ids allowed after the text")->needs(v);
     cmd->add_flag("--mask-each", o->mask_each, "With --vocab and --tokens: a line 'not-text:' (ids matched by name only: control, end of generation, empty), then the allowed ids before each token and after the last")->needs(ids);
-    cmd->add_flag("--time-masks", o->time_masks, "With --vocab and a text: time a mask at each of the text's tokens")->needs(v);
+    cmd->add_flag("--time-masks", o->time_masks,
+                  "With --vocab and a text: time a mask at each of the text's tokens; with --mask-workload: along random "
+                  "paths through each item's grammar, first run against cached runs")->needs(v);
+    cmd->add_option("--mask-workload", o->timing.workload, "With --time-masks: a JSON-lines workload (items with json_schema, grammar or regex)")
+        ->needs(v);
+    cmd->add_option("--rounds", o->timing.rounds, "With --mask-workload: rounds, each with fresh caches (default 3)")->check(CLI::Range(1, 1000));
+    cmd->add_option("--steps", o->timing.steps, "With --mask-workload: tokens per random path at most (default 150)")->check(CLI::Range(1, 100000));
+    cmd->add_option("--slowest", o->timing.slowest, "With --mask-workload: list this many slowest first-run masks (default 8)")
+        ->check(CLI::Range(0, 10000));
     cmd->callback([o, t, &run] {
         o->have_text = t->count() > 0;
         run = [o] { return run_grammar(*o); };

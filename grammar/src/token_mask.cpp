@@ -3,7 +3,11 @@
 #include "rewind/grammar/token_mask.h"
 
 #include <algorithm>
+#include <bit>
+#include <map>
+#include <unordered_set>
 
+#include "position_shapes.h"
 #include "rewind/error.h"
 
 namespace rwd::grammar {
@@ -37,41 +41,53 @@ VocabIndex::VocabIndex(const Tokenizer& tok) : n_vocab_(tok.n_vocab()), hash_(ha
         if (eog) eog_.push_back(t);
     }
     offsets_[n] = static_cast<uint32_t>(blob_.size());
-    for (TokenId t = 0; t < n_vocab_; ++t)
-        if (!bytes(t).empty()) sorted_.push_back(t);
-    std::sort(sorted_.begin(), sorted_.end(), [this](TokenId a, TokenId b) { return bytes(a) < bytes(b); });
-    for (TokenId t : sorted_) {
-        sorted_offsets_.push_back(static_cast<uint32_t>(sorted_blob_.size()));
-        sorted_blob_ += bytes(t);
+    std::array<std::vector<TokenId>, kBands> ids;
+    for (TokenId t = 0; t < n_vocab_; ++t) {
+        const size_t len = bytes(t).size();
+        if (len == 0) continue;
+        size_t b = 0;
+        while (b + 1 < kBands && len > static_cast<size_t>(kBandBytes[b])) ++b;
+        ids[b].push_back(t);
     }
-    sorted_offsets_.push_back(static_cast<uint32_t>(sorted_blob_.size()));
-    lcp_.assign(sorted_.size(), 0);
-    for (size_t i = 0; i < sorted_.size(); ++i) {
-        const std::string_view cur = bytes(sorted_[i]);
-        max_length_ = std::max(max_length_, cur.size());
+    const auto bytes_of = [this](TokenId t) { return bytes(t); };
+    for (size_t b = 0; b < kBands; ++b) bands_[b] = TokenTrie(std::move(ids[b]), bytes_of);
+}
+
+TokenTrie::TokenTrie(std::vector<TokenId> sorted_ids, const std::function<std::string_view(TokenId)>& bytes_of)
+    : ids(std::move(sorted_ids)) {
+    std::sort(ids.begin(), ids.end(), [&](TokenId a, TokenId b) { return bytes_of(a) < bytes_of(b); });
+    for (TokenId t : ids) {
+        offsets.push_back(static_cast<uint32_t>(blob.size()));
+        blob += bytes_of(t);
+    }
+    offsets.push_back(static_cast<uint32_t>(blob.size()));
+    lcp.assign(ids.size(), 0);
+    for (size_t i = 0; i < ids.size(); ++i) {
+        const std::string_view cur = bytes(i);
+        max_length = std::max(max_length, cur.size());
         if (i == 0) continue;
-        const std::string_view prev = bytes(sorted_[i - 1]);
+        const std::string_view prev = bytes(i - 1);
         size_t k = 0;
         while (k < cur.size() && k < prev.size() && k < 0xFFFF && cur[k] == prev[k]) ++k;
-        lcp_[i] = static_cast<uint16_t>(k);
+        lcp[i] = static_cast<uint16_t>(k);
     }
-    suffix_sets_.assign(sorted_.size(), {0, 0});
-    for (size_t i = 0; i < sorted_.size(); ++i) {
-        const std::string_view b = sorted_bytes(i);
-        for (size_t k = lcp_[i]; k < b.size(); ++k) {
+    suffix_sets.assign(ids.size(), {0, 0});
+    for (size_t i = 0; i < ids.size(); ++i) {
+        const std::string_view b = bytes(i);
+        for (size_t k = lcp[i]; k < b.size(); ++k) {
             const auto c = static_cast<uint8_t>(b[k]);
             if (c >= 0x80) {
-                suffix_sets_[i] = {~uint64_t{0}, ~uint64_t{0}};
+                suffix_sets[i] = {~uint64_t{0}, ~uint64_t{0}};
                 break;
             }
-            suffix_sets_[i][c / 64] |= uint64_t{1} << (c % 64);
+            suffix_sets[i][c / 64] |= uint64_t{1} << (c % 64);
         }
     }
-    jump_.assign(sorted_.size(), static_cast<uint32_t>(sorted_.size()));
+    jump.assign(ids.size(), static_cast<uint32_t>(ids.size()));
     std::vector<uint32_t> open; // entries still waiting for a smaller lcp after them
-    for (size_t i = 0; i < sorted_.size(); ++i) {
-        while (!open.empty() && lcp_[open.back()] > lcp_[i]) {
-            jump_[open.back()] = static_cast<uint32_t>(i);
+    for (size_t i = 0; i < ids.size(); ++i) {
+        while (!open.empty() && lcp[open.back()] > lcp[i]) {
+            jump[open.back()] = static_cast<uint32_t>(i);
             open.pop_back();
         }
         open.push_back(static_cast<uint32_t>(i));
@@ -83,27 +99,27 @@ std::string_view VocabIndex::bytes(TokenId t) const {
     return std::string_view(blob_).substr(offsets_[i], offsets_[i + 1] - offsets_[i]);
 }
 
-void walk_vocabulary(Matcher& m, const VocabIndex& vocab, Matcher::StateId s, std::span<uint32_t> mask,
+void walk_vocabulary(Matcher& m, const TokenTrie& trie, Matcher::StateId s, std::span<uint32_t> mask,
                      std::vector<TokenId>* uncertain, WalkScratch& scratch) {
     // Tokens in byte order; path[d] is the state after the first d bytes of the present token,
     // kept for the next token as far as they share a prefix.
-    const auto& sorted = vocab.sorted();
-    const auto& lcp = vocab.lcp();
-    const auto& jump = vocab.jump();
+    const auto& sorted = trie.ids;
+    const auto& lcp = trie.lcp;
+    const auto& jump = trie.jump;
     auto& path = scratch.path;
     auto& escaped = scratch.escaped;
-    path.assign(vocab.max_length() + 1, Matcher::kDead);
-    escaped.assign(vocab.max_length() + 1, 0);
+    path.assign(trie.max_length + 1, Matcher::kDead);
+    escaped.assign(trie.max_length + 1, 0);
     path[0] = s;
     size_t valid = 0;
     for (size_t i = 0; i < sorted.size();) {
-        const std::string_view b = vocab.sorted_bytes(i);
+        const std::string_view b = trie.bytes(i);
         size_t d = std::min<size_t>(lcp[i], valid);
         if (d == lcp[i] && d < b.size()) {
             // A state that steps to itself on every byte left (a string's characters, say):
             // the token is accepted and the path stays there, without a step per byte.
             const auto& loop = m.loop_set(path[d]);
-            const auto& suffix = vocab.suffix_set(i);
+            const auto& suffix = trie.suffix_sets[i];
             if ((suffix[0] & ~loop[0]) == 0 && (suffix[1] & ~loop[1]) == 0) {
                 const auto esc = static_cast<uint8_t>(escaped[d] | (uncertain && m.has_mark(path[d])));
                 for (size_t k = d + 1; k <= b.size(); ++k) {
@@ -134,18 +150,77 @@ void walk_vocabulary(Matcher& m, const VocabIndex& vocab, Matcher::StateId s, st
 }
 
 LocalMaskCache::LocalMaskCache(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab)
-    : grammar_(std::move(grammar)), vocab_(std::move(vocab)), walker_(std::make_unique<Matcher>(grammar_)) {}
+    : grammar_(std::move(grammar)), vocab_(std::move(vocab)), walker_(std::make_unique<Matcher>(grammar_)),
+      shapes_(std::make_unique<PositionShapes>(*grammar_)) {}
 
-std::shared_ptr<const LocalMaskCache::Entry> LocalMaskCache::get(const Matcher::LocalKey& key) {
-    const std::string k = key.bytes();
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (auto it = entries_.find(k); it != entries_.end()) return it->second;
-    if (entries_.size() >= 4096) entries_.clear(); // bounded: 4096 masks of 16 KiB for 128k tokens
+LocalMaskCache::~LocalMaskCache() = default;
+
+// The local stack's shape: each frame's shape for `budget` bytes, the bottom and the unfinished
+// character.
+std::string LocalMaskCache::shape_key(const Matcher::LocalKey& key, int budget) {
+    Matcher::LocalKey shaped = key;
+    for (uint32_t& pos : shaped.positions) {
+        const std::optional<uint32_t> id = shapes_->of(pos, budget);
+        if (!id) return "";
+        pos = *id;
+    }
+    return shaped.bytes();
+}
+
+std::shared_ptr<const LocalMaskCache::Entry> LocalMaskCache::walk(const Matcher::LocalKey& key, const TokenTrie& trie) {
     if (walker_->state_count() > (size_t{1} << 16)) walker_ = std::make_unique<Matcher>(grammar_); // its caches only
     auto e = std::make_shared<Entry>();
     e->accepted.assign(static_cast<size_t>((vocab_->n_vocab() + 31) / 32), 0);
-    walk_vocabulary(*walker_, *vocab_, walker_->local_state(key), e->accepted, &e->uncertain, scratch_);
-    return entries_.emplace(k, std::move(e)).first->second;
+    walk_vocabulary(*walker_, trie, walker_->local_state(key), e->accepted, &e->uncertain, scratch_);
+    size_t count = 0;
+    for (uint32_t w : e->accepted) count += static_cast<size_t>(std::popcount(w));
+    if (count < e->accepted.size()) { // sparse: a list is cheaper to merge than the whole mask
+        for (size_t w = 0; w < e->accepted.size(); ++w)
+            for (uint32_t bits = e->accepted[w]; bits != 0; bits &= bits - 1)
+                e->accepted_ids.push_back(static_cast<TokenId>(w * 32 + static_cast<size_t>(std::countr_zero(bits))));
+        e->accepted = {};
+    }
+    return e;
+}
+
+LocalMaskCache::Parts LocalMaskCache::get(const Matcher::LocalKey& key) {
+    const std::string exact = key.bytes();
+    std::lock_guard<std::mutex> lock(mutex_);
+    Parts parts;
+    for (size_t b = 0; b < VocabIndex::kBands; ++b) {
+        const int budget = VocabIndex::band_budget(b);
+        std::string k = budget >= 0 ? shape_key(key, budget) : "";
+        if (k.empty()) k = "exact:" + exact; // apart from every shape key (the lengths differ)
+        auto it = entries_[b].find(k);
+        if (it == entries_[b].end()) {
+            if (entries_[b].size() >= 4096) entries_[b].clear(); // bounded: 4096 masks of 16 KiB for 128k tokens
+            it = entries_[b].emplace(std::move(k), walk(key, vocab_->band(b))).first;
+        }
+        parts[b] = it->second;
+    }
+    return parts;
+}
+
+void LocalMaskCache::prepare(size_t max_states) {
+    Matcher m(grammar_);
+    std::map<std::vector<bool>, uint8_t> kinds; // ASCII bytes by the classes that take them
+    for (uint32_t b = 0; b < 0x80; ++b) {
+        std::vector<bool> takes;
+        for (const CharClass& c : grammar_->grammar().classes) takes.push_back(c.contains(b));
+        kinds.emplace(std::move(takes), static_cast<uint8_t>(b));
+    }
+    std::vector<Matcher::StateId> queue{m.state()};
+    std::unordered_set<Matcher::StateId> seen{m.state()};
+    for (size_t i = 0; i < queue.size() && i < max_states; ++i) {
+        const Matcher::StateId s = queue[i];
+        const std::vector<uint32_t> stacks = m.stacks(s); // a copy: steps add states
+        for (uint32_t stack : stacks)
+            if (m.top_is_chars(stack)) get(m.local_key(stack, kDepth, s));
+        for (const auto& [takes, byte] : kinds) {
+            const Matcher::StateId t = m.step(s, byte);
+            if (t != Matcher::kDead && seen.insert(t).second) queue.push_back(t);
+        }
+    }
 }
 
 TokenMatcher::TokenMatcher(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab,
@@ -161,6 +236,20 @@ bool TokenMatcher::bytes_accepted(Matcher::StateId s, std::string_view b) {
     return s != Matcher::kDead;
 }
 
+// A local mask's part into `mask`: its accepted tokens, and those of its uncertain tokens that
+// stack `stack` of state `s` (alone) accepts.
+void TokenMatcher::add_local(const LocalMaskCache::Entry& e, uint32_t stack, Matcher::StateId s, std::vector<uint32_t>& mask) {
+    if (!e.accepted.empty())
+        for (size_t w = 0; w < mask.size(); ++w) mask[w] |= e.accepted[w];
+    for (TokenId t : e.accepted_ids) mask[static_cast<size_t>(t) / 32] |= 1u << (t % 32);
+    if (e.uncertain.empty()) return;
+    const Matcher::StateId alone = matcher_.single_state(stack, s);
+    for (TokenId t : e.uncertain) {
+        uint32_t& word = mask[static_cast<size_t>(t) / 32];
+        if (!((word >> (t % 32)) & 1u) && bytes_accepted(alone, vocab_->bytes(t))) word |= 1u << (t % 32);
+    }
+}
+
 // A state's mask is the union of its stacks' masks (a set of stacks accepts what any of them
 // accepts). Each stack's comes from its local stack, shared by every stack with the same top
 // frames whatever lies below (and by other sequences); only the local stack's uncertain tokens
@@ -171,14 +260,10 @@ void TokenMatcher::compute_mask(Matcher::StateId s, std::vector<uint32_t>& mask)
     const std::vector<uint32_t> stacks = matcher_.stacks(s); // a copy: states are added below
     for (uint32_t stack : stacks) {
         if (!matcher_.top_is_chars(stack)) continue;
-        held_ = local_masks_->get(matcher_.local_key(stack, kLocalDepth, s));
-        for (size_t w = 0; w < mask.size(); ++w) mask[w] |= held_->accepted[w];
-        if (held_->uncertain.empty()) continue;
-        const Matcher::StateId alone = matcher_.single_state(stack, s);
-        for (TokenId t : held_->uncertain)
-            if (!((mask[static_cast<size_t>(t) / 32] >> (t % 32)) & 1u) && bytes_accepted(alone, vocab_->bytes(t))) set(t);
+        held_ = local_masks_->get(matcher_.local_key(stack, LocalMaskCache::kDepth, s));
+        for (const auto& part : held_) add_local(*part, stack, s, mask);
     }
-    held_.reset();
+    held_ = {};
     if (matcher_.complete(s))
         for (TokenId t : vocab_->eog_ids()) set(t);
     elements_.clear();
@@ -279,11 +364,20 @@ GrammarCache::Compiled GrammarCache::get(std::string_view gbnf, const Tokenizer&
     Compiled c;
     c.vocab = vocab_for(tok, h);
     c.grammar = grammar_for(gbnf, tok, key);
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     auto& slot = local_masks_[key];
-    if (!slot || &slot->grammar() != c.grammar.get()) slot = std::make_shared<LocalMaskCache>(c.grammar, c.vocab);
+    const bool fresh = !slot || &slot->grammar() != c.grammar.get();
+    if (fresh) slot = std::make_shared<LocalMaskCache>(c.grammar, c.vocab);
     c.local_masks = slot;
     if (!grammars_.count(key)) local_masks_.erase(key); // its grammar was dropped meanwhile
+    lock.unlock();
+    if (fresh && prepare_states_ > 0) {
+        try {
+            c.local_masks->prepare(prepare_states_); // outside the lock: it walks
+        } catch (const Error&) {
+            // a grammar past the matcher's limits: masks then meet the error when used, as before
+        }
+    }
     return c;
 }
 

@@ -2,6 +2,7 @@
 // masks of local stacks shared by a grammar's sequences, and a per-sequence TokenMatcher.
 #pragma once
 #include <array>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,28 @@
 #include "rewind/tokenizer.h"
 
 namespace rwd::grammar {
+
+// Tokens sorted by their bytes, so a walk steps each shared prefix once.
+struct TokenTrie {
+    std::vector<TokenId> ids;    // sorted by bytes
+    std::vector<uint16_t> lcp;   // lcp[i]: common prefix length of entries i-1 and i
+    // jump[i]: the first entry after i whose lcp is below lcp[i] (or the end): every entry between
+    // shares entry i's first lcp[i] bytes, so a walk that found a shorter prefix dead skips them.
+    std::vector<uint32_t> jump;
+    // The bytes of entry i past lcp[i], as a set of ASCII bytes; all ones (~0) when one is not ASCII.
+    std::vector<std::array<uint64_t, 2>> suffix_sets;
+    std::string blob;              // entries' bytes in sorted order (a walk reads them in a row)
+    std::vector<uint32_t> offsets; // entry i: blob[offsets[i], offsets[i + 1])
+    size_t max_length = 0;
+
+    TokenTrie() = default;
+    // `ids` (their bytes `bytes_of(id)` not empty), sorted by their bytes.
+    TokenTrie(std::vector<TokenId> ids, const std::function<std::string_view(TokenId)>& bytes_of);
+    size_t size() const { return ids.size(); }
+    std::string_view bytes(size_t i) const {
+        return std::string_view(blob).substr(offsets[i], offsets[i + 1] - offsets[i]);
+    }
+};
 
 // What a mask needs of a vocabulary, built once (about 0.1 s for 128k tokens) and shared.
 // Token bytes are the tokenizer's pieces as text (byte-level BPE decoded from the GPT-2 byte
@@ -36,19 +59,16 @@ public:
     std::string_view bytes(TokenId t) const; // "" for tokens matched by name only
     const std::vector<TokenId>& eog_ids() const { return eog_; }
 
-    // Byte-matched tokens sorted by their bytes; lcp[i] = common prefix length of entries i-1 and i;
-    // sorted_bytes(i): entry i's bytes, stored in sorted order (the mask walk reads them in a row).
-    const std::vector<TokenId>& sorted() const { return sorted_; }
-    const std::vector<uint16_t>& lcp() const { return lcp_; }
-    // The first entry after i whose lcp is below lcp[i] (or the end): every entry between shares
-    // entry i's first lcp[i] bytes, so a walk that found a shorter prefix dead skips them at once.
-    const std::vector<uint32_t>& jump() const { return jump_; }
-    // The bytes of entry i past lcp[i], as a set of ASCII bytes; all ones (~0) when one is not ASCII.
-    const std::array<uint64_t, 2>& suffix_set(size_t i) const { return suffix_sets_[i]; }
-    std::string_view sorted_bytes(size_t i) const {
-        return std::string_view(sorted_blob_).substr(sorted_offsets_[i], sorted_offsets_[i + 1] - sorted_offsets_[i]);
-    }
-    size_t max_length() const { return max_length_; }
+    // Byte-matched tokens in tries by length: band b holds the tokens longer than band b-1's
+    // bound and at most kBandBytes[b] bytes long (the last band: all longer ones). Masks of
+    // grammar positions with the same shape for a band's bound share that band's walk, so the
+    // short tokens (most of a vocabulary) are walked once for every link of a long repetition.
+    static constexpr size_t kBands = 3;
+    static constexpr std::array<int, kBands - 1> kBandBytes = {16, 32};
+    const TokenTrie& band(size_t b) const { return bands_[b]; }
+    // The byte budget whose shapes decide band b's walk: its bound; -1 for the last band (a few
+    // hundred tokens, walked per local stack: shapes that deep would cost more than the walk).
+    static int band_budget(size_t b) { return b + 1 < kBands ? kBandBytes[b] : -1; }
 
 private:
     static constexpr uint8_t kEog = 1, kControl = 2;
@@ -57,13 +77,8 @@ private:
     std::vector<uint8_t> flags_;
     std::string blob_;              // every token's bytes, back to back
     std::vector<uint32_t> offsets_; // token t's bytes: blob_[offsets_[t], offsets_[t + 1])
-    std::vector<TokenId> eog_, sorted_;
-    std::vector<uint16_t> lcp_;
-    std::vector<uint32_t> jump_;
-    std::vector<std::array<uint64_t, 2>> suffix_sets_;
-    std::string sorted_blob_;
-    std::vector<uint32_t> sorted_offsets_;
-    size_t max_length_ = 0;
+    std::vector<TokenId> eog_;
+    std::array<TokenTrie, kBands> bands_;
 };
 
 // Scratch space of a vocabulary walk.
@@ -72,34 +87,53 @@ struct WalkScratch {
     std::vector<uint8_t> escaped;       // kMark seen along the path
 };
 
-// Walks the sorted vocabulary from state `s` of `m`, setting the bits of the tokens whose bytes
+// Walks the tokens of `trie` from state `s` of `m`, setting the bits of the tokens whose bytes
 // `s` accepts. With `uncertain` (s a local state), a token refused after a state holding kMark
 // may go on below the local stack: it is listed there instead.
-void walk_vocabulary(Matcher& m, const VocabIndex& vocab, Matcher::StateId s, std::span<uint32_t> mask,
+void walk_vocabulary(Matcher& m, const TokenTrie& trie, Matcher::StateId s, std::span<uint32_t> mask,
                      std::vector<TokenId>* uncertain, WalkScratch& scratch);
+
+class PositionShapes;
 
 // The masks of local stacks (Matcher::local_key) of one grammar over one vocabulary: the tokens a
 // local stack accepts whatever lies below it, and those that may go on below (checked against
 // the real stack). Computed once, shared by the TokenMatchers of every sequence using the grammar.
-// Thread-safe (one lock around lookups and walks). Bounded: past 4096 entries it starts afresh.
+// A local stack's mask has a part per band of token lengths (VocabIndex::band), shared by every
+// local stack of the same shape for the band's budget (PositionShapes: the links of a bounded
+// repetition share one walk of the short tokens).
+// Thread-safe (one lock around lookups and walks). Bounded: past 4096 entries of a band it starts afresh.
 class LocalMaskCache {
 public:
     struct Entry {
-        std::vector<uint32_t> accepted; // bits, as a mask
+        std::vector<uint32_t> accepted;     // bits, as a mask; empty when accepted_ids holds them
+        std::vector<TokenId> accepted_ids;  // the accepted tokens, when fewer than the mask's words
         std::vector<TokenId> uncertain;
     };
+    using Parts = std::array<std::shared_ptr<const Entry>, VocabIndex::kBands>;
     LocalMaskCache(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab);
+    ~LocalMaskCache();
 
-    std::shared_ptr<const Entry> get(const Matcher::LocalKey& key);
+    Parts get(const Matcher::LocalKey& key);
     const CompiledGrammar& grammar() const { return *grammar_; }
+    // Computes ahead the masks of the local stacks (kDepth frames) of the automaton states
+    // reached from the start, breadth first, by one byte of each kind (bytes that every class
+    // takes or refuses alike step alike), up to `max_states` states: the walks a first sequence
+    // would meet first, done when the grammar is compiled.
+    void prepare(size_t max_states);
+    static constexpr size_t kDepth = 3; // frames a local stack keeps (more: fewer uncertain tokens, less sharing)
 
 private:
     std::mutex mutex_;
     std::shared_ptr<const CompiledGrammar> grammar_;
     std::shared_ptr<const VocabIndex> vocab_;
     std::unique_ptr<Matcher> walker_; // its own automaton; renewed when it grows large
+    std::unique_ptr<PositionShapes> shapes_;
     WalkScratch scratch_;
-    std::unordered_map<std::string, std::shared_ptr<const Entry>> entries_;
+    std::array<std::unordered_map<std::string, std::shared_ptr<const Entry>>, VocabIndex::kBands> entries_;
+
+    // The key's shape for `budget` bytes; "" when the shapes nest too deep to compare.
+    std::string shape_key(const Matcher::LocalKey& key, int budget);
+    std::shared_ptr<const Entry> walk(const Matcher::LocalKey& key, const TokenTrie& trie);
 };
 
 // One sequence's grammar state over a vocabulary: masks, accept, undo. Masks are cached per
@@ -130,12 +164,12 @@ private:
     std::shared_ptr<const VocabIndex> vocab_;
     std::unordered_map<Matcher::StateId, std::vector<uint32_t>> masks_; // per automaton state
     std::shared_ptr<LocalMaskCache> local_masks_;
-    std::shared_ptr<const LocalMaskCache::Entry> held_; // the entry in use (the cache may drop it)
-    static constexpr size_t kLocalDepth = 4; // frames a local stack keeps (more: fewer uncertain tokens, less sharing)
+    LocalMaskCache::Parts held_; // the entries in use (the cache may drop them)
     std::vector<std::pair<int32_t, bool>> elements_;                   // scratch: token elements
 
     void compute_mask(Matcher::StateId s, std::vector<uint32_t>& mask);
     bool bytes_accepted(Matcher::StateId s, std::string_view b);
+    void add_local(const LocalMaskCache::Entry& e, uint32_t stack, Matcher::StateId s, std::vector<uint32_t>& mask);
     bool element_allows(TokenId t);
 };
 
@@ -144,7 +178,10 @@ private:
 // is dropped (sequences that hold it keep it).
 class GrammarCache {
 public:
-    explicit GrammarCache(size_t max_grammars = 64) : max_grammars_(max_grammars) {}
+    // `prepare_states`: a new grammar's local masks are computed ahead for that many automaton
+    // states (LocalMaskCache::prepare; 0: none, every walk on first use).
+    explicit GrammarCache(size_t max_grammars = 64, size_t prepare_states = 256)
+        : max_grammars_(max_grammars), prepare_states_(prepare_states) {}
 
     // What a sequence under a grammar needs: the grammar parsed (parse_gbnf's errors) and compiled
     // against `tok`'s vocabulary (token names), the vocabulary index, and the local masks that
@@ -167,6 +204,7 @@ private:
 
     std::mutex mutex_;
     size_t max_grammars_;
+    size_t prepare_states_;
     std::unordered_map<uint64_t, std::shared_ptr<const VocabIndex>> vocabs_;
     std::unordered_map<std::string, std::shared_ptr<const CompiledGrammar>> grammars_;
     std::unordered_map<std::string, std::shared_ptr<LocalMaskCache>> local_masks_;
