@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -65,6 +66,35 @@ void Model::FreeDeleter::operator()(std::byte* p) const { std::free(p); }
 
 namespace {
 
+// Rows per slice of a large matrix's repacking: whole groups of 16 rows (both packed layouts),
+// 64 groups at a time so that every slice's packed bytes are a multiple of 64 (the destination
+// alignment repack() needs) whatever the group size.
+constexpr int64_t kSliceRowUnit = 1024;
+// Source bytes per slice, about: the most file pages resident beside the packed copy.
+constexpr size_t kSliceBytes = size_t{16} << 20;
+
+// Repacks w into dst (its packed_bytes) and drops its file pages. The original is not read again
+// (a tied output head's token rows come back from the file one at a time), so resident memory is
+// replaced, not doubled. A large matrix goes in slices of whole row groups, each released once
+// packed: the packed form is group by group, so a slice packs into the bytes the whole would put
+// there, and a 128k-row head (280 MB in Q8_0) never sits in memory twice.
+void repack_releasing(const MatrixView& w, std::span<std::byte> dst, ThreadPool* pool) {
+    const size_t row_bytes = dtype_row_bytes(w.type, w.cols);
+    const int64_t units = std::max<int64_t>(1, int64_t(kSliceBytes / (row_bytes * size_t(kSliceRowUnit))));
+    const int64_t step = units * kSliceRowUnit;
+    const auto* src = static_cast<const std::byte*>(w.data);
+    size_t off = 0;
+    for (int64_t r = 0; r < w.rows; r += step) {
+        const int64_t n = std::min(step, w.rows - r);
+        const MatrixView part{w.type, src + size_t(r) * row_bytes, n, w.cols};
+        const size_t bytes = packed_bytes(w.type, n, w.cols);
+        repack(part, dst.subspan(off, bytes), pool);
+        off += bytes;
+        // From the matrix's start: a page shared by two slices goes with the second.
+        release_pages(src, size_t(r + n) * row_bytes);
+    }
+}
+
 // Repacks every matrix in `mats` (packable types: packed.h) into one owned allocation and
 // points their views at it.
 std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total, int threads) {
@@ -85,13 +115,9 @@ std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total, int
     size_t off = 0;
     for (MatrixView* w : mats) {
         const size_t n = packed_bytes(w->type, w->rows, w->cols); // a multiple of 64
-        repack(*w, {mem + off, n}, pool.get());
+        repack_releasing(*w, {mem + off, n}, pool.get());
         w->packed = mem + off;
         off += n;
-        // The original is not read again (a tied output head's token rows come back from the
-        // file one at a time), so its pages leave memory now: resident memory is replaced, not
-        // doubled, and peaks at the packed copy plus one matrix.
-        release_pages(w->data, dtype_row_bytes(w->type, w->cols) * static_cast<size_t>(w->rows));
     }
     return owner.release();
 }
