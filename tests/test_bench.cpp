@@ -576,6 +576,33 @@ TEST(BenchScale, MemoryBandwidthRunsAndValidates) {
     EXPECT_THROW(rb::measure_memory_bandwidth(1, int64_t{4} << 20, 0), rwd::Error);
 }
 
+TEST(BenchScale, PeakResidentMemoryCountsABufferOnceTouchedAndStartsOver) {
+    ASSERT_GT(rb::peak_resident_bytes(), 0); // Linux: VmHWM
+    // From the current resident memory, not the peak of the tests before this one.
+    if (!rb::reset_peak_resident()) GTEST_SKIP() << "/proc/self/clear_refs cannot reset the peak here";
+    const int64_t before = rb::peak_resident_bytes();
+    {
+        std::vector<char> big(size_t{64} << 20, 1); // touched: resident
+        EXPECT_GE(rb::peak_resident_bytes(), before + (int64_t{60} << 20));
+        EXPECT_EQ(big[big.size() / 2], 1); // used, so not elided
+    }
+    ASSERT_TRUE(rb::reset_peak_resident()); // the buffer is gone: the peak starts over below it
+    EXPECT_LT(rb::peak_resident_bytes(), before + (int64_t{60} << 20));
+}
+
+TEST(BenchReport, KvTypeAndPeakMemoryAreReportedAndKept) {
+    auto r = synthetic_result();
+    r.setup.kv_type = "f16";
+    r.setup.peak_rss_bytes = 1'420'000'000;
+    std::ostringstream md;
+    rb::write_markdown(md, r);
+    EXPECT_NE(md.str().find("Peak resident memory: 1.42 GB (the whole process: weights, f16 KV cache"), std::string::npos)
+        << md.str();
+    const rb::BenchResult back = rb::from_json(rb::to_json(r), "r.json");
+    EXPECT_EQ(back.setup.kv_type, "f16");
+    EXPECT_EQ(back.setup.peak_rss_bytes, 1'420'000'000);
+}
+
 TEST(BenchScale, ReportAndJsonKeepTheScaleFigures) {
     auto r = synthetic_result();
     r.items.clear(); // a --cost-curve result

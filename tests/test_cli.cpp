@@ -61,7 +61,8 @@ protected:
 
 } // namespace
 
-// Three golden prompts per F32 model, both numerics: the ids llama.cpp generated, all 64.
+// Three golden prompts per F32 model, both numerics, both cache types (the default, --kv-type
+// auto, is F16, as llama.cpp's cache that made the goldens): the ids llama.cpp generated, all 64.
 TEST_F(Cli, GenerateReproducesLlamaCppGreedyOutput) {
     for (const char* name : {"pycode-4m", "aidreams260K"}) {
         std::ifstream f(kShared + "/reference/" + name + ".jsonl");
@@ -71,14 +72,20 @@ TEST_F(Cli, GenerateReproducesLlamaCppGreedyOutput) {
             const auto want = golden.at("generated_ids").get<std::vector<int>>();
             const std::string prompt = write_temp(std::string(name) + ".txt", golden.at("prompt").get<std::string>());
             for (const char* numerics : {"llamacpp", "exact"}) {
-                SCOPED_TRACE(std::string(name) + " prompt " + std::to_string(i) + ", --numerics " + numerics);
-                const CliRun r = run("generate -m " + kShared + "/models/" + name + ".gguf -f " + prompt + " -n " +
-                                  std::to_string(want.size()) + " --ignore-eos --json --numerics " + numerics);
-                ASSERT_EQ(r.status, 0) << r.out;
-                const auto j = nlohmann::json::parse(r.out);
-                EXPECT_EQ(j.at("prompt_ids"), golden.at("prompt_ids"));
-                EXPECT_EQ(j.at("generated_ids").get<std::vector<int>>(), want);
-                EXPECT_EQ(j.at("numerics"), numerics);
+                for (const std::string kv : {"", "f32"}) {
+                    SCOPED_TRACE(std::string(name) + " prompt " + std::to_string(i) + ", --numerics " + numerics +
+                                 (kv.empty() ? "" : ", --kv-type " + kv));
+                    const CliRun r = run("generate -m " + kShared + "/models/" + name + ".gguf -f " + prompt + " -n " +
+                                      std::to_string(want.size()) + " --ignore-eos --json --numerics " + numerics +
+                                      (kv.empty() ? "" : " --kv-type " + kv));
+                    ASSERT_EQ(r.status, 0) << r.out;
+                    const auto j = nlohmann::json::parse(r.out);
+                    EXPECT_EQ(j.at("prompt_ids"), golden.at("prompt_ids"));
+                    EXPECT_EQ(j.at("generated_ids").get<std::vector<int>>(), want);
+                    EXPECT_EQ(j.at("numerics"), numerics);
+                    EXPECT_EQ(j.at("memory").at("kv_type"), kv.empty() ? "f16" : "f32");
+                    EXPECT_GT(j.at("memory").at("peak_rss_bytes").get<int64_t>(), 0);
+                }
             }
             std::filesystem::remove(prompt);
         }

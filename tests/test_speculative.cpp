@@ -105,6 +105,7 @@ protected:
     // The models a check runs: the fixture's pair unless a test names others.
     struct Pair {
         std::shared_ptr<const Model> target, draft;
+        KvType kv = KvType::F32; // the target's and the draft's caches
     };
     Pair pair() const { return {target_, draft_}; }
 
@@ -115,6 +116,7 @@ protected:
         parse_source_kind(kind, spec);
         if (kind == "ref" || kind.starts_with("auto")) spec.references = item.references;
         if (kind == "draft" || kind.starts_with("auto")) spec.draft = p.draft;
+        spec.draft_options.cache_type = p.kv;
         return make_guess_source(spec, *p.target, kCapacity);
     }
     std::unique_ptr<GuessSource> make_source(const std::string& kind, const Item& item) {
@@ -135,7 +137,7 @@ protected:
                         int64_t max_tokens_cap = 0) {
         const std::shared_ptr<const Model>& target = p.target;
         Context ctx(target);
-        KvCache cache(*target, {kCapacity});
+        KvCache cache(*target, {kCapacity, p.kv});
         for (const Item& item : items) {
             const auto prompt = target->tokenizer().encode(item.prompt);
             for (const float temp : {0.0f, 0.8f}) {
@@ -222,6 +224,29 @@ TEST_F(Speculative, LosslessOnExpertModels) {
         }
         check_lossless({moe, draft_}, {load_items("edit").at(0)}, {4}, all, KPolicy::Adaptive, kSanitized ? 16 : 32);
     }
+}
+
+// The CLI's default cache type: exactness holds at a fixed cache type, so with F16 caches too
+// every source equals plain decoding (with its F16 cache), on the pycode pair, every dense
+// architecture and an expert model.
+TEST_F(Speculative, LosslessWithF16Caches) {
+    const std::vector<std::string> all = {"ngram", "ref", "draft", "auto", "suffix"};
+    auto arch = [](const std::string& a) { return Model::load(kShared + "/models/arch-" + a + ".gguf"); };
+    const auto gemma3 = arch("gemma3"), qwen3 = arch("qwen3"), phi3 = arch("phi3"), qwen2 = arch("qwen2"),
+               llama3 = arch("llama3");
+    const auto moe = model_test::load("dummy-qwen3-moe-tiny-q4_k_m");
+    const std::vector<int> ks = kSanitized ? std::vector<int>{4} : std::vector<int>{1, 4};
+    const int64_t cap = kSanitized ? 16 : 32;
+    for (const std::string kind : {"edit", "ref", "free"}) {
+        const std::vector<Item> items = {load_items(kind).at(0)};
+        check_lossless({target_, draft_, KvType::F16}, items, kSanitized ? std::vector<int>{4} : std::vector<int>{1, 4, 16},
+                       all, KPolicy::Fixed, kSanitized ? 16 : 48);
+        check_lossless({gemma3, qwen3, KvType::F16}, items, ks, all, KPolicy::Fixed, cap);
+        check_lossless({phi3, llama3, KvType::F16}, items, ks, all, KPolicy::Fixed, cap);
+    }
+    const std::vector<Item> edit = {load_items("edit").at(0)};
+    check_lossless({qwen2, qwen3, KvType::F16}, edit, {4}, all, KPolicy::Adaptive, cap);
+    check_lossless({moe, draft_, KvType::F16}, edit, ks, all, KPolicy::Fixed, cap);
 }
 
 TEST_F(Speculative, LosslessWithAdaptiveK) {

@@ -63,6 +63,8 @@ set(rwd_test_timeouts
   "Models/Reference.MatchesLlamaCpp/pycode_4m_q5_k_m_llamacpp"      50  # 9.25 9.16
   "Models/Reference.MatchesLlamaCpp/pycode_4m_q4_k_m_llamacpp"      45  # 8.75 7.78
   "Speculative.LosslessOnEveryArchitecture"                         45  # 4.23 8.74
+  "Speculative.LosslessWithF16Caches"                               50  # 9.51 (one run, load average about 10)
+  "Cli.GenerateReproducesLlamaCppGreedyOutput"                      25  # 5.02 (one run, load average about 8; both cache types)
   "Models/Reference.MatchesLlamaCpp/kq_256_llamacpp"                45  # 8.40 8.10
   "Models/Reference.MatchesLlamaCpp/pycode_4m_q6_k_llamacpp"        45  # 8.16 8.01
   "Models/BatchDecoding.EveryRequestEqualsItsOwnPlainDecoding/f32"  35  # 6.49 4.29

@@ -450,7 +450,8 @@ class NumpyAndGenerateTest(unittest.TestCase):
                                    check=True, capture_output=True, text=True, env=CLI_ENV)
                 cli = json.loads(r.stdout)
                 self.assertEqual(cli["prompt_ids"], self.ids)
-                out = self.model.generate([self.ids], max_new_tokens=48, **kw)
+                # The CLI's cache is F16 (--kv-type auto); the module's default is F32.
+                out = self.model.generate([self.ids], max_new_tokens=48, kv_f16=True, **kw)
                 self.assertEqual(out[0, len(self.ids):].tolist(), cli["generated_ids"])
 
 

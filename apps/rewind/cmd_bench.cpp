@@ -103,6 +103,9 @@ std::string sampling_args(const SamplerOptions& s) {
     return c.str();
 }
 
+// The cache type --kv-type picked, by name.
+const char* kv_name(const BenchCliOptions& o) { return kv_type_of(o.batching.kv_type) == KvType::F16 ? "f16" : "f32"; }
+
 // The command that reproduces this run, with every setting spelled out (defaults included), so
 // the JSON and Markdown carry it whatever the user typed.
 std::string canonical_command(const BenchCliOptions& o, const std::string& model) {
@@ -126,7 +129,7 @@ std::string canonical_command(const BenchCliOptions& o, const std::string& model
     if (o.spec.adaptive) c << " --adaptive";
     if (o.adaptive_only) c << " --adaptive-only";
     if (o.k_cost) c << " --k-cost";
-    c << " --repeat " << o.repeat << " --warmup " << o.warmup << " -t " << o.model.threads;
+    c << " --repeat " << o.repeat << " --warmup " << o.warmup << " -t " << o.model.threads << " --kv-type " << kv_name(o);
     if (o.model.device != "cpu") c << " --device " << o.model.device;
     if (!o.model.simd.empty()) c << " --simd " << o.model.simd;
     c << " --temp " << o.sampling.temperature << " --seed " << o.sampling.seed << sampling_args(o.sampling);
@@ -185,7 +188,7 @@ std::string cost_curve_command(const BenchCliOptions& o, const std::string& mode
            " --prompt-tokens " + std::to_string(o.prompt_tokens) + " --decode-tokens " +
            std::to_string(o.decode_tokens) + " --long-prefix " + std::to_string(o.long_prefix) +
            (o.long_prefill ? " --long-prefill" : "") + " --bandwidth-mib " + std::to_string(o.bandwidth_mib) +
-           " --cost-warmup " + std::to_string(o.cost_warmup) +
+           " --cost-warmup " + std::to_string(o.cost_warmup) + " --kv-type " + std::string(kv_name(o)) +
            (o.project.empty() ? std::string() : " --project " + arg(o.project));
 }
 
@@ -200,12 +203,18 @@ void measure_cost(const BenchCliOptions& o, const Model& model, Context& ctx, in
         if (o.model.threads > 1) r.scale.bandwidth_n = rb::measure_memory_bandwidth(o.model.threads, bytes);
     }
     r.scale.weight_bytes_per_token = rb::weight_bytes_per_token(model);
+    // The model's peak (its load), then the measurement's once the probe's buffers are gone.
+    const int64_t load_peak = rb::peak_resident_bytes();
+    rb::reset_peak_resident();
+    const KvType kv = kv_type_of(o.batching.kv_type);
     rb::ThroughputOptions t;
+    t.kv_type = kv;
     t.prompt_tokens = o.prompt_tokens;
     t.decode_tokens = o.decode_tokens;
     t.rounds = std::max(3, repeat / 5);
     r.throughput = rb::measure_throughput(ctx, t);
     rb::CostCurveOptions c;
+    c.kv_type = kv;
     c.max_n = max_n;
     c.prefix = o.cost_prefix;
     c.repeat = repeat;
@@ -223,6 +232,7 @@ void measure_cost(const BenchCliOptions& o, const Model& model, Context& ctx, in
             r.scale.long_curve = rb::measure_cost_curve(ctx, c);
         }
     }
+    r.setup.peak_rss_bytes = std::max(load_peak, rb::peak_resident_bytes());
     if (!o.project.empty()) {
         std::ifstream f(o.project, std::ios::binary);
         if (!f) throw Error(ErrorCode::io, "cannot open '" + o.project + "'");
@@ -270,6 +280,7 @@ int run_cost_curve(const BenchCliOptions& o, const std::string& model_path) {
     r.setup.threads = o.model.threads;
     r.setup.device = device_name(copts.device);
     r.setup.repeat = repeat;
+    r.setup.kv_type = kv_name(o);
     r.setup.command_line = cost_curve_command(o, model_path, copts.device, copts.simd, repeat);
     r.machine = rb::detect_machine();
     r.machine.simd = rb::simd_label(copts.simd);
@@ -382,6 +393,7 @@ rb::RunnerOptions runner_options(const BenchCliOptions& o) {
     ro.cost.max_n = std::max<int64_t>(max_of(o.cost_n), 17);
     ro.cost.repeat = o.cost_repeat;
     ro.cost.warmup = o.cost_warmup;
+    ro.cost.kv_type = ro.kv_type = kv_type_of(o.batching.kv_type);
     return ro;
 }
 
@@ -420,6 +432,7 @@ int run_bench(const BenchCliOptions& o) {
     r.setup.workloads = o.workload.workloads.empty() ? std::vector<std::string>{"prompt"} : o.workload.workloads;
     r.setup.items_per_workload = o.workload.items;
     r.setup.command_line = canonical_command(o, model_path);
+    r.setup.peak_rss_bytes = rb::peak_resident_bytes();
     return emit_reports(r, o);
 }
 

@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "options.h"
+#include "rewind/bench/bench_memory.h"
 #include "rewind/chat.h"
 #include "rewind/context.h"
 #include "rewind/error.h"
@@ -144,7 +145,7 @@ GenerateRun decode(const GenerateFlags& f, Context& ctx, KvCache& cache, const s
 // --json: one object with the ids, text, stop reason, timings (and speculation statistics).
 void print_json(const GenerateFlags& f, const Tokenizer& tok, const std::string& prompt,
                 const std::vector<TokenId>& prompt_ids, const GenerateRun& run, const speculate::GuessSource* source,
-                const speculate::SpeculativeOptions& so) {
+                const speculate::SpeculativeOptions& so, const KvCache& cache) {
     const GenerateResult& r = run.result;
     const auto n_gen = static_cast<int64_t>(r.tokens.size());
     nlohmann::ordered_json j;
@@ -164,13 +165,17 @@ void print_json(const GenerateFlags& f, const Tokenizer& tok, const std::string&
         {"generate_seconds", r.generate_seconds},
         {"generated_tokens_per_second", per_second(n_gen, r.generate_seconds)},
     };
+    j["memory"] = {{"kv_type", cache.type() == KvType::F16 ? "f16" : "f32"},
+                   {"kv_capacity", cache.capacity()},
+                   {"peak_rss_bytes", bench::peak_resident_bytes()}};
     if (source) j["speculation"] = stats_json(run.stats, so, source->name());
     const std::string out = j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
     std::printf("%s\n", out.c_str());
 }
 
-// Without --json: the speeds (and speculation statistics) on stderr after the streamed text.
-void print_summary(const GenerateRun& run, const speculate::GuessSource* source,
+// Without --json: the speeds, the memory (and speculation statistics) on stderr after the
+// streamed text.
+void print_summary(const GenerateRun& run, const KvCache& cache, const speculate::GuessSource* source,
                    const speculate::SpeculativeOptions& so) {
     const GenerateResult& r = run.result;
     const auto n_gen = static_cast<int64_t>(r.tokens.size());
@@ -182,6 +187,9 @@ void print_summary(const GenerateRun& run, const speculate::GuessSource* source,
                  static_cast<long long>(r.prompt_tokens), r.prompt_seconds * 1e3,
                  per_second(r.prompt_tokens, r.prompt_seconds), static_cast<long long>(n_gen),
                  r.generate_seconds * 1e3, per_second(n_gen, r.generate_seconds), stop_reason_name(r.stop));
+    std::fprintf(stderr, "memory: peak resident %.2f GB, KV cache %s of %lld positions\n",
+                 static_cast<double>(bench::peak_resident_bytes()) / 1e9, cache.type() == KvType::F16 ? "f16" : "f32",
+                 static_cast<long long>(cache.capacity()));
     if (source) {
         std::fprintf(stderr, "source: %s, k %d (%s), verify %s\n%s", std::string(source->name()).c_str(), so.k,
                      speculate::k_policy_name(so.k_policy), speculate::verify_mode_name(so.verify),
@@ -208,8 +216,8 @@ int run_generate(const GenerateFlags& f) {
     const std::unique_ptr<TokenConstraint> constraint =
         make_constraint("generate", f.constraint.gbnf(), model->tokenizer());
     const GenerateRun run = decode(f, ctx, cache, prompt, prompt_ids, source.get(), so, constraint.get());
-    if (f.json) print_json(f, model->tokenizer(), prompt, prompt_ids, run, source.get(), so);
-    else print_summary(run, source.get(), so);
+    if (f.json) print_json(f, model->tokenizer(), prompt, prompt_ids, run, source.get(), so, cache);
+    else print_summary(run, cache, source.get(), so);
     return 0;
 }
 

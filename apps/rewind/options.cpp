@@ -200,9 +200,18 @@ std::unique_ptr<TokenConstraint> make_constraint(const char* who, const std::str
     return naming(std::string(who) + ": grammar", [&] { return make_grammar_constraint(gbnf, tok, cache); });
 }
 
+KvType kv_type_of(const std::string& flag) { return flag == "f32" ? KvType::F32 : KvType::F16; }
+
+void add_kv_type_flag(CLI::App& cmd, std::string& kv_type) {
+    cmd.add_option("--kv-type", kv_type,
+                   "KV cache storage: f16 (half the memory of f32) or f32; auto = f16. Speculative output equals "
+                   "plain decoding at either type")
+        ->check(CLI::IsMember({"auto", "f32", "f16"}))
+        ->capture_default_str();
+}
+
 KvCacheOptions CacheFlags::cache_options() const {
-    const bool f16 = kv_type == "f16" || (kv_type == "auto" && numerics == "llamacpp");
-    return KvCacheOptions{.capacity = ctx_size, .type = f16 ? KvType::F16 : KvType::F32};
+    return KvCacheOptions{.capacity = ctx_size, .type = kv_type_of(kv_type)};
 }
 
 ContextOptions CacheFlags::context_options(ContextOptions base) const {
@@ -218,9 +227,7 @@ ContextOptions CacheFlags::context_options(ContextOptions base) const {
 void add_cache_flags(CLI::App& cmd, CacheFlags& f) {
     cmd.add_option("-c,--ctx-size", f.ctx_size, "KV cache capacity in tokens; 0 = the model's context, at most 4096")
         ->capture_default_str();
-    cmd.add_option("--kv-type", f.kv_type, "KV cache storage; auto = f32, or f16 with --numerics llamacpp")
-        ->check(CLI::IsMember({"auto", "f32", "f16"}))
-        ->capture_default_str();
+    add_kv_type_flag(cmd, f.kv_type);
     cmd.add_option("--numerics", f.numerics,
                    "exact: rewind's fixed-order sums, the same bits whatever the pass size (needed by --spec); "
                    "llamacpp: llama.cpp's CPU roundings, to reproduce its outputs")
@@ -412,6 +419,7 @@ bench::BatchRunOptions BatchingFlags::batch_options(const char* who, const Sampl
     o.prefill_chunk = prefill_chunk;
     o.pass_tokens = pass_tokens;
     o.cost_model = cost_model;
+    o.kv_type = kv_type_of(kv_type);
     if (!pass_cost_ms.empty()) {
         o.pass_fixed_seconds = pass_cost_ms[0] * 1e-3;
         o.pass_row_seconds = pass_cost_ms[1] * 1e-3;
@@ -432,6 +440,7 @@ void add_batching_flags(CLI::App& cmd, BatchingFlags& f, bool with_budget) {
                    "--cost-model's pass time a + b * rows as FIXED_MS,PER_ROW_MS (e.g. from `rewind bench "
                    "--cost-curve`) instead of fitting it to the run's own passes")
         ->delimiter(',');
+    add_kv_type_flag(cmd, f.kv_type);
     if (with_budget)
         cmd.add_option("--kv-budget-mib", f.kv_budget_mib,
                        "Total KV cache of the active requests in MiB (0: no limit); admission waits for room")

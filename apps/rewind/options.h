@@ -86,10 +86,17 @@ nlohmann::ordered_json logprobs_json(const std::vector<TokenLogprob>& lps, const
 // flags as defaults); nothing changes when no grammar flag was given. Throws as gbnf() does.
 void constrain_items(std::vector<bench::WorkItem>& items, const ConstraintFlags& c);
 
+// --kv-type's value as a cache type: "auto" and "f16" store half precision (every path, CPU and
+// CUDA, attends over either type; speculative output equals plain decoding at either), "f32"
+// full precision. The value is one CLI11 already checked.
+KvType kv_type_of(const std::string& flag);
+// --kv-type (auto, f32, f16) into `kv_type` (generate, chat, batch, bench).
+void add_kv_type_flag(CLI::App& cmd, std::string& kv_type);
+
 // The KV cache and numerics of one conversation (generate, chat).
 struct CacheFlags {
     int64_t ctx_size = 0;         // 0: the model's context length
-    std::string kv_type = "auto"; // f32, or f16 with --numerics llamacpp (llama.cpp's default)
+    std::string kv_type = "auto"; // kv_type_of: auto = f16
     std::string numerics = "exact";
 
     KvCacheOptions cache_options() const;
@@ -196,12 +203,14 @@ struct BatchingFlags {
     bool cost_model = false;
     std::vector<double> pass_cost_ms; // --pass-cost FIXED_MS,PER_ROW_MS (empty: fitted)
     int64_t kv_budget_mib = 0;
+    std::string kv_type = "auto"; // kv_type_of: auto = f16
     // The batch run's options from these flags, `sampler`, `max_tokens` and the model flags
     // (a draft loaded from --draft). Throws rwd::Error (argument), prefixed with `who`, on a
     // malformed --pass-cost or a negative budget.
     bench::BatchRunOptions batch_options(const char* who, const SamplerOptions& sampler, int64_t max_tokens) const;
 };
-// `with_budget` adds --kv-budget-mib (batch).
+// With --kv-type (bench: for every measurement, not only --concurrency's); `with_budget` adds
+// --kv-budget-mib (batch).
 void add_batching_flags(CLI::App& cmd, BatchingFlags& f, bool with_budget);
 // --concurrency: one level (batch), or a list of levels each measured (bench), described by
 // `bench_help` after the shared description.

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -45,17 +46,23 @@ std::vector<MatrixView> expert_matrices(const WeightRef& w) {
 std::string where(const std::string& path, const WeightRef& w) { return path + ": tensor '" + w.name + "'"; }
 
 // Drops the pages of [p, p + n) from this process's memory; they come back from the file if
-// touched again. MADV_PAGEOUT keeps data in every kind of mapping (never zero-fills), so this is
-// safe even if the weights were not file-backed; failure only means the memory stays resident.
-void release_pages(const void* p, size_t n) {
-#ifdef MADV_PAGEOUT
+// touched again. `mapped`: [p, p + n) lies in a read-only private mapping of the file, whose
+// pages MADV_DONTNEED unmaps but leaves in the page cache, so a later touch (the embedding row of
+// each new token, when the head is tied to the embeddings) is a minor fault of microseconds, not
+// a read from the disk (about 0.5 ms on a VM disk: MADV_PAGEOUT evicts the pages from the cache).
+// Otherwise (a copy in anonymous memory, which MADV_DONTNEED would zero) MADV_PAGEOUT, which
+// keeps the data in every kind of mapping. Failure only means the memory stays resident.
+void release_pages(const void* p, size_t n, bool mapped) {
     const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
     const auto b = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
     const auto e = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
-    if (e > b) (void)::madvise(reinterpret_cast<void*>(b), e - b, MADV_PAGEOUT);
-#else
-    (void)p;
-    (void)n;
+    if (e <= b) return;
+    if (mapped) {
+        (void)::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+        return;
+    }
+#ifdef MADV_PAGEOUT
+    (void)::madvise(reinterpret_cast<void*>(b), e - b, MADV_PAGEOUT);
 #endif
 }
 
@@ -65,9 +72,38 @@ void Model::FreeDeleter::operator()(std::byte* p) const { std::free(p); }
 
 namespace {
 
+// Rows per slice of a large matrix's repacking: whole groups of 16 rows (both packed layouts),
+// 64 groups at a time so that every slice's packed bytes are a multiple of 64 (the destination
+// alignment repack() needs) whatever the group size.
+constexpr int64_t kSliceRowUnit = 1024;
+// Source bytes per slice, about: the most file pages resident beside the packed copy.
+constexpr size_t kSliceBytes = size_t{16} << 20;
+
+// Repacks w into dst (its packed_bytes) and drops its file pages. The original is not read again
+// (a tied output head's token rows come back from the file one at a time), so resident memory is
+// replaced, not doubled. A large matrix goes in slices of whole row groups, each released once
+// packed: the packed form is group by group, so a slice packs into the bytes the whole would put
+// there, and a 128k-row head (280 MB in Q8_0) never sits in memory twice.
+void repack_releasing(const MatrixView& w, std::span<std::byte> dst, ThreadPool* pool, bool mapped) {
+    const size_t row_bytes = dtype_row_bytes(w.type, w.cols);
+    const int64_t units = std::max<int64_t>(1, int64_t(kSliceBytes / (row_bytes * size_t(kSliceRowUnit))));
+    const int64_t step = units * kSliceRowUnit;
+    const auto* src = static_cast<const std::byte*>(w.data);
+    size_t off = 0;
+    for (int64_t r = 0; r < w.rows; r += step) {
+        const int64_t n = std::min(step, w.rows - r);
+        const MatrixView part{w.type, src + size_t(r) * row_bytes, n, w.cols};
+        const size_t bytes = packed_bytes(w.type, n, w.cols);
+        repack(part, dst.subspan(off, bytes), pool);
+        off += bytes;
+        // From the matrix's start: a page shared by two slices goes with the second.
+        release_pages(src, size_t(r + n) * row_bytes, mapped);
+    }
+}
+
 // Repacks every matrix in `mats` (packable types: packed.h) into one owned allocation and
 // points their views at it.
-std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total, int threads) {
+std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total, int threads, bool mapped) {
     total = 0;
     for (const MatrixView* w : mats) total += packed_bytes(w->type, w->rows, w->cols);
     if (total == 0) return nullptr;
@@ -85,13 +121,9 @@ std::byte* repack_all(const std::vector<MatrixView*>& mats, uint64_t& total, int
     size_t off = 0;
     for (MatrixView* w : mats) {
         const size_t n = packed_bytes(w->type, w->rows, w->cols); // a multiple of 64
-        repack(*w, {mem + off, n}, pool.get());
+        repack_releasing(*w, {mem + off, n}, pool.get(), mapped);
         w->packed = mem + off;
         off += n;
-        // The original is not read again (a tied output head's token rows come back from the
-        // file one at a time), so its pages leave memory now: resident memory is replaced, not
-        // doubled, and peaks at the packed copy plus one matrix.
-        release_pages(w->data, dtype_row_bytes(w->type, w->cols) * static_cast<size_t>(w->rows));
     }
     return owner.release();
 }
@@ -105,16 +137,17 @@ bool repacked_at_load(DType t, const ModelOptions& opts) {
 }
 
 std::shared_ptr<const Model> Model::load(const std::string& path, const ModelOptions& opts) {
-    return from_file(LlamaModelFile::open(path), opts);
+    return from_file(LlamaModelFile::open(path), opts, /*mapped=*/true);
 }
 
 std::shared_ptr<const Model> Model::load_from_memory(std::span<const std::byte> bytes, const std::string& name,
                                                      const ModelOptions& opts) {
     const std::span<const uint8_t> raw(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-    return from_file(LlamaModelFile::from_memory(name, raw), opts);
+    return from_file(LlamaModelFile::from_memory(name, raw), opts, /*mapped=*/false);
 }
 
-std::shared_ptr<const Model> Model::from_file(std::unique_ptr<LlamaModelFile> file, const ModelOptions& opts) {
+std::shared_ptr<const Model> Model::from_file(std::unique_ptr<LlamaModelFile> file, const ModelOptions& opts,
+                                             bool mapped) {
     auto m = std::make_shared<Model>();
     m->opts_ = opts;
     m->file_ = std::move(file);
@@ -176,7 +209,7 @@ std::shared_ptr<const Model> Model::from_file(std::unique_ptr<LlamaModelFile> fi
         if (opts.load_threads < 0)
             throw Error(ErrorCode::argument, "Model::load: load_threads " + std::to_string(opts.load_threads) + " is negative");
         const int threads = opts.load_threads > 0 ? opts.load_threads : int(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
-        m->packed_.reset(repack_all(mats, m->packed_bytes_, threads));
+        m->packed_.reset(repack_all(mats, m->packed_bytes_, threads, mapped));
     }
     return m;
 }

@@ -43,7 +43,8 @@ c++ -O1 "$here/rewind_example.cpp" -o "$tmp/pc_example" \
 model=$shared/models/pycode-4m.gguf
 draft=$shared/models/pycode-600k.gguf
 prompt=$'def parse_args(argv):\n    parser = argparse.ArgumentParser()\n'
-"$prefix/bin/rewind" generate -m "$model" --draft "$draft" -p "$prompt" -n 48 --spec auto -k 4 \
+# --kv-type f32: the example's cache is the library's default, F32 (the CLI's is F16).
+"$prefix/bin/rewind" generate -m "$model" --draft "$draft" -p "$prompt" -n 48 --spec auto -k 4 --kv-type f32 \
   >"$tmp/cli.txt" 2>/dev/null
 "$tmp/cmake-build/rewind_example" "$model" "$prompt" 48 "$draft" >"$tmp/example.txt"
 "$tmp/pc_example" "$model" "$prompt" 48 "$draft" >"$tmp/pc_example.txt" 2>/dev/null

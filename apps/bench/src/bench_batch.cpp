@@ -28,6 +28,7 @@ std::unique_ptr<sp::GuessSource> source_for(const BatchRunOptions& opts, const W
     if (spec.kind == sp::SourceKind::Suffix) spec.suffix_cache = suffix_cache; // outputs recorded as requests retire
     spec.draft_options.context =
         ContextOptions{.n_threads = ctx.options().n_threads, .device = ctx.options().device, .simd = ctx.options().simd};
+    spec.draft_options.cache_type = opts.kv_type;
     return sp::make_guess_source(spec, ctx.model(), capacity);
 }
 
@@ -46,6 +47,7 @@ BatchRun run_batched(Context& ctx, const std::vector<WorkItem>& items, const Bat
     const Model& model = ctx.model();
     const int64_t n_ctx = model.hparams().n_ctx_train;
     sp::BatchDecoder dec(ctx, sp::BatchOptions{.kv_budget_bytes = opts.kv_budget_bytes,
+                                               .kv_type = opts.kv_type,
                                                .prefill_chunk = opts.prefill_chunk,
                                                .pass_tokens = opts.pass_tokens,
                                                .cost_model = opts.cost_model,

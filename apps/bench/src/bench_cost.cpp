@@ -47,7 +47,7 @@ std::vector<CostPoint> measure_cost_curve(Context& ctx, const CostCurveOptions& 
     for (int64_t i = 0; i < opts.prefix; ++i) prefix[static_cast<size_t>(i)] = token_at(i);
     for (int64_t i = 0; i < opts.max_n; ++i) batch[static_cast<size_t>(i)] = token_at(opts.prefix + i);
 
-    const KvCacheOptions copts{opts.prefix + opts.max_n, KvType::F32};
+    const KvCacheOptions copts{opts.prefix + opts.max_n, opts.kv_type};
     KvCache cache(model, copts);
     if (opts.seeded_prefix && opts.prefix > 0) {
         const auto& hp = model.hparams();
@@ -94,7 +94,7 @@ Throughput measure_throughput(Context& ctx, const ThroughputOptions& opts) {
                     std::to_string(model.hparams().n_ctx_train));
     std::vector<TokenId> prompt(static_cast<size_t>(opts.prompt_tokens));
     for (int64_t i = 0; i < opts.prompt_tokens; ++i) prompt[static_cast<size_t>(i)] = filler_token(i, model.n_vocab());
-    KvCache cache(model, KvCacheOptions{opts.prompt_tokens + opts.decode_tokens + 1, KvType::F32});
+    KvCache cache(model, KvCacheOptions{opts.prompt_tokens + opts.decode_tokens + 1, opts.kv_type});
     GenerateOptions g;
     g.max_tokens = opts.decode_tokens + 1; // the first token comes from the prompt's pass
     // Every round runs all its passes (as llama-bench's tg does): an end-of-generation token a

@@ -1,5 +1,6 @@
 // Memory bandwidth: threads each stream their slice of one buffer; the wall time from a common
-// start to the last finish gives the rate. Weight bytes per token from the model's tensor sizes.
+// start to the last finish gives the rate. Weight bytes per token from the model's tensor sizes;
+// the process's peak resident memory.
 #include "rewind/bench/bench_memory.h"
 
 #include <sys/mman.h>
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -211,6 +213,22 @@ int64_t weight_bytes_per_token(const Model& model) {
     }
     if (hp.is_moe()) total += expert_bytes * hp.n_expert_used / hp.n_expert - expert_packed;
     return total - packed_file_bytes + static_cast<int64_t>(model.packed_bytes());
+}
+
+int64_t peak_resident_bytes() {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("VmHWM:", 0) == 0) return std::strtoll(line.c_str() + 6, nullptr, 10) * 1024; // "VmHWM:  N kB"
+    return 0;
+}
+
+bool reset_peak_resident() {
+    std::ofstream f("/proc/self/clear_refs");
+    if (!f) return false;
+    f << "5";
+    f.flush();
+    return static_cast<bool>(f);
 }
 
 double bandwidth_fraction(int64_t bytes_per_token, double tokens_per_second, double read_gbps) {

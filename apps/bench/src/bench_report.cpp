@@ -265,6 +265,14 @@ void draw_panel(std::ostream& o, const Panel& p, const Axis& ax, const std::vect
     }
 }
 
+// The KV cache type and the process's peak resident memory, when measured.
+void write_resident_line(std::ostream& out, const SetupInfo& s) {
+    if (s.peak_rss_bytes <= 0) return;
+    out << "\nPeak resident memory: " << fmt("%.2f", static_cast<double>(s.peak_rss_bytes) / 1e9)
+        << " GB (the whole process: weights, " << s.kv_type
+        << " KV cache and buffers; the bandwidth probe's buffers not counted).\n";
+}
+
 } // namespace
 
 void write_markdown(std::ostream& out, const BenchResult& r) {
@@ -282,6 +290,7 @@ void write_markdown(std::ostream& out, const BenchResult& r) {
     if (!s.command_line.empty()) out << "`" << s.command_line << "`\n\n";
 
     write_table(out, summarize_configs(r));
+    write_resident_line(out, s);
     out << "\nTimes cover the whole request (prompt and generation). tokens/s: median over items of "
            "generated tokens per second; speedup: median over items of (baseline time / configuration "
            "time), both measured on the same item in the same run, p25-p75 their spread; acceptance: "
@@ -428,6 +437,7 @@ void write_cost_markdown(std::ostream& out, const BenchResult& r, std::span<cons
     write_throughput_line(out, r.throughput);
     write_cost_table(out, r, show);
     write_memory_line(out, sc, r.throughput);
+    write_resident_line(out, r.setup);
     write_projections(out, sc);
 }
 
@@ -448,7 +458,9 @@ json setup_json(const SetupInfo& s) {
             {"warmup", s.warmup},
             {"items_per_workload", s.items_per_workload},
             {"max_tokens_override", s.max_tokens},
-            {"command_line", s.command_line}};
+            {"command_line", s.command_line},
+            {"kv_type", s.kv_type},
+            {"peak_rss_bytes", s.peak_rss_bytes}};
 }
 
 json configs_json(const std::vector<Config>& configs) {
@@ -587,6 +599,8 @@ SetupInfo setup_from_json(const json& s) {
     setup.items_per_workload = s.at("items_per_workload").get<int64_t>();
     setup.max_tokens = s.at("max_tokens_override").get<int64_t>();
     setup.command_line = s.at("command_line").get<std::string>();
+    setup.kv_type = s.value("kv_type", std::string("f32"));     // absent from reports before F16 caches were the default
+    setup.peak_rss_bytes = s.value("peak_rss_bytes", int64_t{0}); // absent from reports without it
     return setup;
 }
 

@@ -36,9 +36,10 @@ class Engine {
 public:
     Engine(const BenchModels& models, const RunnerOptions& opts)
         : opts_(opts), target_(models.target, ContextOptions{.n_threads = opts.n_threads, .device = opts.device, .simd = opts.simd}),
-          cache_(*models.target) {
+          cache_(*models.target, KvCacheOptions{.type = opts.kv_type}) {
         if (models.draft) {
             sp::DraftSourceOptions d;
+            d.cache_type = opts.kv_type;
             d.context.n_threads = opts.n_threads;
             d.context.device = opts.device;
             d.context.simd = opts.simd;
@@ -179,6 +180,7 @@ BenchResult empty_result(const RunnerOptions& opts) {
     result.machine = detect_machine();
     result.machine.simd = simd_label(opts.simd);
     result.setup.threads = opts.n_threads;
+    result.setup.kv_type = opts.kv_type == KvType::F16 ? "f16" : "f32";
     result.setup.device = device_name(opts.device);
     result.setup.temperature = opts.sampler.temperature;
     result.setup.seed = opts.sampler.seed;

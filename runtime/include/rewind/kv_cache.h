@@ -26,6 +26,8 @@ constexpr int64_t kDefaultKvCapacity = 4096;
 
 struct KvCacheOptions {
     int64_t capacity = 0;     // positions; 0 means min(the model's training context, kDefaultKvCapacity)
+    // F32 here, the reference-exact type; the CLI's --kv-type auto picks F16 (half the memory;
+    // exactness holds at either fixed type, docs/numerics.md "The KV cache type").
     KvType type = KvType::F32;
 };
 

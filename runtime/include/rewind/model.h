@@ -98,7 +98,9 @@ public:
     std::vector<Layer> layers;
 
 private:
-    static std::shared_ptr<const Model> from_file(std::unique_ptr<LlamaModelFile> file, const ModelOptions& opts);
+    // mapped: the file's bytes are a read-only mapping of it (load), not a copy (load_from_memory).
+    static std::shared_ptr<const Model> from_file(std::unique_ptr<LlamaModelFile> file, const ModelOptions& opts,
+                                                  bool mapped);
     std::unique_ptr<LlamaModelFile> file_;
     struct FreeDeleter {
         void operator()(std::byte* p) const;

@@ -34,6 +34,7 @@ struct BatchRunOptions {
     bool cost_model = false;      // speculate::BatchOptions::cost_model
     double pass_fixed_seconds = 0; // speculate::BatchOptions::pass_fixed_seconds (0: fitted)
     double pass_row_seconds = 0;   // speculate::BatchOptions::pass_row_seconds (0: fitted)
+    KvType kv_type = KvType::F32;  // speculate::BatchOptions::kv_type
 };
 
 // One request's outcome. `refused`: it was never admitted (its source could not be built, or the

@@ -19,6 +19,7 @@ struct CostCurveOptions {
     // pass costs does not depend on the cached values, and a 4,096-token prefill of a 1B model
     // takes many minutes on a small machine.
     bool seeded_prefix = false;
+    KvType kv_type = KvType::F32; // the cache the passes attend over
 };
 
 // Times ctx.forward over n new tokens (all logits, as verification needs them) after `prefix`
@@ -34,6 +35,7 @@ struct ThroughputOptions {
     int64_t prompt_tokens = 128; // one prefill pass over this many tokens
     int64_t decode_tokens = 64;  // then this many single-token passes (greedy)
     int rounds = 5;              // timed rounds (the median is kept), after one untimed round
+    KvType kv_type = KvType::F32; // the cache's storage type
 };
 
 // Prefill and decode speed on a fresh cache, measured through generate_plain, the loop `rewind

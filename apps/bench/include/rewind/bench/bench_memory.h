@@ -27,4 +27,12 @@ int64_t weight_bytes_per_token(const Model& model);
 // any figure is missing (not positive).
 double bandwidth_fraction(int64_t bytes_per_token, double tokens_per_second, double read_gbps);
 
+// The process's peak resident memory so far (Linux: VmHWM of /proc/self/status, in bytes; 0 when
+// unknown): what the model, its repacked weights, the caches and every buffer held at most at once.
+int64_t peak_resident_bytes();
+// Starts the peak over from the current resident memory (Linux: "5" into /proc/self/clear_refs),
+// so that a measurement's own buffers (the bandwidth probe's 1 GiB) do not stand for the model's
+// peak. Returns false when the peak cannot be reset (then it keeps counting from the start).
+bool reset_peak_resident();
+
 } // namespace rwd::bench

@@ -83,6 +83,10 @@ struct SetupInfo {
     int64_t items_per_workload = 0;      // 0: all
     int64_t max_tokens = 0;              // 0: each item's own
     std::string command_line;            // as typed, for reproduction
+    std::string kv_type = "f32";         // the KV cache's storage type, target and draft: "f32" or "f16"
+    // The process's peak resident memory (bench_memory.h: peak_resident_bytes), model load
+    // included, the bandwidth probe's buffers not; 0: not measured.
+    int64_t peak_rss_bytes = 0;
 };
 
 // Median cost of one target forward pass over n new tokens after `prefix` cached ones.

@@ -44,6 +44,7 @@ struct RunnerOptions {
     int64_t max_tokens = 0;       // > 0: overrides every item's max_tokens
     bool cost_curve = true;       // measure the verification cost curve after the items
     CostCurveOptions cost;
+    KvType kv_type = KvType::F32; // the target's and the draft's caches (every configuration alike)
 };
 
 struct BenchModels {
