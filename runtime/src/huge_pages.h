@@ -1,6 +1,7 @@
 // Memory for large buffers that passes stream through (repacked weights, the KV cache): 2 MiB
 // aligned and advised as transparent huge pages, so a pass does not take a TLB miss and a page
 // walk every 4 KiB. Pages are reserved, not written: memory is committed only where touched.
+// Also: dropping the pages of weights that are not read again.
 #pragma once
 #include <cstddef>
 #include <cstdlib>
@@ -17,5 +18,11 @@ using HugeBytes = std::unique_ptr<std::byte, FreeDelete>;
 // (THP `never`, or a kernel without it, only leaves small pages); contents uninitialised. Null
 // when the memory cannot be had (the caller says what for).
 HugeBytes alloc_huge(size_t n);
+
+// Drops the whole pages inside [p, p + n) from this process's memory; they come back from the
+// file if touched again. MADV_PAGEOUT keeps data in every kind of mapping (never zero-fills), so
+// this is safe even if the weights were not file-backed; failure only means the memory stays
+// resident.
+void release_pages(const void* p, size_t n);
 
 } // namespace rwd::detail

@@ -196,20 +196,17 @@ int64_t weight_bytes_per_token(const Model& model) {
     for (const Model::Layer& l : model.layers)
         for (const MatrixView* v : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.ffn_gate, &l.ffn_down, &l.ffn_up, &l.ffn_gate_inp})
             add_packed(*v);
-    // Experts: the router, and n_expert_used of each layer's n_expert experts in the form they are
-    // read in (their packed copies are in packed_bytes(): only that share of them counts).
+    // Experts: n_expert_used of each layer's n_expert experts in the form they are read in (packed
+    // on first use where their type is repacked; not in packed_bytes()).
     const LlamaHparams& hp = model.hparams();
-    int64_t expert_bytes = 0, expert_packed = 0;
-    for (const Model::Layer& l : model.layers) {
+    int64_t expert_bytes = 0;
+    for (const Model::Layer& l : model.layers)
         for (const std::vector<MatrixView>* ex : {&l.gate_exps, &l.up_exps, &l.down_exps})
-            for (const MatrixView& v : *ex) {
-                const auto b = static_cast<int64_t>(v.packed ? packed_bytes(v.type, v.rows, v.cols)
-                                                             : dtype_row_bytes(v.type, v.cols) * static_cast<size_t>(v.rows));
-                expert_bytes += b;
-                if (v.packed) expert_packed += b;
-            }
-    }
-    if (hp.is_moe()) total += expert_bytes * hp.n_expert_used / hp.n_expert - expert_packed;
+            for (const MatrixView& v : *ex)
+                expert_bytes += static_cast<int64_t>(repacked_at_load(v.type, model.options())
+                                                         ? packed_bytes(v.type, v.rows, v.cols)
+                                                         : dtype_row_bytes(v.type, v.cols) * static_cast<size_t>(v.rows));
+    if (hp.is_moe()) total += expert_bytes * hp.n_expert_used / hp.n_expert;
     return total - packed_file_bytes + static_cast<int64_t>(model.packed_bytes());
 }
 
