@@ -200,6 +200,10 @@ void measure_cost(const BenchCliOptions& o, const Model& model, Context& ctx, in
         if (o.model.threads > 1) r.scale.bandwidth_n = rb::measure_memory_bandwidth(o.model.threads, bytes);
     }
     r.scale.weight_bytes_per_token = rb::weight_bytes_per_token(model);
+    const rb::ExpertBytes eb = rb::expert_bytes(model);
+    r.scale.moe_dense_bytes = eb.dense;
+    r.scale.moe_expert_bytes = eb.per_expert;
+    r.scale.moe_layers = model.hparams().is_moe() ? model.hparams().n_layer : 0;
     rb::ThroughputOptions t;
     t.prompt_tokens = o.prompt_tokens;
     t.decode_tokens = o.decode_tokens;

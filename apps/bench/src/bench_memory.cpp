@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -177,6 +178,25 @@ MemoryBandwidth measure_memory_bandwidth(int threads, int64_t bytes, int repeats
     return {threads, words * 8, best_read, best_copy};
 }
 
+namespace {
+
+// The mean bytes of one expert (gate, up, down) in the form it is read in: packed on first use
+// where its type is repacked. 0 without experts.
+double mean_expert_bytes(const Model& model) {
+    const LlamaHparams& hp = model.hparams();
+    if (!hp.is_moe()) return 0;
+    double all = 0;
+    for (const Model::Layer& l : model.layers)
+        for (const std::vector<MatrixView>* ex : {&l.gate_exps, &l.up_exps, &l.down_exps})
+            for (const MatrixView& v : *ex)
+                all += static_cast<double>(repacked_at_load(v.type, model.options())
+                                               ? packed_bytes(v.type, v.rows, v.cols)
+                                               : dtype_row_bytes(v.type, v.cols) * static_cast<size_t>(v.rows));
+    return all / static_cast<double>(hp.n_layer * hp.n_expert);
+}
+
+} // namespace
+
 int64_t weight_bytes_per_token(const Model& model) {
     const LlamaWeights& w = model.file().weights();
     auto bytes = [](const WeightRef& r) { return static_cast<int64_t>(r.n_bytes); };
@@ -196,18 +216,20 @@ int64_t weight_bytes_per_token(const Model& model) {
     for (const Model::Layer& l : model.layers)
         for (const MatrixView* v : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.ffn_gate, &l.ffn_down, &l.ffn_up, &l.ffn_gate_inp})
             add_packed(*v);
-    // Experts: n_expert_used of each layer's n_expert experts in the form they are read in (packed
-    // on first use where their type is repacked; not in packed_bytes()).
     const LlamaHparams& hp = model.hparams();
-    int64_t expert_bytes = 0;
-    for (const Model::Layer& l : model.layers)
-        for (const std::vector<MatrixView>* ex : {&l.gate_exps, &l.up_exps, &l.down_exps})
-            for (const MatrixView& v : *ex)
-                expert_bytes += static_cast<int64_t>(repacked_at_load(v.type, model.options())
-                                                         ? packed_bytes(v.type, v.rows, v.cols)
-                                                         : dtype_row_bytes(v.type, v.cols) * static_cast<size_t>(v.rows));
-    if (hp.is_moe()) total += expert_bytes * hp.n_expert_used / hp.n_expert;
+    if (hp.is_moe())
+        total += static_cast<int64_t>(std::llround(mean_expert_bytes(model) * static_cast<double>(hp.n_expert_used * hp.n_layer)));
     return total - packed_file_bytes + static_cast<int64_t>(model.packed_bytes());
+}
+
+ExpertBytes expert_bytes(const Model& model) {
+    const LlamaHparams& hp = model.hparams();
+    if (!hp.is_moe()) return {};
+    ExpertBytes b;
+    b.per_expert = mean_expert_bytes(model);
+    b.dense = weight_bytes_per_token(model) -
+              static_cast<int64_t>(std::llround(b.per_expert * static_cast<double>(hp.n_expert_used * hp.n_layer)));
+    return b;
 }
 
 double bandwidth_fraction(int64_t bytes_per_token, double tokens_per_second, double read_gbps) {
