@@ -49,20 +49,32 @@ double ExpertPassCost::uniform_experts(int rows) const {
 }
 
 double ExpertPassCost::expected_experts(int rows) const {
-    rows = std::clamp(rows, 1, static_cast<int>(seen_experts_.size()));
-    const double seen = seen_experts_[static_cast<size_t>(rows - 1)];
-    if (seen > 0) return seen;
-    const double ratio = uniform_ > 0 ? measured_ / uniform_ : 1.0;
-    // Never fewer than one token's experts.
-    return std::max(uniform_experts(1), uniform_experts(rows) * ratio);
+    const int max_rows = static_cast<int>(seen_experts_.size());
+    rows = std::clamp(rows, 1, max_rows);
+    const auto seen = [&](int n) { return seen_experts_[static_cast<size_t>(n - 1)]; };
+    if (seen(rows) > 0) return seen(rows);
+    // The measured row counts around `rows`: experts grow about as a power of the rows (routers
+    // repeat experts across tokens, more so the more tokens), so interpolate, or extend the
+    // slope of the last two measured counts, in log-log; never above uniform routing.
+    int lo = rows, hi = rows;
+    while (lo >= 1 && seen(lo) <= 0) --lo;
+    while (hi <= max_rows && seen(hi) <= 0) ++hi;
+    int a = lo, b = hi; // the pair whose slope is used
+    if (hi > max_rows) {
+        b = lo;
+        a = lo - 1;
+        while (a >= 1 && seen(a) <= 0) --a;
+    }
+    if (a < 1 || b > max_rows || a == b) return uniform_experts(rows); // fewer than two measured
+    const double slope = std::log(seen(b) / seen(a)) / std::log(static_cast<double>(b) / a);
+    const double from = std::log(static_cast<double>(rows) / a);
+    return std::clamp(seen(a) * std::exp(slope * from), uniform_experts(1), uniform_experts(rows));
 }
 
 void ExpertPassCost::observe(int rows, double experts, double seconds) {
     if (rows < 1 || rows > static_cast<int>(seen_experts_.size()) || !(seconds > 0) || !(experts > 0)) return;
     double& e = seen_experts_[static_cast<size_t>(rows - 1)];
     e = e > 0 ? (1 - kSmoothing) * e + kSmoothing * experts : experts;
-    measured_ = kDecay * measured_ + experts;
-    uniform_ = kDecay * uniform_ + uniform_experts(rows);
     const double f[3] = {1.0, static_cast<double>(rows), experts};
     for (int i = 0; i < 3; ++i) {
         for (int j = 0; j < 3; ++j) n_[i][j] = kDecay * n_[i][j] + f[i] * f[j];

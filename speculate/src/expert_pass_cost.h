@@ -23,8 +23,9 @@ public:
     // n_layer x n_expert x (1 - (1 - n_used / n_expert)^n).
     double uniform_experts(int rows) const;
     // Experts a pass of `rows` rows is expected to read: the recent mean of passes of that many
-    // rows, else uniform_experts scaled by how far the measured passes fell below it (real routers
-    // repeat experts across neighbouring tokens).
+    // rows; else a power of the rows through the measured row counts around it (or the last two),
+    // at most uniform_experts (routers repeat experts across tokens, more so over more tokens);
+    // uniform_experts until two row counts are measured.
     double expected_experts(int rows) const;
     // A pass of `rows` rows read `experts` distinct experts (Context::experts_read) in `seconds`.
     void observe(int rows, double experts, double seconds);
@@ -39,7 +40,6 @@ public:
 private:
     ExpertShape s_;
     std::vector<double> seen_experts_; // [max_rows]: smoothed experts per pass of that many rows, 0: none
-    double measured_ = 0, uniform_ = 0; // decayed sums of observed and uniform experts
     double n_[3][3] = {}, t_[3] = {};   // decayed normal equations over (1, rows, experts)
 };
 

@@ -55,6 +55,14 @@ double TreeBudget::cost(int rows) const {
     return a + (b - a) * (rows - lo) / (hi - lo);
 }
 
+bool TreeBudget::measured(const DecodeStats& st) const {
+    if (st.proposed < kMeasuredGuesses) return false;
+    if (!given_.empty()) return true;
+    double a = 0, b = 0, c = 0;
+    if (moe_) return expert_cost_.coefficients(a, b, c);
+    return std::count_if(seen_.begin(), seen_.end(), [](double s) { return s > 0; }) >= 2;
+}
+
 // by_depth_[d]: the run's acceptance at depth d + 1 given the guess above was accepted, for the
 // depths up to `n`. Its prior is the depth above's estimate (weighing as two passes), so a depth
 // the run has rarely verified is taken to be like the one above it, not a coin toss: otherwise
@@ -117,7 +125,10 @@ int TreeBudget::choose(Proposal& p, const DecodeStats& st, int room) {
             keep = m;
         }
     }
-    if (best <= plain && ++skipped_ < kProbeEvery) return 0;
+    // No guess only once both sides are measured: the pass times (the expert fit, or passes of
+    // two row counts) and the acceptance (kMeasuredGuesses verified); until then the best prefix
+    // is verified, so a short run still learns whether guessing pays.
+    if (best <= plain && measured(st) && ++skipped_ < kProbeEvery) return 0;
     skipped_ = 0;
     for (int m = 0; m < keep; ++m) last_predicted_ += chance_[static_cast<size_t>(m)];
     last_kept_ = keep;

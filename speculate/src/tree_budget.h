@@ -25,9 +25,10 @@ public:
     // source's weights fared over recent passes, or without weights the run's acceptance at its
     // depth, times its parent's) and returns how many of its first guesses, at most `room`,
     // maximise the expected tokens per second of the pass: 0 when no prefix beats a plain
-    // one-row pass, except every kProbeEvery-th such pass, which verifies the best prefix anyway
-    // so the chances keep being measured (bounding the loss to a fraction of a pass). Parents
-    // stay before their children.
+    // one-row pass, once pass times and at least kMeasuredGuesses guesses have been measured,
+    // except every kProbeEvery-th such pass, which verifies the best prefix anyway so the chances
+    // keep being measured (bounding the loss to a fraction of a pass). Parents stay before their
+    // children.
     int choose(Proposal& p, const DecodeStats& stats, int room);
     // The pass chose() sized ran `rows` rows in `seconds`, read `experts` distinct experts
     // summed over layers (Context::experts_read; 0 without experts) and accepted `accepted` guesses.
@@ -37,10 +38,12 @@ public:
 
     static constexpr double kExpertShare = 0.6; // of a one-row pass, until the expert fit is known
     static constexpr int kProbeEvery = 24;      // passes without a paying guess between probes
+    static constexpr int64_t kMeasuredGuesses = 8; // verified guesses before none may be chosen
 
 private:
     void depth_chances(const DecodeStats& st, size_t n);
     double prior(int rows) const;
+    bool measured(const DecodeStats& st) const;
     static constexpr int kRows = DecodeState::kMaxK + 1;
     std::vector<double> given_;   // [rows - 1], or empty
     std::vector<double> seen_;    // [rows - 1]: smoothed observed seconds, 0 when none
