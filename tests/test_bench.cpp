@@ -525,6 +525,26 @@ TEST(BenchScale, WeightBytesPerTokenOfExpertModels) {
                                                     experts * hp.n_expert_used / hp.n_expert);
 }
 
+// The split a MoE pass's floor uses: what every pass reads plus one token's experts is a decode
+// pass's bytes (packed K-quant experts counted in their packed form); dense models have none.
+TEST(BenchScale, ExpertBytesAndTheMoePassFloor) {
+    auto moe = rwd::model_test::load("dummy-qwen3-moe-tiny-q4_k_m");
+    const auto& hp = moe->hparams();
+    const rb::ExpertBytes b = rb::expert_bytes(*moe);
+    EXPECT_GT(b.per_expert, 0);
+    EXPECT_GT(b.dense, 0);
+    EXPECT_NEAR(static_cast<double>(b.dense) + b.per_expert * static_cast<double>(hp.n_expert_used * hp.n_layer),
+                static_cast<double>(rb::weight_bytes_per_token(*moe)), 1.0);
+    const rb::ExpertBytes none = rb::expert_bytes(*rwd::model_test::load("bundled"));
+    EXPECT_EQ(none.dense, 0);
+    EXPECT_EQ(none.per_expert, 0);
+    // 1 GB + 100 experts of 10 MB at 10 GB/s: 0.2 s; 4 tokens at 10 tokens/s: 0.4 s.
+    EXPECT_DOUBLE_EQ(rb::moe_pass_floor_seconds(4, 100, 1e9, 1e7, 10, 10), 0.4);
+    EXPECT_DOUBLE_EQ(rb::moe_pass_floor_seconds(4, 100, 1e9, 1e7, 10, 100), 0.2);
+    EXPECT_DOUBLE_EQ(rb::moe_pass_floor_seconds(4, 100, 1e9, 1e7, 0, 100), 0.04); // bandwidth unknown
+    EXPECT_EQ(rb::moe_pass_floor_seconds(4, 100, 1e9, 1e7, 0, 0), 0);
+}
+
 // A seeded prefix (no prefill pass) gives a curve of every n, on a cache of exactly that many
 // cached tokens; the context's own state is untouched by the fill.
 TEST(BenchScale, CostCurveOnASeededPrefix) {

@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "gguf_test_util.h"
 #include "rewind/context.h"
 #include "rewind/dummy_model.h"
 #include "rewind/generate.h"
+#include "rewind/gguf.h"
 #include "rewind/kernels/dtype.h"
 #include "rewind/kv_cache.h"
 #include "rewind/llama_model.h"
@@ -241,6 +243,32 @@ TEST(DummyModel, SameSeedSameBytesWhateverTheThreads) {
     write_dummy_model(tiny("q8_0", dir.file("c.gguf"), 8, 1));
     EXPECT_EQ(read_file(dir.file("a.gguf")), read_file(dir.file("b.gguf")));
     EXPECT_NE(read_file(dir.file("a.gguf")), read_file(dir.file("c.gguf")));
+}
+
+// A row pool of N: each tensor's first N rows are the ones generated without a pool, and every
+// later row repeats row r mod N (the byte count and everything else stay the same).
+TEST(DummyModel, RowPoolRepeatsTheFirstRows) {
+    TempDir dir;
+    write_dummy_model(tiny("q4_k_m", dir.file("full.gguf"), 7, 1));
+    DummyOptions o = tiny("q4_k_m", dir.file("pool.gguf"), 7, 2);
+    o.row_pool = 5;
+    write_dummy_model(o);
+    const GgufFile full = GgufFile::open(dir.file("full.gguf")), pool = GgufFile::open(dir.file("pool.gguf"));
+    ASSERT_EQ(full.file_size(), pool.file_size());
+    int repeated = 0;
+    for (const GgufTensorInfo& t : pool.tensors()) {
+        const GgufTensorInfo* f = full.find_tensor(t.name);
+        ASSERT_NE(f, nullptr);
+        const uint64_t rows = t.dims.size() > 1 ? t.n_elements / t.dims[0] : 1, row = t.n_bytes / rows;
+        for (uint64_t r = 0; r < rows; ++r) {
+            const uint8_t* want = r < 5 ? f->data + r * row : t.data + (r % 5) * row;
+            EXPECT_EQ(std::memcmp(t.data + r * row, want, row), 0) << t.name << " row " << r;
+        }
+        repeated += rows > 5 ? 1 : 0;
+    }
+    EXPECT_GT(repeated, 0);
+    o.row_pool = -1;
+    EXPECT_NE(error_of([&] { write_dummy_model(o); }).find("row pool"), std::string::npos);
 }
 
 TEST(DummyModel, ErrorsLeaveNoFile) {

@@ -137,7 +137,12 @@ TEST(MoeLoad, ExpertKeysAndTensorsAreRead) {
     const Model::Layer& l = q->layers.at(0);
     ASSERT_EQ(l.gate_exps.size(), 16u);
     EXPECT_NE(l.gate_exps[0].data, l.gate_exps[1].data);
-    EXPECT_NE(l.gate_exps[15].packed, nullptr); // repacked like any K-quant matrix
+    EXPECT_EQ(l.gate_exps[15].packed, nullptr); // the file's slice; packed on first use (Model::expert)
+    EXPECT_FALSE(q->expert_packed(0, 15));
+    const Model::ExpertWeights w = q->expert(0, 15);
+    EXPECT_TRUE(q->expert_packed(0, 15));
+    EXPECT_NE(w.gate->packed, nullptr); // repacked like any K-quant matrix
+    EXPECT_EQ(w.gate->data, l.gate_exps[15].data);
 
     const auto m = model_test::load("dummy-mixtral-tiny-q6_k");
     EXPECT_EQ(m->hparams().architecture, "llama");

@@ -211,7 +211,8 @@ TEST_F(Speculative, LosslessOnEveryArchitecture) {
 }
 
 // Mixture-of-experts files (make-dummy's qwen3moe and Mixtral-style llama, with the pycode
-// vocabulary, so pycode-600k drafts): every source, chains and trees (suffix), fixed and adaptive k.
+// vocabulary, so pycode-600k drafts): every source, chains and trees (suffix), fixed, adaptive
+// and cost-sized k.
 TEST_F(Speculative, LosslessOnExpertModels) {
     const std::vector<std::string> all = {"ngram", "ref", "draft", "auto", "suffix"};
     for (const char* name : {"dummy-qwen3-moe-tiny-q4_k_m", "dummy-mixtral-tiny-q8_0"}) {
@@ -223,6 +224,8 @@ TEST_F(Speculative, LosslessOnExpertModels) {
                            KPolicy::Fixed, kSanitized ? 16 : 40);
         }
         check_lossless({moe, draft_}, {load_items("edit").at(0)}, {4}, all, KPolicy::Adaptive, kSanitized ? 16 : 32);
+        // The cost policy sizes each pass by the experts it reads (and may verify no guess).
+        check_lossless({moe, draft_}, {load_items("edit").at(0)}, {8}, all, KPolicy::Cost, kSanitized ? 16 : 32);
     }
 }
 

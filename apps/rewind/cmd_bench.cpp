@@ -207,6 +207,10 @@ void measure_cost(const BenchCliOptions& o, const Model& model, Context& ctx, in
     const int64_t load_peak = rb::peak_resident_bytes();
     rb::reset_peak_resident();
     const KvType kv = kv_type_of(o.batching.kv_type);
+    const rb::ExpertBytes eb = rb::expert_bytes(model);
+    r.scale.moe_dense_bytes = eb.dense;
+    r.scale.moe_expert_bytes = eb.per_expert;
+    r.scale.moe_layers = model.hparams().is_moe() ? model.hparams().n_layer : 0;
     rb::ThroughputOptions t;
     t.kv_type = kv;
     t.prompt_tokens = o.prompt_tokens;

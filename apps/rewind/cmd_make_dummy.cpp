@@ -20,6 +20,7 @@ struct MakeDummyOptions {
     std::string shape, type, vocab, out;
     uint64_t seed = 0;
     int threads = 0;
+    int64_t row_pool = 0;
     std::string chat_template_file;
     std::string arch; // "": the shape's own
 };
@@ -32,6 +33,7 @@ int run_make_dummy(const MakeDummyOptions& o) {
     d.vocab_path = o.vocab.empty() ? default_model_path() : o.vocab;
     d.seed = o.seed;
     d.threads = o.threads;
+    d.row_pool = o.row_pool;
     d.out_path = o.out;
     if (!o.chat_template_file.empty())
         d.chat_template = read_file_limited(o.chat_template_file, kMaxPromptFileBytes, "chat template");
@@ -70,6 +72,9 @@ void register_make_dummy(CLI::App& app, Runner& run) {
     cmd->add_option("--vocab", o->vocab, "GGUF file whose tokenizer (and so vocabulary size) to use; default: the bundled model");
     cmd->add_option("--seed", o->seed, "Seed of the random weights")->capture_default_str();
     cmd->add_option("-t,--threads", o->threads, "Threads generating weights (0: all the machine's)")->capture_default_str();
+    cmd->add_option("--row-pool", o->row_pool,
+                    "N > 0: each tensor's rows repeat its first N generated rows (benchmark files in minutes; 0: every row generated)")
+        ->capture_default_str();
     cmd->add_option("-o,--output", o->out, "Output file (written under a temporary name, then renamed)")->required();
     cmd->add_option("--arch", o->arch,
                     "Architecture written: llama, qwen2, qwen3, phi3, gemma3 or qwen3moe (its tensors and keys); default: "

@@ -286,8 +286,20 @@ void write_weights(GgufWriter& w, const std::vector<PlannedTensor>& tensors, con
         const float center = t.vector ? 1.0f : 0.0f;
         // Uniform on [-h, h) has std h / sqrt(3): h = sqrt(3 / fan-in) gives std 1 / sqrt(fan-in).
         const float half = t.vector ? 0.1f : std::sqrt(3.0f / static_cast<float>(t.cols));
-        for (int64_t r0 = 0; r0 < t.rows; r0 += block_rows) {
-            const int64_t nr = std::min(block_rows, t.rows - r0);
+        // With a row pool of N rows, rows N.. repeat rows 0..N-1, copied from the bytes kept.
+        const int64_t pool_rows = opts.row_pool > 0 && opts.row_pool < t.rows ? opts.row_pool : t.rows;
+        std::vector<uint8_t> pooled;
+        int64_t nr = 0;
+        for (int64_t r0 = 0; r0 < t.rows; r0 += nr) {
+            // Blocks stop at the pool's end, so a repeat is one run of the pool's bytes.
+            nr = std::min({block_rows, t.rows - r0, pool_rows - r0 % pool_rows});
+            if (r0 >= pool_rows) {
+                const uint64_t from = static_cast<uint64_t>(r0 % pool_rows) * row_bytes;
+                w.write(pooled.data() + from, static_cast<size_t>(static_cast<uint64_t>(nr) * row_bytes));
+                done += static_cast<uint64_t>(nr) * row_bytes;
+                if (progress) progress(done, file_bytes);
+                continue;
+            }
             const DType dt = *tensor_dtype(t.type); // checked above
             auto rows_fn = [&](int64_t b, int64_t e) {
                 std::vector<float> x(static_cast<size_t>(t.cols));
@@ -299,6 +311,8 @@ void write_weights(GgufWriter& w, const std::vector<PlannedTensor>& tensors, con
             };
             parallel_rows(&pool, nr, rows_fn);
             w.write(block.data(), static_cast<size_t>(nr) * row_bytes);
+            if (pool_rows < t.rows) // the pool's rows, kept for the repeats
+                pooled.insert(pooled.end(), block.begin(), block.begin() + static_cast<std::ptrdiff_t>(nr * row_bytes));
             done += static_cast<uint64_t>(nr) * row_bytes;
             if (progress) progress(done, file_bytes);
         }
@@ -312,6 +326,7 @@ DummyReport write_dummy_model(const DummyOptions& opts, const std::function<void
     const DummyFileType ft = parse_dummy_file_type(opts.file_type);
     if (opts.out_path.empty()) throw Error("make-dummy: no output path");
     if (opts.threads < 0) throw Error("make-dummy: threads must not be negative");
+    if (opts.row_pool < 0) throw Error("make-dummy: row pool must not be negative");
 
     // The tokenizer: every tokenizer.* key of the vocabulary file, as the convert script writes them.
     GgufFile vocab = GgufFile::open(opts.vocab_path);

@@ -324,8 +324,9 @@ void CpuBackend::softcap(float* x, int64_t n, float c) {
 // Router logits (F32 routers, the converters' choice, by the portable product: the same bits on
 // every machine and SIMD level, so no level picks other experts), softmax top-k renormalised,
 // then expert by expert over the rows routed to it, each expert's weights read once per pass;
-// experts no row chose are never touched. Each (row, slot) output lands in eo, and a row's sum
-// runs over its own slots in order: the same bits whatever else shares the pass.
+// experts no row chose are never touched (nor packed: Model::expert packs on first use). Each
+// (row, slot) output lands in eo, and a row's sum runs over its own slots in order: the same bits
+// whatever else shares the pass.
 void CpuBackend::moe_ffn(const Layer& L, const float* xn, int64_t rows, float* out) {
     const LlamaHparams& hp = m_.hparams();
     const int64_t E = hp.n_embd, NE = hp.n_expert, K = hp.n_expert_used, Fe = hp.n_ff_exp;
@@ -338,16 +339,17 @@ void CpuBackend::moe_ffn(const Layer& L, const float* xn, int64_t rows, float* o
     route_top_k(b.router.data(), rows, NE, K, true, b.moe_ids.data(), b.moe_w.data());
     group_by_expert(b.moe_ids.data(), rows, K, NE, b.moe_off.data(), b.moe_pairs.data());
     const auto row_bytes = static_cast<size_t>(E) * sizeof(float);
+    const int64_t il = &L - m_.layers.data();
     for (int64_t e = 0; e < NE; ++e) {
         const int32_t p0 = b.moe_off[static_cast<size_t>(e)], n = b.moe_off[static_cast<size_t>(e) + 1] - p0;
         if (n == 0) continue;
         ++experts_read_;
         const int32_t* pairs = b.moe_pairs.data() + p0;
         for (int32_t i = 0; i < n; ++i) std::memcpy(b.xe.data() + i * E, xn + (pairs[i] / K) * E, row_bytes);
-        const auto ue = static_cast<size_t>(e);
-        matmul_many({{&L.gate_exps[ue], b.ge.data()}, {&L.up_exps[ue], b.ue.data()}}, b.xe.data(), n);
+        const Model::ExpertWeights w = m_.expert(il, e, pool_.get()); // packed on its first use
+        matmul_many({{w.gate, b.ge.data()}, {w.up, b.ue.data()}}, b.xe.data(), n);
         glu(hp.arch->act, b.ge.data(), b.ue.data(), n, Fe, Fe, b.ge.data());
-        matmul(L.down_exps[ue], b.ge.data(), n, b.de.data());
+        matmul(*w.down, b.ge.data(), n, b.de.data());
         for (int32_t i = 0; i < n; ++i) std::memcpy(b.eo.data() + pairs[i] * E, b.de.data() + i * E, row_bytes);
     }
     // llama.cpp's order: each slot's output times its weight, then added slot after slot.

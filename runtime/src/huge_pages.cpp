@@ -2,6 +2,9 @@
 #include "huge_pages.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
 
 namespace rwd::detail {
 
@@ -13,6 +16,20 @@ HugeBytes alloc_huge(size_t n) {
     if (p) (void)::madvise(p.get(), alloc, MADV_HUGEPAGE);
 #endif
     return p;
+}
+
+void release_pages(const void* p, size_t n, bool mapped) {
+    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto b = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
+    const auto e = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
+    if (e <= b) return;
+    if (mapped) {
+        (void)::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+        return;
+    }
+#ifdef MADV_PAGEOUT
+    (void)::madvise(reinterpret_cast<void*>(b), e - b, MADV_PAGEOUT);
+#endif
 }
 
 } // namespace rwd::detail

@@ -3,8 +3,6 @@
 // type and alignment against the architecture (rewind/arch.h); nothing is checked twice here.
 #include "rewind/model.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +16,7 @@
 #include "rewind/error.h"
 #include "rewind/kernels/dtype.h"
 #include "rewind/kernels/packed.h"
+#include "expert_pack.h"
 #include "huge_pages.h"
 
 namespace rwd {
@@ -44,27 +43,6 @@ std::vector<MatrixView> expert_matrices(const WeightRef& w) {
 }
 
 std::string where(const std::string& path, const WeightRef& w) { return path + ": tensor '" + w.name + "'"; }
-
-// Drops the pages of [p, p + n) from this process's memory; they come back from the file if
-// touched again. `mapped`: [p, p + n) lies in a read-only private mapping of the file, whose
-// pages MADV_DONTNEED unmaps but leaves in the page cache, so a later touch (the embedding row of
-// each new token, when the head is tied to the embeddings) is a minor fault of microseconds, not
-// a read from the disk (about 0.5 ms on a VM disk: MADV_PAGEOUT evicts the pages from the cache).
-// Otherwise (a copy in anonymous memory, which MADV_DONTNEED would zero) MADV_PAGEOUT, which
-// keeps the data in every kind of mapping. Failure only means the memory stays resident.
-void release_pages(const void* p, size_t n, bool mapped) {
-    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-    const auto b = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
-    const auto e = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
-    if (e <= b) return;
-    if (mapped) {
-        (void)::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
-        return;
-    }
-#ifdef MADV_PAGEOUT
-    (void)::madvise(reinterpret_cast<void*>(b), e - b, MADV_PAGEOUT);
-#endif
-}
 
 } // namespace
 
@@ -97,7 +75,7 @@ void repack_releasing(const MatrixView& w, std::span<std::byte> dst, ThreadPool*
         repack(part, dst.subspan(off, bytes), pool);
         off += bytes;
         // From the matrix's start: a page shared by two slices goes with the second.
-        release_pages(src, size_t(r + n) * row_bytes, mapped);
+        detail::release_pages(src, size_t(r + n) * row_bytes, mapped);
     }
 }
 
@@ -201,17 +179,47 @@ std::shared_ptr<const Model> Model::from_file(std::unique_ptr<LlamaModelFile> fi
         for (Layer& l : m->layers) {
             for (MatrixView* v : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.ffn_gate, &l.ffn_down, &l.ffn_up, &l.ffn_gate_inp})
                 if (v->data && repackable(*v)) mats.push_back(v); // absent ones have no data
-            for (std::vector<MatrixView>* ex : {&l.gate_exps, &l.up_exps, &l.down_exps})
-                for (MatrixView& v : *ex)
-                    if (repackable(v)) mats.push_back(&v);
         }
         if (m->output.data && repackable(m->output)) mats.push_back(&m->output);
         if (opts.load_threads < 0)
             throw Error(ErrorCode::argument, "Model::load: load_threads " + std::to_string(opts.load_threads) + " is negative");
         const int threads = opts.load_threads > 0 ? opts.load_threads : int(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
         m->packed_.reset(repack_all(mats, m->packed_bytes_, threads, mapped));
+        // Experts: only their slots now; each is packed by the first pass that routes to it.
+        if (hp.is_moe()) m->experts_ = std::make_unique<detail::ExpertPack>(m->layers, &repacked_at_load, opts, mapped);
     }
     return m;
+}
+
+Model::Model() = default;
+Model::~Model() = default;
+
+namespace {
+
+void check_expert(const Model& m, int64_t il, int64_t e) {
+    const LlamaHparams& hp = m.hparams();
+    if (il < 0 || il >= hp.n_layer || e < 0 || e >= hp.n_expert || !m.layers[static_cast<size_t>(il)].is_moe())
+        throw Error(ErrorCode::argument, "Model::expert: no expert " + std::to_string(e) + " in layer " + std::to_string(il));
+}
+
+} // namespace
+
+Model::ExpertWeights Model::expert(int64_t il, int64_t e, ThreadPool* pool) const {
+    check_expert(*this, il, e);
+    const Layer& l = layers[static_cast<size_t>(il)];
+    if (experts_) return experts_->get(l, il, e, pool);
+    const auto ue = static_cast<size_t>(e);
+    return {&l.gate_exps[ue], &l.up_exps[ue], &l.down_exps[ue]};
+}
+
+bool Model::expert_packed(int64_t il, int64_t e) const {
+    check_expert(*this, il, e);
+    return experts_ && experts_->is_packed(il, e);
+}
+
+std::span<const std::byte> Model::expert_packed_bytes(int64_t il, int64_t e) const {
+    check_expert(*this, il, e);
+    return experts_ ? experts_->slot_bytes(il, e) : std::span<const std::byte>();
 }
 
 const std::string& Model::path() const { return file_->gguf().path(); }

@@ -86,7 +86,8 @@ SpeculativeDecoder::SpeculativeDecoder(Context& target, KvCache& cache, GuessSou
                                        const SpeculativeOptions& opts)
     : ctx_(target), cache_(cache), given_(source), opts_(opts),
       seq_(target.model(), opts_.generate, cache.capacity(), speculation_of(opts_, target)),
-      budget_(opts_.pass_seconds) {
+      budget_(opts_.pass_seconds, ExpertShape{target.model().hparams().n_layer, target.model().hparams().n_expert,
+                                              target.model().hparams().n_expert_used}) {
     if (!cache_.belongs_to(target.model()))
         throw Error(ErrorCode::state, "speculative decoding: the KV cache was built for another model");
     // Lossless means a verified token's logits equal those of plain decoding; only Exact
@@ -145,7 +146,7 @@ SpeculativeResult SpeculativeDecoder::generate(const std::vector<TokenId>& promp
         const int accepted = seq_.judge(logits, on_token);
         seq_.commit(cache_);
         st.verify_seconds += seconds_since(t_verify);
-        budget_.observe(static_cast<int>(rows.size()), t_pass, accepted);
+        budget_.observe(static_cast<int>(rows.size()), t_pass, accepted, static_cast<double>(ctx_.experts_read()));
         {
             // After the last pass too: a source that remembers outputs (suffix) sees all of it.
             const auto t = Clock::now();

@@ -16,21 +16,33 @@ constexpr double kForget = 0.95;
 constexpr double kPrior = 2.0;
 } // namespace
 
-TreeBudget::TreeBudget(std::span<const double> pass_seconds)
-    : given_(pass_seconds.begin(), pass_seconds.end()), seen_(static_cast<size_t>(kRows), 0.0) {
+TreeBudget::TreeBudget(std::span<const double> pass_seconds, ExpertShape experts)
+    : given_(pass_seconds.begin(), pass_seconds.end()), seen_(static_cast<size_t>(kRows), 0.0), moe_(experts.moe()),
+      expert_cost_(experts, kRows) {
     chance_.reserve(kRows);
     by_depth_.reserve(kRows);
     depth_.reserve(kRows);
     rank_.reserve(kRows + 1);
 }
 
+// The relative pass time assumed for n rows before any is measured: 5 % more per row; with
+// experts, their share grows as the experts n rows are expected to read.
+double TreeBudget::prior(int n) const {
+    const double rows = 1.0 + kPriorSlope * (n - 1);
+    if (!moe_) return rows;
+    const double growth = expert_cost_.expected_experts(n) / expert_cost_.expected_experts(1);
+    return rows * ((1 - kExpertShare) + kExpertShare * growth);
+}
+
 double TreeBudget::cost(int rows) const {
     rows = std::clamp(rows, 1, kRows);
-    const auto prior = [](int n) { return 1.0 + kPriorSlope * (n - 1); };
     if (!given_.empty()) {
         const int n = std::min(rows, static_cast<int>(given_.size()));
         return given_[static_cast<size_t>(n - 1)] * prior(rows) / prior(n);
     }
+    // With experts, the fitted time of the rows and the experts they are expected to read.
+    double fitted = 0;
+    if (moe_ && expert_cost_.predict(rows, fitted)) return fitted;
     // The nearest observed row counts around `rows`: interpolate between them, or scale the
     // nearest one by the prior beyond them.
     int lo = rows, hi = rows;
@@ -41,6 +53,14 @@ double TreeBudget::cost(int rows) const {
     if (hi > kRows || lo == hi) return seen_[static_cast<size_t>(lo - 1)] * prior(rows) / prior(lo);
     const double a = seen_[static_cast<size_t>(lo - 1)], b = seen_[static_cast<size_t>(hi - 1)];
     return a + (b - a) * (rows - lo) / (hi - lo);
+}
+
+bool TreeBudget::measured(const DecodeStats& st) const {
+    if (st.proposed < kMeasuredGuesses) return false;
+    if (!given_.empty()) return true;
+    double a = 0, b = 0, c = 0;
+    if (moe_) return expert_cost_.coefficients(a, b, c);
+    return std::count_if(seen_.begin(), seen_.end(), [](double s) { return s > 0; }) >= 2;
 }
 
 // by_depth_[d]: the run's acceptance at depth d + 1 given the guess above was accepted, for the
@@ -89,12 +109,14 @@ int TreeBudget::choose(Proposal& p, const DecodeStats& st, int room) {
         chance_[i] = (a < 0 ? 1.0 : chance_[static_cast<size_t>(a)]) * c;
     }
     order_best_first(p, chance_, best_first_);
-    // The prefix with the most expected tokens per second; at least the best guess: a pass
-    // without one would teach the calibration nothing.
+    // The prefix with the most expected tokens per second, against a plain pass (one token per
+    // one-row pass). When none beats it, no guess, except a probe now and then: a pass without
+    // guesses teaches the chances nothing.
     const int most = std::min<int>(room, static_cast<int>(n));
     double expected = 1.0 + chance_[0];
     double best = expected / cost(2);
     int keep = 1;
+    const double plain = 1.0 / cost(1);
     for (int m = 2; m <= most; ++m) {
         expected += chance_[static_cast<size_t>(m - 1)];
         const double rate = expected / cost(m + 1);
@@ -103,12 +125,18 @@ int TreeBudget::choose(Proposal& p, const DecodeStats& st, int room) {
             keep = m;
         }
     }
+    // No guess only once both sides are measured: the pass times (the expert fit, or passes of
+    // two row counts) and the acceptance (kMeasuredGuesses verified); until then the best prefix
+    // is verified, so a short run still learns whether guessing pays.
+    if (best <= plain && measured(st) && ++skipped_ < kProbeEvery) return 0;
+    skipped_ = 0;
     for (int m = 0; m < keep; ++m) last_predicted_ += chance_[static_cast<size_t>(m)];
     last_kept_ = keep;
     return keep;
 }
 
-void TreeBudget::observe(int rows, double seconds, int accepted) {
+void TreeBudget::observe(int rows, double seconds, int accepted, double experts) {
+    if (moe_) expert_cost_.observe(rows, experts, seconds);
     if (rows >= 1 && rows <= kRows && seconds > 0) {
         double& s = seen_[static_cast<size_t>(rows - 1)];
         s = s > 0 ? (1 - kSmoothing) * s + kSmoothing * seconds : seconds;

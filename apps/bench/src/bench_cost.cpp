@@ -142,6 +142,13 @@ double projected_speedup(double tokens_per_pass, int k, const std::vector<CostPo
     return ratio > 0 ? tokens_per_pass / ratio : 0;
 }
 
+double moe_pass_floor_seconds(int64_t n, double experts, double dense_bytes, double per_expert_bytes, double read_gbps,
+                              double prefill_tokens_per_s) {
+    const double memory = read_gbps > 0 ? (dense_bytes + experts * per_expert_bytes) / (read_gbps * 1e9) : 0;
+    const double arithmetic = prefill_tokens_per_s > 0 ? static_cast<double>(n) / prefill_tokens_per_s : 0;
+    return std::max(memory, arithmetic);
+}
+
 std::vector<Projection> project_speedups(const std::vector<ConfigSummary>& measured, const std::vector<CostPoint>& curve,
                                          const std::vector<CostPoint>& long_curve) {
     std::vector<Projection> out;

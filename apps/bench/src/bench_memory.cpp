@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -179,6 +180,25 @@ MemoryBandwidth measure_memory_bandwidth(int threads, int64_t bytes, int repeats
     return {threads, words * 8, best_read, best_copy};
 }
 
+namespace {
+
+// The mean bytes of one expert (gate, up, down) in the form it is read in: packed on first use
+// where its type is repacked. 0 without experts.
+double mean_expert_bytes(const Model& model) {
+    const LlamaHparams& hp = model.hparams();
+    if (!hp.is_moe()) return 0;
+    double all = 0;
+    for (const Model::Layer& l : model.layers)
+        for (const std::vector<MatrixView>* ex : {&l.gate_exps, &l.up_exps, &l.down_exps})
+            for (const MatrixView& v : *ex)
+                all += static_cast<double>(repacked_at_load(v.type, model.options())
+                                               ? packed_bytes(v.type, v.rows, v.cols)
+                                               : dtype_row_bytes(v.type, v.cols) * static_cast<size_t>(v.rows));
+    return all / static_cast<double>(hp.n_layer * hp.n_expert);
+}
+
+} // namespace
+
 int64_t weight_bytes_per_token(const Model& model) {
     const LlamaWeights& w = model.file().weights();
     auto bytes = [](const WeightRef& r) { return static_cast<int64_t>(r.n_bytes); };
@@ -198,20 +218,9 @@ int64_t weight_bytes_per_token(const Model& model) {
     for (const Model::Layer& l : model.layers)
         for (const MatrixView* v : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.ffn_gate, &l.ffn_down, &l.ffn_up, &l.ffn_gate_inp})
             add_packed(*v);
-    // Experts: the router, and n_expert_used of each layer's n_expert experts in the form they are
-    // read in (their packed copies are in packed_bytes(): only that share of them counts).
     const LlamaHparams& hp = model.hparams();
-    int64_t expert_bytes = 0, expert_packed = 0;
-    for (const Model::Layer& l : model.layers) {
-        for (const std::vector<MatrixView>* ex : {&l.gate_exps, &l.up_exps, &l.down_exps})
-            for (const MatrixView& v : *ex) {
-                const auto b = static_cast<int64_t>(v.packed ? packed_bytes(v.type, v.rows, v.cols)
-                                                             : dtype_row_bytes(v.type, v.cols) * static_cast<size_t>(v.rows));
-                expert_bytes += b;
-                if (v.packed) expert_packed += b;
-            }
-    }
-    if (hp.is_moe()) total += expert_bytes * hp.n_expert_used / hp.n_expert - expert_packed;
+    if (hp.is_moe())
+        total += static_cast<int64_t>(std::llround(mean_expert_bytes(model) * static_cast<double>(hp.n_expert_used * hp.n_layer)));
     return total - packed_file_bytes + static_cast<int64_t>(model.packed_bytes());
 }
 
@@ -229,6 +238,16 @@ bool reset_peak_resident() {
     f << "5";
     f.flush();
     return static_cast<bool>(f);
+}
+
+ExpertBytes expert_bytes(const Model& model) {
+    const LlamaHparams& hp = model.hparams();
+    if (!hp.is_moe()) return {};
+    ExpertBytes b;
+    b.per_expert = mean_expert_bytes(model);
+    b.dense = weight_bytes_per_token(model) -
+              static_cast<int64_t>(std::llround(b.per_expert * static_cast<double>(hp.n_expert_used * hp.n_layer)));
+    return b;
 }
 
 double bandwidth_fraction(int64_t bytes_per_token, double tokens_per_second, double read_gbps) {

@@ -399,6 +399,34 @@ void write_memory_line(std::ostream& out, const ScaleInfo& sc, const Throughput&
     out << ".\n";
 }
 
+// Mixture of experts: each measured pass against its floor (moe_pass_floor_seconds), n = 2 up,
+// from the distinct experts it read, the read bandwidth and the prefill rate measured here.
+void write_moe_floor_table(std::ostream& out, const BenchResult& r) {
+    const ScaleInfo& sc = r.scale;
+    const Throughput& t = r.throughput;
+    const MemoryBandwidth& bn = sc.bandwidth_n.threads > 0 ? sc.bandwidth_n : sc.bandwidth_1;
+    if (sc.moe_expert_bytes <= 0 || bn.read_gbps <= 0 || t.prefill_seconds <= 0) return;
+    const double prefill = static_cast<double>(t.prompt_tokens) / t.prefill_seconds;
+    const int64_t n_layer = sc.moe_layers > 0 ? sc.moe_layers : 1;
+    out << "\nMixture of experts: a pass's floor is max(the bytes it must read ÷ " << fmt("%.1f", bn.read_gbps)
+        << " GB/s, its tokens ÷ the prefill rate of " << fmt("%.0f", prefill) << " tokens/s), the bytes being "
+        << fmt("%.3f", static_cast<double>(sc.moe_dense_bytes) / 1e9)
+        << " GB read by every pass (attention, router, norms, head) plus each distinct expert it read once ("
+        << fmt("%.2f", sc.moe_expert_bytes / 1e6) << " MB each on average).\n\n";
+    out << "| n | distinct experts per pass | GB read | floor ms | ms per pass | ÷ floor |\n"
+        << "| ---: | ---: | ---: | ---: | ---: | ---: |\n";
+    for (const CostPoint& c : r.cost_curve) {
+        if (c.n < 2 || c.experts_per_layer <= 0) continue;
+        const double experts = c.experts_per_layer * static_cast<double>(n_layer);
+        const double floor = moe_pass_floor_seconds(c.n, experts, static_cast<double>(sc.moe_dense_bytes),
+                                                    sc.moe_expert_bytes, bn.read_gbps, prefill);
+        const double bytes = static_cast<double>(sc.moe_dense_bytes) + experts * sc.moe_expert_bytes;
+        out << "| " << c.n << " | " << fmt("%.0f", experts) << " | " << fmt("%.3f", bytes / 1e9) << " | "
+            << fmt("%.3f", 1e3 * floor) << " | " << fmt("%.3f", 1e3 * c.seconds) << " | "
+            << (floor > 0 ? fmt("%.2fx", c.seconds / floor) : std::string("-")) << " |\n";
+    }
+}
+
 // A saved workload report's tokens per pass projected onto this cost curve.
 void write_projections(std::ostream& out, const ScaleInfo& sc) {
     const bool two = !sc.long_curve.empty();
@@ -438,6 +466,7 @@ void write_cost_markdown(std::ostream& out, const BenchResult& r, std::span<cons
     write_cost_table(out, r, show);
     write_memory_line(out, sc, r.throughput);
     write_resident_line(out, r.setup);
+    write_moe_floor_table(out, r);
     write_projections(out, sc);
 }
 
@@ -537,6 +566,9 @@ json scale_json(const BenchResult& r) {
             {"long_prefix_seeded", sc.long_prefix_seeded},
             {"long_cost_curve", curve_json(sc.long_curve)},
             {"weight_bytes_per_token", sc.weight_bytes_per_token},
+            {"moe_dense_bytes", sc.moe_dense_bytes},
+            {"moe_expert_bytes", sc.moe_expert_bytes},
+            {"moe_layers", sc.moe_layers},
             {"bandwidth_1_thread", bandwidth_json(sc.bandwidth_1)},
             {"bandwidth_n_threads", bandwidth_json(sc.bandwidth_n)},
             {"decode_tokens_per_s", r.throughput.decode_tokens_per_s()},
@@ -656,6 +688,9 @@ ScaleInfo scale_from_json(const json& j) {
     sc.long_prefix_seeded = j.value("long_prefix_seeded", false);
     sc.long_curve = curve_from_json(j.at("long_cost_curve"));
     sc.weight_bytes_per_token = j.at("weight_bytes_per_token").get<int64_t>();
+    sc.moe_dense_bytes = j.value("moe_dense_bytes", int64_t{0});
+    sc.moe_expert_bytes = j.value("moe_expert_bytes", 0.0);
+    sc.moe_layers = j.value("moe_layers", int64_t{0});
     sc.bandwidth_1 = bandwidth_from_json(j.at("bandwidth_1_thread"));
     sc.bandwidth_n = bandwidth_from_json(j.at("bandwidth_n_threads"));
     sc.projection_source = j.at("projection_source").get<std::string>();

@@ -65,6 +65,10 @@ struct DummyOptions {
     std::string vocab_path;     // a GGUF file with a tokenizer (tokenizer.* keys are copied)
     uint64_t seed = 0;
     int threads = 0;            // 0: the hardware's
+    // 0: every row generated. N > 0: each tensor's row r is its row r mod N, so only N rows per
+    // tensor are generated and quantized (a 30B file in minutes, not hours); the rows keep their
+    // distribution, they repeat. For benchmark files, whose speed does not depend on the values.
+    int64_t row_pool = 0;
     std::string out_path;
     // Non-empty: written as tokenizer.chat_template (replacing the vocabulary file's), so a small
     // model can carry a real chat template in tests.

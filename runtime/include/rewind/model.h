@@ -18,6 +18,11 @@
 
 namespace rwd {
 
+class ThreadPool;
+namespace detail {
+class ExpertPack;
+}
+
 // How Model::load prepares the weights.
 struct ModelOptions {
     // Repack Q8_0, Q4_K, Q5_K and Q6_K matrices (not the token embedding, read one row at a time) into
@@ -62,12 +67,26 @@ public:
         const float* ffn_norm = nullptr;  // [n_embd]
         const float* post_ffn_norm = nullptr; // [n_embd] or null
         // Files with experts (then ffn_gate/up/down are empty): the router and one matrix per
-        // expert, each a slice of the file's 3-D tensor (or its repacked copy).
+        // expert, each a slice of the file's 3-D tensor in the file's layout (never repacked
+        // here: Model::expert gives the form products read, packed on first use).
         MatrixView ffn_gate_inp;               // [n_expert, n_embd]
         std::vector<MatrixView> gate_exps, up_exps; // [n_expert] of [n_ff_exp, n_embd]
         std::vector<MatrixView> down_exps;     // [n_expert] of [n_embd, n_ff_exp]
         bool is_moe() const { return !gate_exps.empty(); }
     };
+
+    // One expert's three matrices in the form products read: packed copies where their type is
+    // repacked (repacked_at_load), else the file's slices. They live as long as the Model.
+    struct ExpertWeights {
+        const MatrixView* gate = nullptr; // [n_ff_exp, n_embd]
+        const MatrixView* up = nullptr;   // [n_ff_exp, n_embd]
+        const MatrixView* down = nullptr; // [n_embd, n_ff_exp]
+    };
+
+    Model();
+    ~Model();
+    Model(const Model&) = delete;
+    Model& operator=(const Model&) = delete;
 
     // Loads a GGUF file of a supported architecture (llama, qwen2, qwen3, phi3, gemma3, qwen3moe). Throws
     // rwd::Error naming the file and tensor when a weight has a type the kernels cannot compute
@@ -81,8 +100,25 @@ public:
                                                          const ModelOptions& opts = {});
 
     const ModelOptions& options() const { return opts_; }
-    // Bytes of weights repacked into memory the model owns (0 when nothing was repacked).
+    // Bytes of weights repacked into memory the model owns at load (0 when nothing was repacked;
+    // experts are not among them: see expert()).
     uint64_t packed_bytes() const { return packed_bytes_; }
+
+    // Expert e (0..n_expert-1) of layer il (0..n_layer-1, a layer with experts), ready to multiply.
+    // Experts are repacked lazily: load only reserves address space for their packed copies, and
+    // the first call for an expert whose type is repacked writes its copy (over `pool`, may be
+    // null) and releases the file's pages of it, so experts no pass routes to are never read
+    // or made resident. Thread-safe: concurrent first calls pack once, the others wait; later calls
+    // cost one atomic load and allocate nothing. The packed bits are those of the file's layout's
+    // products (the K-quants) or of packing at load (Q8_0). Throws rwd::Error (argument) for
+    // indices out of range.
+    ExpertWeights expert(int64_t il, int64_t e, ThreadPool* pool = nullptr) const;
+    // Whether expert e of layer il has been packed (false when its types are not repacked).
+    // Throws as expert().
+    bool expert_packed(int64_t il, int64_t e) const;
+    // The memory expert e of layer il's packed copy occupies, whole pages (its residency is that
+    // expert's alone); empty when none of its matrices is repacked. Throws as expert().
+    std::span<const std::byte> expert_packed_bytes(int64_t il, int64_t e) const;
 
     const std::string& path() const;
     const LlamaHparams& hparams() const { return file_->hparams(); }
@@ -107,6 +143,7 @@ private:
     };
     std::unique_ptr<std::byte, FreeDeleter> packed_; // every repacked matrix, 64-byte aligned
     uint64_t packed_bytes_ = 0;
+    std::unique_ptr<detail::ExpertPack> experts_; // null without experts or repacking
     ModelOptions opts_;
 };
 

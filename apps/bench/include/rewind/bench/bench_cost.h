@@ -54,6 +54,13 @@ double cost_ratio(const std::vector<CostPoint>& curve, int64_t n);
 // differs by those. 0 when the curve lacks the pass size.
 double projected_speedup(double tokens_per_pass, int k, const std::vector<CostPoint>& curve);
 
+// The floor of a mixture-of-experts pass over n tokens that read `experts` distinct experts
+// (summed over layers): max(the bytes it must read / the read bandwidth, n / the prefill rate),
+// the bytes being dense_bytes plus each expert read once (experts x per_expert_bytes). 0 when the
+// bandwidth and the prefill rate are both unknown (not positive).
+double moe_pass_floor_seconds(int64_t n, double experts, double dense_bytes, double per_expert_bytes, double read_gbps,
+                              double prefill_tokens_per_s);
+
 // One projection per speculative configuration of `measured` (summaries over all items of a
 // workload run) onto `curve` and, when not empty, `long_curve`.
 std::vector<Projection> project_speedups(const std::vector<ConfigSummary>& measured, const std::vector<CostPoint>& curve,

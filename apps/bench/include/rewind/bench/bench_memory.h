@@ -23,6 +23,16 @@ MemoryBandwidth measure_memory_bandwidth(int threads, int64_t bytes = int64_t{51
 // weights, not the file's 22).
 int64_t weight_bytes_per_token(const Model& model);
 
+// A mixture-of-experts model's weight bytes split as a pass reads them: `dense`, what every pass
+// reads once whatever its tokens (attention, router, norms, head, one embedding row:
+// weight_bytes_per_token less one token's experts), and `per_expert`, the mean bytes of one
+// expert's gate, up and down in the form read. Both 0 for a dense model.
+struct ExpertBytes {
+    int64_t dense = 0;
+    double per_expert = 0;
+};
+ExpertBytes expert_bytes(const Model& model);
+
 // (weight bytes per token x tokens per second) / (read bandwidth in bytes per second); 0 when
 // any figure is missing (not positive).
 double bandwidth_fraction(int64_t bytes_per_token, double tokens_per_second, double read_gbps);

@@ -140,6 +140,9 @@ struct ScaleInfo {
     bool long_prefix_seeded = false;   // the long prefix held seeded K/V values (no prefill pass)
     std::vector<CostPoint> long_curve;
     int64_t weight_bytes_per_token = 0;
+    int64_t moe_dense_bytes = 0;       // mixture of experts: bytes every pass reads besides experts (else 0)
+    double moe_expert_bytes = 0;       // and the mean bytes of one expert read
+    int64_t moe_layers = 0;            // and its layers (the experts a pass reads: per layer x layers)
     MemoryBandwidth bandwidth_1;       // one thread
     MemoryBandwidth bandwidth_n;       // the run's thread count (not measured again when 1)
     std::vector<Projection> projections;
