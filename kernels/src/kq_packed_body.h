@@ -2,7 +2,8 @@
 // written over a traits type V: V::kLanes rows per vector (8 or 16), so a group of 16 rows is
 // kVec = 16 / kLanes vectors. (The ymm bodies, AVX2 and AVX-VNNI, with 16 registers, have their
 // own tile shape in kq_packed_ymm.h; the arithmetic stated here is the contract for all.) Per
-// super-block and sub-block, the group's quants are unpacked once into registers and applied to
+// super-block and sub-block, the group's quants are unpacked once (into registers for a pass of up
+// to kSub tokens; into an L1 array per span for wider ones, read by every sub-tile) and applied to
 // every token of the tile: exact int32 sums per (token, row) --
 // isum = sum_j sc_j * dot_j, msum = sum_k c_k * bsum_k -- then the float steps of matmul_quant.h,
 // super-blocks ascending. Layouts: kq_packed_impl.h. Included only by ISA-specific files; an
