@@ -130,9 +130,9 @@ inline void kq_factors(const uint8_t* sb, int v, typename V::F& d1, typename V::
 }
 
 // One super-block of a group unpacked for the wide tiles: what kq_unpack_step, kq_min_pair and
-// kq_factors give, for every step and vector. Written once per pass (per span of the sweep) and
-// read, from L1, by each register sub-tile of tokens, instead of each sub-tile unpacking the
-// nibbles, bit planes and scales again.
+// kq_factors give, for every step and vector. Written once per span of a pass (of each chunk of up
+// to kWidePassTokens of a longer input) and read, from L1, by each register sub-tile of tokens,
+// instead of each sub-tile unpacking the nibbles, bit planes and scales again.
 template <class V>
 struct KqUnpacked {
     static constexpr int kVec = int(kKqPackRows) / V::kLanes;
