@@ -654,3 +654,35 @@ TEST(BenchScale, ReportAndJsonKeepTheScaleFigures) {
     EXPECT_EQ(j["scale"]["long_prefix_seeded"], true);
     EXPECT_EQ(rb::to_json(rb::from_json(text, "r.json")), text);
 }
+
+// A dense pass's floor: the 1-token pass, or its tokens at the prefill rate, whichever is more;
+// the report prints it and the ratio beside each point, and the JSON keeps the rate it came from.
+TEST(BenchScale, DensePassFloor) {
+    EXPECT_DOUBLE_EQ(rb::dense_pass_floor(0.050, 1, 250.0), 0.050);
+    EXPECT_DOUBLE_EQ(rb::dense_pass_floor(0.050, 10, 250.0), 0.050); // 40 ms of arithmetic < the 1-token pass
+    EXPECT_DOUBLE_EQ(rb::dense_pass_floor(0.050, 25, 250.0), 0.100);
+    EXPECT_DOUBLE_EQ(rb::dense_pass_floor(0.0, 25, 250.0), 0.0);
+    EXPECT_DOUBLE_EQ(rb::dense_pass_floor(0.050, 25, 0.0), 0.0);
+
+    auto r = synthetic_result();
+    r.items.clear(); // a --cost-curve result
+    r.cost_prefix = 100;
+    r.throughput = {512, 8, 2.0, 0.4};
+    r.cost_curve = {{1, 0.050, {0.050}}, {17, 0.085, {0.085}}};
+    r.scale.floor_prefill_tokens_per_s = 250.0;
+    std::ostringstream md;
+    rb::write_markdown(md, r);
+    const std::string s = md.str();
+    EXPECT_NE(s.find("| n | ms per pass | ÷ 1-token pass | ms per token | floor, ms | ÷ floor |"), std::string::npos) << s;
+    EXPECT_NE(s.find("| 1 | 50.000 | 1.00x | 50.000 | 50.000 | 1.00x |"), std::string::npos) << s;
+    EXPECT_NE(s.find("| 17 | 85.000 | 1.70x | 5.000 | 68.000 | 1.25x |"), std::string::npos) << s;
+    EXPECT_NE(s.find("prefill rate of a 512-token prompt, 250.0 tokens/s"), std::string::npos) << s;
+    const std::string text = rb::to_json(r);
+    EXPECT_DOUBLE_EQ(json::parse(text)["scale"]["floor_prefill_tokens_per_s"].get<double>(), 250.0);
+    EXPECT_EQ(rb::to_json(rb::from_json(text, "r.json")), text);
+
+    r.scale.floor_prefill_tokens_per_s = 0; // not measured: no floor columns
+    std::ostringstream plain;
+    rb::write_markdown(plain, r);
+    EXPECT_EQ(plain.str().find("floor"), std::string::npos) << plain.str();
+}

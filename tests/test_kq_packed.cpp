@@ -155,6 +155,28 @@ TEST(KqPacked, TokenAndThreadCountsNeverChangeAResult) {
     }
 }
 
+// Wide passes take a row group's super-blocks a span at a time, each unpacked once and applied to
+// every token of the pass: rows of several spans (5 and 9 super-blocks: spans of 4, 4 and 1) and
+// extreme blocks give the file layout's bits at every level, on 1 to 3 threads.
+TEST(KqPacked, WidePassesOverSeveralSpans) {
+    ThreadPool p2(2), p3(3);
+    for (DType type : kTypes)
+        for (int kind : {0, 2})
+            for (int64_t cols : {1280, 2304}) {
+                const auto w = make(type, 40, cols, uint32_t(cols + kind), kind);
+                for (int64_t n : {10, 17, 33, 64, 65, 130}) {
+                    auto x = test::randn(size_t(n * cols), uint32_t(n + kind));
+                    if (kind == 2)
+                        for (size_t i = 0; i < x.size(); ++i) x[i] = i % 3 == 0 ? -1.0f : 1.0f;
+                    const auto model = run(w->plain(), x, n, nullptr, SimdLevel::Scalar);
+                    ThreadPool* pool = n % 3 == 0 ? nullptr : n % 3 == 1 ? &p2 : &p3;
+                    for (SimdLevel level : supported_simd_levels())
+                        ASSERT_TRUE(same_bits(model, run(w->view(), x, n, pool, level)))
+                            << simd_name(level) << " " << dtype_name(type) << " kind " << kind << " cols " << cols << " n " << n;
+                }
+            }
+}
+
 // One quantize_kq_input shared by a Q4_K and a Q6_K matrix (as Q, K, V or gate, up share it),
 // the tokens quantized on a pool or not: each product is matmul's, bit for bit.
 TEST(KqPacked, SharedInputGivesEachMatmulsBits) {

@@ -192,6 +192,21 @@ std::string cost_curve_command(const BenchCliOptions& o, const std::string& mode
            (o.project.empty() ? std::string() : " --project " + arg(o.project));
 }
 
+// The prefill rate each pass's floor divides its tokens by (rb::dense_pass_floor): the throughput
+// run's when its prompt has rb::kFloorPromptTokens tokens, else a prefill of that many of its own;
+// 0 when the model's context is shorter.
+double floor_prefill_rate(const Model& model, Context& ctx, const rb::Throughput& measured, int rounds) {
+    const auto n = static_cast<double>(rb::kFloorPromptTokens);
+    if (measured.prompt_tokens == rb::kFloorPromptTokens && measured.prefill_seconds > 0) return n / measured.prefill_seconds;
+    if (rb::kFloorPromptTokens + 2 > model.hparams().n_ctx_train) return 0;
+    rb::ThroughputOptions t;
+    t.prompt_tokens = rb::kFloorPromptTokens;
+    t.decode_tokens = 1;
+    t.rounds = rounds;
+    const rb::Throughput p = rb::measure_throughput(ctx, t);
+    return p.prefill_seconds > 0 ? n / p.prefill_seconds : 0;
+}
+
 // --cost-curve's measurements into `r`: the memory bandwidth (first, while nothing else of ours
 // runs), prefill and decode speed, the cost curve and the long-prefix one, and --project's
 // projection.
@@ -217,6 +232,7 @@ void measure_cost(const BenchCliOptions& o, const Model& model, Context& ctx, in
     t.decode_tokens = o.decode_tokens;
     t.rounds = std::max(3, repeat / 5);
     r.throughput = rb::measure_throughput(ctx, t);
+    r.scale.floor_prefill_tokens_per_s = floor_prefill_rate(model, ctx, r.throughput, t.rounds);
     rb::CostCurveOptions c;
     c.kv_type = kv;
     c.max_n = max_n;

@@ -128,6 +128,11 @@ Throughput measure_throughput(Context& ctx, const ThroughputOptions& opts) {
     return t;
 }
 
+double dense_pass_floor(double one_token_seconds, int64_t n, double prefill_tokens_per_s) {
+    if (one_token_seconds <= 0 || prefill_tokens_per_s <= 0 || n < 1) return 0;
+    return std::max(one_token_seconds, static_cast<double>(n) / prefill_tokens_per_s);
+}
+
 double cost_ratio(const std::vector<CostPoint>& curve, int64_t n) {
     double one = 0, at = 0;
     for (const CostPoint& p : curve) {

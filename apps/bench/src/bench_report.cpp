@@ -348,15 +348,24 @@ void write_cost_table(std::ostream& out, const BenchResult& r, std::span<const i
     const bool two = !sc.long_curve.empty();
     // Mixture-of-experts models: the distinct experts each pass read, per layer (the bytes it streams).
     const bool moe = std::any_of(r.cost_curve.begin(), r.cost_curve.end(), [](const CostPoint& p) { return p.experts_per_layer > 0; });
-    out << "| n | ms per pass | ÷ 1-token pass | ms per token |" << (moe ? " experts read per layer |" : "");
+    // The dense floor of each pass (dense_pass_floor), when the prefill rate it needs was measured.
+    const bool floor = sc.floor_prefill_tokens_per_s > 0;
+    out << "| n | ms per pass | ÷ 1-token pass | ms per token |" << (floor ? " floor, ms | ÷ floor |" : "")
+        << (moe ? " experts read per layer |" : "");
     if (two) out << " ms per pass, " << sc.long_prefix << " cached | ÷ 1-token pass |";
-    out << "\n| ---: | ---: | ---: | ---: |" << (moe ? " ---: |" : "") << (two ? " ---: | ---: |" : "") << "\n";
+    out << "\n| ---: | ---: | ---: | ---: |" << (floor ? " ---: | ---: |" : "") << (moe ? " ---: |" : "")
+        << (two ? " ---: | ---: |" : "") << "\n";
     const double one = r.cost_curve.empty() ? 0 : r.cost_curve.front().seconds;
     for (const auto& c : r.cost_curve) {
         if (!show.empty() && std::find(show.begin(), show.end(), c.n) == show.end()) continue;
         out << "| " << c.n << " | " << fmt("%.3f", 1e3 * c.seconds) << " | "
             << (one > 0 ? fmt("%.2fx", c.seconds / one) : std::string("-")) << " | "
             << fmt("%.3f", 1e3 * c.seconds / static_cast<double>(c.n)) << " |";
+        if (floor) {
+            const double f = dense_pass_floor(one, c.n, sc.floor_prefill_tokens_per_s);
+            out << " " << (f > 0 ? fmt("%.3f", 1e3 * f) : std::string("-")) << " | "
+                << (f > 0 ? fmt("%.2fx", c.seconds / f) : std::string("-")) << " |";
+        }
         if (moe) out << " " << fmt("%.1f", c.experts_per_layer) << " |";
         if (two) {
             const auto it = std::find_if(sc.long_curve.begin(), sc.long_curve.end(),
@@ -367,6 +376,10 @@ void write_cost_table(std::ostream& out, const BenchResult& r, std::span<const i
         }
         out << "\n";
     }
+    if (floor)
+        out << "\nfloor: max(the 1-token pass, n tokens at the prefill rate of a " << kFloorPromptTokens
+            << "-token prompt, " << fmt("%.1f", sc.floor_prefill_tokens_per_s)
+            << " tokens/s): a pass reads every weight once and does its tokens' arithmetic.\n";
     if (sc.long_prefix_asked > 0 && sc.long_prefix != sc.long_prefix_asked)
         out << "\n" << sc.long_prefix_asked << " cached tokens asked; clamped to " << sc.long_prefix
             << " so that the longest pass fits the model's context.\n";
@@ -574,6 +587,7 @@ json scale_json(const BenchResult& r) {
             {"decode_tokens_per_s", r.throughput.decode_tokens_per_s()},
             {"decode_bandwidth_fraction",
              bandwidth_fraction(sc.weight_bytes_per_token, r.throughput.decode_tokens_per_s(), bn.read_gbps)},
+            {"floor_prefill_tokens_per_s", sc.floor_prefill_tokens_per_s},
             {"projection_source", sc.projection_source},
             {"projections", proj}};
 }
@@ -693,6 +707,7 @@ ScaleInfo scale_from_json(const json& j) {
     sc.moe_layers = j.value("moe_layers", int64_t{0});
     sc.bandwidth_1 = bandwidth_from_json(j.at("bandwidth_1_thread"));
     sc.bandwidth_n = bandwidth_from_json(j.at("bandwidth_n_threads"));
+    sc.floor_prefill_tokens_per_s = j.value("floor_prefill_tokens_per_s", 0.0);
     sc.projection_source = j.at("projection_source").get<std::string>();
     for (const auto& p : j.at("projections"))
         sc.projections.push_back({{parse_source(p.at("source").get<std::string>()), p.at("k").get<int>(),

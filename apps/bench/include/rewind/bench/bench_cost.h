@@ -45,6 +45,16 @@ struct ThroughputOptions {
 // range or prompt + decode tokens beyond the model's context.
 Throughput measure_throughput(Context& ctx, const ThroughputOptions& opts = {});
 
+// The prompt whose prefill rate sets the floor of a pass: long enough that prefill runs the wide
+// tiles at their steady rate, short enough that its attention stays a small share.
+inline constexpr int64_t kFloorPromptTokens = 512;
+
+// The least a pass over n tokens of a dense model can cost: max(one_token_seconds, n tokens at
+// the prefill rate). A pass reads every weight once, so it cannot beat a 1-token pass; and its
+// tokens take at least the arithmetic prefill spends on as many prompt tokens. 0 when either
+// figure is missing (<= 0).
+double dense_pass_floor(double one_token_seconds, int64_t n, double prefill_tokens_per_s);
+
 // Cost of a pass over n tokens / cost of a 1-token pass on `curve`; 0 when either is missing.
 double cost_ratio(const std::vector<CostPoint>& curve, int64_t n);
 

@@ -147,6 +147,9 @@ struct ScaleInfo {
     MemoryBandwidth bandwidth_n;       // the run's thread count (not measured again when 1)
     std::vector<Projection> projections;
     std::string projection_source;     // the saved report the tokens per pass came from
+    // Prefill tokens/s of a kFloorPromptTokens-token prompt: the arithmetic rate a pass's floor
+    // (dense_pass_floor) divides its tokens by; 0 when not measured (the model's context is shorter).
+    double floor_prefill_tokens_per_s = 0;
 };
 
 struct BenchResult {
