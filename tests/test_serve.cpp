@@ -212,7 +212,7 @@ TEST(ServePrefixCache, BatchDecoderReusesAFinishedRequestsCache) {
     while (again.empty()) again = dec.step();
     EXPECT_EQ(again[0].prompt_tokens_shared, static_cast<int64_t>(done[0].cache_tokens.size()));
 
-    KvCache solo(*model, KvCacheOptions{});
+    KvCache solo(*model, KvCacheOptions{.type = KvType::F16}); // the server's default
     Context ctx2(model, ContextOptions{});
     EXPECT_EQ(again[0].tokens, generate_plain(ctx2, solo, second, g).tokens);
 }
@@ -280,7 +280,7 @@ TEST_F(ServeLoopback, AnswersEqualGeneratePlainAndReuseThePrefix) {
     g.max_tokens = 20;
     g.sampler.temperature = 0.7f;
     g.sampler.seed = 5;
-    KvCache cache(*model, KvCacheOptions{});
+    KvCache cache(*model, KvCacheOptions{.type = KvType::F16}); // the server's default
     const GenerateResult want = generate_plain(ctx, cache, model->tokenizer().encode(prompt), g);
     Utf8StreamDecoder dec(model->tokenizer(), false);
     std::string text;
@@ -316,7 +316,7 @@ TEST_F(ServeLoopback, SamplingDefaultsApplyToRequestsThatOmitTheField) {
         g.max_tokens = 16;
         g.sampler.temperature = temperature;
         g.sampler.seed = seed;
-        KvCache cache(*model, KvCacheOptions{});
+        KvCache cache(*model, KvCacheOptions{.type = KvType::F16}); // the server's default
         const GenerateResult r = generate_plain(ctx, cache, model->tokenizer().encode(prompt), g);
         Utf8StreamDecoder dec(model->tokenizer(), false);
         std::string text;
@@ -413,7 +413,9 @@ TEST_F(ServeLoopback, PrefixCacheEvictsTheLeastRecentlyUsed) {
     // An entry holds prompt + max_tokens positions: room for the larger one, not for both.
     const auto pa = static_cast<int64_t>(model->tokenizer().encode("import os\nimport sys\n").size());
     const auto pb = static_cast<int64_t>(model->tokenizer().encode("class Point:\n    pass\n").size());
-    speculate::BatchDecoder sizer(ctx);
+    speculate::BatchOptions server_caches;
+    server_caches.kv_type = ServerOptions{}.kv_type;
+    speculate::BatchDecoder sizer(ctx, server_caches);
     const uint64_t budget = sizer.kv_bytes_for(std::max(pa, pb) + 4);
     ASSERT_LT(budget, sizer.kv_bytes_for(pa + 4) + sizer.kv_bytes_for(pb + 4));
     start([budget](ServerOptions& o) { o.cache_budget_bytes = budget; });
@@ -529,7 +531,7 @@ TEST_F(ServeLoopback, SamplingFieldsAreExactUnderSpeculation) {
             g.sampler.repeat_penalty = sampling.value("repeat_penalty", 1.0f);
             const int last_n = sampling.value("repeat_last_n", 64);
             g.sampler.repeat_last_n = last_n < 0 ? INT32_MAX : last_n;
-            KvCache cache(*model, KvCacheOptions{});
+            KvCache cache(*model, KvCacheOptions{.type = KvType::F16}); // the server's default
             const GenerateResult want = generate_plain(ctx, cache, model->tokenizer().encode(prompt), g);
             Utf8StreamDecoder dec(model->tokenizer(), false);
             std::string text;

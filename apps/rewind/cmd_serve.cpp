@@ -26,6 +26,7 @@ struct ServeFlags {
     ChatFlags chat;
     std::string api_key_file;
     uint64_t cache_budget_mib = 64;
+    std::string kv_type = "auto";
 
     ServeFlags() { spec.spec = o.spec; spec.k = o.k; spec.tree = o.tree; }
     // The shared groups' flags into the server's options.
@@ -38,6 +39,7 @@ struct ServeFlags {
         o.draft_path = spec.draft;
         o.chat_template = chat.template_text();
         o.write_timeout_s = o.read_timeout_s;
+        o.kv_type = kv_type_of(kv_type);
     }
 };
 
@@ -101,6 +103,7 @@ void add_server_flags(CLI::App& cmd, ServeFlags& f) {
     cmd.add_option("-c,--ctx", o.ctx, "Context positions per request; 0 = the model's")->capture_default_str();
     cmd.add_option("--kv-budget", o.kv_budget_bytes, "KV cache bytes of the running requests; 0 = no limit")
         ->capture_default_str();
+    add_kv_type_flag(cmd, f.kv_type);
     cmd.add_option("--cache-budget-mib", f.cache_budget_mib,
                    "KV cache of finished requests kept for prefix reuse, MiB; 0 = none")
         ->capture_default_str();

@@ -90,7 +90,7 @@ void constrain_items(std::vector<bench::WorkItem>& items, const ConstraintFlags&
 // CUDA, attends over either type; speculative output equals plain decoding at either), "f32"
 // full precision. The value is one CLI11 already checked.
 KvType kv_type_of(const std::string& flag);
-// --kv-type (auto, f32, f16) into `kv_type` (generate, chat, batch, bench).
+// --kv-type (auto, f32, f16) into `kv_type` (generate, chat, batch, bench, serve).
 void add_kv_type_flag(CLI::App& cmd, std::string& kv_type);
 
 // The KV cache and numerics of one conversation (generate, chat).

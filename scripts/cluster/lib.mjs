@@ -72,7 +72,7 @@ export async function reference(rewind, model, prompt, req) {
     const flags = ['-n', String(req.max_tokens), '--temp', String(req.temperature ?? 1)];
     if (req.seed !== undefined) flags.push('--seed', String(req.seed));
     // The replicas' request caches are F32 (the library's default); the CLI's default is F16.
-    const { stdout } = await run(rewind, ['generate', '-m', model, '--json', '--kv-type', 'f32', '-f', file, ...flags],
+    const { stdout } = await run(rewind, ['generate', '-m', model, '--json', '-f', file, ...flags],
                                  { maxBuffer: 1 << 26 });
     return JSON.parse(stdout).generated_text;
   } finally {

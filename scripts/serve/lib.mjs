@@ -72,7 +72,7 @@ export async function startServer(rewind, args, { timeoutMs = 30000 } = {}) {
 // `rewind generate --json` with these flags: { text, ids, stop }.
 export function generate(rewind, model, flags) {
   // The server's request caches are F32 (the library's default); the CLI's default is F16.
-  const out = execFileSync(rewind, ['generate', '-m', model, '--json', '--kv-type', 'f32', ...flags],
+  const out = execFileSync(rewind, ['generate', '-m', model, '--json', ...flags],
                            { encoding: 'utf8', maxBuffer: 1 << 26 });
   const j = JSON.parse(out);
   return { text: j.generated_text, ids: j.generated_ids, stop: j.stop_reason };

@@ -97,7 +97,7 @@ try {
   };
 
   await check("tool_choice 'required' and a named function: calls whose arguments validate, streamed as whole", async () => {
-    const base = { model: 'm', messages: [{ role: 'user', content: 'What is the weather in Paris?' }], tools: forcedTools, max_tokens: 160 };
+    const base = { model: 'm', messages: [{ role: 'user', content: 'What is the weather in Paris?' }], tools: forcedTools, max_tokens: 400 };
     for (const seed of [1, 2, 3]) {
       for (const [choice, only] of [['required', null], [{ type: 'function', function: { name: 'set_mode' } }, 'set_mode']]) {
         for (const parallel of [true, false]) {

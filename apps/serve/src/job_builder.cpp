@@ -164,6 +164,7 @@ sp::SourceSpec JobBuilder::spec_of(sp::SourceKind kind, const SourcePlan& plan) 
     if (kind == sp::SourceKind::Draft || kind == sp::SourceKind::Auto) {
         s.draft = draft_; // Auto without a draft: ref and ngram only
         s.draft_options.context = ContextOptions{.n_threads = opts_.threads, .pool = pool_};
+        s.draft_options.cache_type = opts_.kv_type;
     }
     return s;
 }

@@ -105,6 +105,7 @@ void Server::load() {
         s.jobs = std::make_unique<JobBuilder>(o, s.model, std::move(draft), co.pool, s.context);
         speculate::BatchOptions bo;
         bo.kv_budget_bytes = o.kv_budget_bytes;
+        bo.kv_type = o.kv_type;
         bo.keep_caches = o.cache_budget_bytes > 0;
         const SchedulerOptions so{.parallel = o.parallel, .max_queue = o.max_queue,
                                   .cache_budget_bytes = o.cache_budget_bytes, .throttle_ms = o.throttle_ms};

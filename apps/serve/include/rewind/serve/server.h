@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "rewind/kv_cache.h"
 #include "rewind/sampler.h"
 
 namespace rwd::serve {
@@ -21,6 +22,9 @@ struct ServerOptions {
     int64_t ctx = 0;               // context positions per request; 0: the model's
     uint64_t kv_budget_bytes = 0;  // KV of running requests; 0: no limit
     uint64_t cache_budget_bytes = 64ull << 20; // prefix cache of finished requests; 0: none
+    // Storage of every request's KV cache (and a draft's): half precision by default, as
+    // `rewind generate` uses, so an answer equals generate's at its defaults bit for bit.
+    KvType kv_type = KvType::F16;
     std::string api_key;           // non-empty: every endpoint but /health needs it
     std::string spec = "ngram";    // default guess source: none, ngram, auto, draft, suffix
     int k = 8;                     // default guesses per pass, [1, 16]
