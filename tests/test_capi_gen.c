@@ -250,7 +250,8 @@ static void test_constrained_chat(void) {
         OK(rewind_chat_say(g_ctx, chat, users[0], &go, sources[s] ? &so : NULL, &t));
         CHECK(t.stats.stop == REWIND_STOP_END_OF_GENERATION);
         /* The schema's forced text ("{\"name\":\"") is guessed: fewer passes than tokens. */
-        CHECK(sources[s] ? t.stats.passes < t.stats.emitted && t.stats.accepted > 0 : t.stats.passes == t.stats.emitted);
+        CHECK(sources[s] ? t.stats.passes < t.stats.emitted && t.stats.accepted > 0
+                         : t.stats.passes == t.stats.emitted);
         reply_of(chat, replies[s][0]);
         go.json_schema = NULL;
         go.regex = "[0-9]{1,3}";
