@@ -429,6 +429,11 @@ class RewindTest(unittest.TestCase):
                 self.assertEqual(stream.stats.stop_reason, "end_of_generation")
                 if source is not None:
                     self.assertLess(stream.stats.passes, stream.stats.emitted)
+        sampled = dict(json_schema=PROGRAM_SCHEMA, temperature=0.9, seed=5)
+        s = fresh()
+        want, _ = rewind.generate(s.context, s.cache, 60, **sampled)
+        s = fresh()
+        self.assertEqual(list(rewind.stream(s.context, s.cache, 60, source="forced", **sampled)), want)
         text, _ = fresh().generate(8, regex="[0-9]{1,3}")
         with fresh().stream(8, regex="[0-9]{1,3}", source="forced") as pieces:
             self.assertEqual("".join(pieces), text)
@@ -630,6 +635,11 @@ class RewindTest(unittest.TestCase):
             self.assertEqual(chats[0].messages, conv)
         self.assertEqual(chats[0].say("again", max_tokens=8, regex="[a-z]+", source="forced"),
                          chats[1].say("again", max_tokens=8, regex="[a-z]+"))
+        # Seeded sampling: the same reply with and without speculation too.
+        sampled = dict(max_tokens=60, json_schema=PROGRAM_SCHEMA, temperature=0.9, seed=11)
+        reply = chats[0].say("sampled", **sampled)
+        self.assertEqual(chats[1].say("sampled", source="ngram", k=4, **sampled), reply)  # same history
+        self.assertEqual(list(json.loads(reply)), ["name", "size"])
 
     def test_context_options(self):
         plain = self.plain_ids(8)
