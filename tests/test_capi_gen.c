@@ -2,8 +2,9 @@
  * appended text and rewind_gen calls (regex, JSON Schema, GBNF, stop strings) gives the same text
  * and ids plainly and with every source, "forced" alone included; captured texts are in their
  * language; rewind_generate, rewind_generate_speculative and a batch request under a constraint
- * agree; errors come before anything runs, the cache unchanged. Exits non-zero naming the first
- * failed check. */
+ * agree; a chat turn under a constraint equals its generation from scratch, plain or
+ * speculating; errors come before anything runs, the cache (or conversation) unchanged. Exits
+ * non-zero naming the first failed check. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,12 +221,95 @@ static void test_errors_change_nothing(void) {
     rewind_cache_free(c);
 }
 
+/* The reply of `chat`, into text (kMaxText bytes). */
+static void reply_of(const rewind_chat* chat, char* text) {
+    size_t n = 0;
+    OK(rewind_chat_reply(chat, text, kMaxText, &n));
+    CHECK(strlen(text) == n);
+}
+
+/* A constrained chat turn: the reply equals generating under the same constraint from the
+ * formatted conversation from scratch, plainly and speculating; a bad constraint fails with the
+ * conversation untouched. */
+static void test_constrained_chat(void) {
+    rewind_chat_options cho = rewind_chat_default_options();
+    cho.chat_template = "chatml";
+    const char* users[2] = {"describe the config", "pick a number"};
+    const char* sources[3] = {NULL, "forced", "ngram"};
+    char replies[3][2][kMaxText];
+    for (int s = 0; s < 3; ++s) {
+        rewind_chat* chat = NULL;
+        OK(rewind_chat_new(g_model, &cho, "You answer in JSON.", kMaxIds, 0, &chat));
+        rewind_spec_options so = rewind_spec_default_options();
+        so.source = sources[s];
+        so.k = 6;
+        rewind_generate_options go = rewind_generate_default_options();
+        go.max_tokens = 60;
+        go.json_schema = kSchema;
+        rewind_chat_turn t;
+        OK(rewind_chat_say(g_ctx, chat, users[0], &go, sources[s] ? &so : NULL, &t));
+        CHECK(t.stats.stop == REWIND_STOP_END_OF_GENERATION);
+        /* The schema's forced text ("{\"name\":\"") is guessed: fewer passes than tokens. */
+        CHECK(sources[s] ? t.stats.passes < t.stats.emitted && t.stats.accepted > 0
+                         : t.stats.passes == t.stats.emitted);
+        reply_of(chat, replies[s][0]);
+        go.json_schema = NULL;
+        go.regex = "[0-9]{1,3}";
+        OK(rewind_chat_say(g_ctx, chat, users[1], &go, sources[s] ? &so : NULL, &t));
+        CHECK(t.stats.stop == REWIND_STOP_END_OF_GENERATION && t.reused_tokens > 0);
+        reply_of(chat, replies[s][1]);
+        CHECK(all_digits(replies[s][1]));
+        CHECK(strcmp(replies[s][0], replies[0][0]) == 0 && strcmp(replies[s][1], replies[0][1]) == 0);
+
+        /* Refused constraints leave the messages and the last reply as they were. */
+        const size_t n_messages = rewind_chat_n_messages(chat);
+        go.regex = "(ab";
+        FAILS(rewind_chat_say(g_ctx, chat, "again", &go, NULL, &t), REWIND_ERR_ARGUMENT);
+        CHECK(strstr(rewind_last_error(), "regex") != NULL);
+        go.json_schema = "{}"; /* two constraints */
+        FAILS(rewind_chat_say(g_ctx, chat, "again", &go, NULL, &t), REWIND_ERR_ARGUMENT);
+        go.regex = NULL;
+        go.json_schema = "{not json";
+        FAILS(rewind_chat_say(g_ctx, chat, "again", &go, NULL, &t), REWIND_ERR_FORMAT);
+        go.json_schema = NULL;
+        go.grammar = "root ::= (";
+        FAILS(rewind_chat_say(g_ctx, chat, "again", &go, sources[s] ? &so : NULL, &t), REWIND_ERR_ARGUMENT);
+        CHECK(rewind_chat_n_messages(chat) == n_messages);
+        char last[kMaxText];
+        reply_of(chat, last);
+        CHECK(strcmp(last, replies[s][1]) == 0);
+        rewind_chat_free(chat);
+    }
+    CHECK(strncmp(replies[0][0], "{\"name\":\"", 9) == 0 && replies[0][0][strlen(replies[0][0]) - 1] == '}');
+
+    /* From scratch: the formatted conversation, then rewind_generate under the schema. */
+    const rewind_chat_message conv[2] = {{"system", "You answer in JSON."}, {"user", users[0]}};
+    rewind_token ids[kMaxIds], out[kMaxIds];
+    size_t n_ids = 0, n_out = 0, n_text = 0;
+    OK(rewind_chat_tokenize(g_model, &cho, conv, 2, ids, kMaxIds, &n_ids));
+    rewind_cache* c = NULL;
+    OK(rewind_cache_new(g_model, kMaxIds, 0, &c));
+    OK(rewind_append(g_ctx, c, ids, n_ids));
+    rewind_generate_options go = rewind_generate_default_options();
+    go.max_tokens = 60;
+    go.json_schema = kSchema;
+    rewind_stats st;
+    OK(rewind_generate(g_ctx, c, &go, out, kMaxIds, &n_out, &st));
+    CHECK(st.stop == REWIND_STOP_END_OF_GENERATION);
+    char fresh[kMaxText];
+    OK(rewind_detokenize(g_model, out, n_out - 1, fresh, kMaxText, &n_text));
+    CHECK(strcmp(fresh, replies[0][0]) == 0);
+    rewind_cache_free(c);
+    printf("constrained chat: '%s' then '%s'\n", replies[0][0], replies[0][1]);
+}
+
 int main(void) {
     OK(rewind_model_load(REWIND_SHARED_DIR "/models/pycode-4m-q8_0.gguf", &g_model));
     OK(rewind_context_new(g_model, NULL, &g_ctx));
     test_program_equals_plain();
     test_plain_generate_under_a_constraint();
     test_errors_change_nothing();
+    test_constrained_chat();
     rewind_context_free(g_ctx);
     rewind_model_free(g_model);
     printf("ok\n");

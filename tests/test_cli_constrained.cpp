@@ -1,7 +1,8 @@
 // Constrained generation through the command line: `rewind generate --json-schema` gives complete
 // JSON the grammar accepts; constrained speculative decoding (every source, k, trees, greedy and
-// seeded) and batched requests give constrained plain decoding's ids and --logprobs values; bad
-// schemas and grammars end with a message naming the problem. Skipped when the apps are not built.
+// seeded), batched requests and chat turns give constrained plain decoding's ids and --logprobs
+// values; bad schemas and grammars end with a message naming the problem. Skipped when the apps
+// are not built.
 #include <gtest/gtest.h>
 
 #include "cli_test_util.h"
@@ -201,4 +202,39 @@ TEST_F(CliConstrained, ChatRepliesFollowTheSchema) {
     }
     EXPECT_EQ(replies, 3);
     std::filesystem::remove(in);
+}
+
+// chat: the constrained replies are the same bits with and without speculation, for a regex and a
+// GBNF grammar; a bad constraint ends the run before any turn, naming the flag.
+TEST_F(CliConstrained, ChatConstrainedRepliesEqualPlainDecoding) {
+    const std::string in = write_temp("turns2.txt", "yes or no?\nand now?\n/reset\nonce more\n");
+    const std::string g = write_temp("yn.gbnf", "root ::= (\"yes\" | \"no\") \" \" [0-9] [0-9]?\n");
+    for (const std::string& constraint : {std::string("--regex '[a-z]{2,6}-[0-9]{1,2}'"), "--grammar " + g}) {
+        const std::string base = "chat --chat-template chatml -n 12 " + constraint;
+        const CliRun plain = run(base + " < " + in);
+        ASSERT_EQ(plain.status, 0) << constraint;
+        std::istringstream lines(plain.out);
+        int replies = 0;
+        for (std::string l; std::getline(lines, l); ++replies) {
+            if (constraint.starts_with("--regex")) {
+                EXPECT_NE(l.find('-'), std::string::npos) << l;
+            } else {
+                EXPECT_TRUE(l.starts_with("yes ") || l.starts_with("no ")) << l;
+            }
+        }
+        EXPECT_EQ(replies, 3) << plain.out;
+        for (const char* spec : {"--spec forced -k 4", "--spec ngram -k 4", "--spec suffix --tree 2 -k 6"}) {
+            const CliRun s = run(base + " " + spec + " < " + in);
+            ASSERT_EQ(s.status, 0) << spec;
+            EXPECT_EQ(s.out, plain.out) << constraint << " " << spec;
+        }
+    }
+    for (const char* bad : {"--regex '(ab'", "--json-schema '{\"type\":\"object\",\"minProperties\":1}'",
+                            "--json-schema '{not json'", "--grammar /nonexistent.gbnf"}) {
+        const CliRun r = run(std::string("chat --chat-template chatml -n 4 ") + bad + " < " + in, true);
+        EXPECT_NE(r.status, 0) << bad;
+        EXPECT_NE(r.out.find("rewind: error"), std::string::npos) << bad << ": " << r.out;
+    }
+    std::filesystem::remove(in);
+    std::filesystem::remove(g);
 }

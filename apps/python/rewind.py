@@ -1111,11 +1111,16 @@ class Stream:
 
     The generation runs in a helper thread that waits in the token callback while the caller
     holds a token, so the context never runs on two threads at once. Errors (rewind.Error) are
-    raised from the iteration."""
+    raised from the iteration; a bad constraint too (its type is checked here), before anything runs.
+
+    Options as rewind.generate's but on_token and logprobs: grammar, json_schema or regex (at
+    most one) and json_whitespace hold the tokens to that language as there, and the penalties
+    and logit_bias apply as there; the same ids, with or without speculation."""
 
     def __init__(self, ctx, cache, max_tokens=128, source=None, k=4, adaptive=False, references=(), draft=None,
                  temperature=0.0, seed=0, stop=(), stop_at_eog=True, text=False, top_k=0, top_p=1.0, tree=0,
-                 k_policy=None):
+                 k_policy=None, grammar=None, json_schema=None, regex=None, json_whitespace="compact",
+                 frequency_penalty=0.0, presence_penalty=0.0, logit_bias=None):
         _settle(ctx, cache)
         self.tokens = []
         self.stats = None
@@ -1133,6 +1138,8 @@ class Stream:
         self._ended = False
         keep = []
         opts = _options(max_tokens, temperature, seed, stop, stop_at_eog, keep, top_k, top_p)
+        _penalties(opts, keep, frequency_penalty, presence_penalty, logit_bias)
+        _constraint(opts, keep, grammar, json_schema, regex, json_whitespace)
         spec = _spec(source, k, adaptive, references, draft, keep, tree, k_policy) if source is not None else None
         messages, replies = self._messages, self._replies
 
@@ -1521,15 +1528,19 @@ def stream_hf(model: "Model", input_ids, text: bool = False, max_new_tokens: "in
               assistant_model: "Model | None" = None, num_assistant_tokens: "int | None" = None,
               reference_texts: "Sequence[str] | str | None" = None, max_length: "int | None" = None,
               attention_mask=None, stop_strings: "Sequence[str] | str | None" = None, stop_at_eog: bool = True,
-              capacity: int = 0, kv_f16: bool = False, n_threads: int = 1, **kwargs) -> "Stream":
+              capacity: int = 0, kv_f16: bool = False, n_threads: int = 1, grammar: "str | None" = None,
+              json_schema=None, regex: "str | None" = None, json_whitespace: str = "compact",
+              **kwargs) -> "Stream":
     """Model.stream(): generate_hf's generation as a Stream of token ids (text=True: text pieces),
-    each as it is decided; arguments as generate_hf's. Breaking out of the loop stops it; then
-    `stream.sequences` is the [1, n] array of the input and the tokens taken."""
+    each as it is decided; arguments as generate_hf's (grammar, json_schema or regex included).
+    Breaking out of the loop stops it; then `stream.sequences` is the [1, n] array of the input
+    and the tokens taken."""
     ctx, cache, ids, max_tokens, kw, _ = _hf_prepare(
         model, input_ids, past_key_values, max_new_tokens, max_length, do_sample, temperature, top_p, top_k, seed,
         prompt_lookup_num_tokens, assistant_model, num_assistant_tokens, reference_texts, attention_mask,
         stop_strings, stop_at_eog, capacity, kv_f16, n_threads, kwargs)
-    st = Stream(ctx, cache, max_tokens, text=text, **kw)
+    st = Stream(ctx, cache, max_tokens, text=text, grammar=grammar, json_schema=json_schema, regex=regex,
+                json_whitespace=json_whitespace, **kw)
     st.prompt_ids = ids
     return st
 
@@ -1611,7 +1622,8 @@ class Session:
     def stream(self, max_tokens: int = 128, text: bool = True, **kw) -> "Stream":
         """A Stream of the generated text, piece by piece as each token is decided (a piece may
         hold several tokens when a character spans them); text=False streams token ids instead.
-        Keyword arguments as rewind.generate's, but on_token. Breaking out of the loop stops the
+        Keyword arguments as rewind.generate's, but on_token and logprobs (grammar, json_schema
+        and regex included: the pieces are then that language's). Breaking out of the loop stops the
         generation after the last piece taken:
 
             for piece in session.stream(200, source="ngram"):
@@ -1685,13 +1697,17 @@ class Chat:
         return [dict(m) for m in self._messages]
 
     def say(self, text, max_tokens=128, temperature=0.0, seed=0, stop=(), source=None, k=4, adaptive=False,
-            references=(), draft=None, on_token=None):
+            references=(), draft=None, on_token=None, grammar=None, json_schema=None, regex=None,
+            json_whitespace="compact"):
         """Adds `text` as the user's message and returns the assistant's reply (its end-of-turn
         token left out); `last_turn` then holds the ChatTurn. Generation options as
         rewind.generate's (it stops at end-of-generation tokens such as <|im_end|>); on_token gets
-        each reply token id as it is decided and may stop the reply by returning False. On an
-        error (Error("capacity") when the conversation no longer fits: reset()) the conversation
-        is unchanged."""
+        each reply token id as it is decided and may stop the reply by returning False.
+        grammar, json_schema or regex (at most one) holds this reply to that language, exactly
+        under speculation: the end-of-turn token comes only where the reply is complete (each
+        turn starts afresh). On an error (Error("capacity") when the conversation no longer fits:
+        reset(); ArgumentError or FormatError for a bad constraint) the conversation is
+        unchanged."""
         if not isinstance(text, str):
             raise Error("unsupported", f"Chat.say: a {type(text).__name__}; rewind formats plain text only")
         if "\0" in text:
@@ -1699,6 +1715,7 @@ class Chat:
         _settle(self.context)
         keep = []
         opts = _options(max_tokens, temperature, seed, stop, True, keep)
+        _constraint(opts, keep, grammar, json_schema, regex, json_whitespace)
         spec = _spec(source, k, adaptive, references, draft, keep) if source is not None else None
         errors = []
         if on_token is not None:

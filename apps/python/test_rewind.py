@@ -5,7 +5,8 @@ batched requests each equal their own decoding, a token callback or a stream sto
 with the tokens so far equal to the unstopped one's prefix, next_logits' argmax is the next greedy
 token, the context options (numerics, SIMD level, device) are taken or refused by name, and
 docs/c-and-python.md's batch example is batch_example.py, apply_chat_template gives the publishers'
-templates' text and the C API's ids, and a Chat's replies equal fresh generation with reuse."""
+templates' text and the C API's ids, and a Chat's replies equal fresh generation with reuse; streams
+and chat turns under a grammar, JSON Schema or regex equal generate's, plain or speculating."""
 import json
 import os
 import sys
@@ -410,6 +411,60 @@ class RewindTest(unittest.TestCase):
         s.stream(40).close()
         self.assertEqual(len(s.cache), n)
 
+    def test_stream_under_a_constraint(self):
+        """A constrained stream gives generate's ids, plain or speculating; text pieces join to
+        Session.generate's text; a bad constraint raises before anything runs."""
+        def fresh():
+            s = rewind.Session(self.model, capacity=256)
+            s.append_text("config = ")
+            return s
+        s = fresh()
+        plain, st = rewind.generate(s.context, s.cache, 60, json_schema=PROGRAM_SCHEMA)
+        self.assertEqual(st.stop_reason, "end_of_generation")
+        for source in (None, "ngram", "forced"):
+            with self.subTest(source=source):
+                s = fresh()
+                stream = rewind.stream(s.context, s.cache, 60, json_schema=PROGRAM_SCHEMA, source=source)
+                self.assertEqual(list(stream), plain)
+                self.assertEqual(stream.stats.stop_reason, "end_of_generation")
+                if source is not None:
+                    self.assertLess(stream.stats.passes, stream.stats.emitted)
+        sampled = dict(json_schema=PROGRAM_SCHEMA, temperature=0.9, seed=5)
+        s = fresh()
+        want, _ = rewind.generate(s.context, s.cache, 60, **sampled)
+        s = fresh()
+        self.assertEqual(list(rewind.stream(s.context, s.cache, 60, source="forced", **sampled)), want)
+        text, _ = fresh().generate(8, regex="[0-9]{1,3}")
+        with fresh().stream(8, regex="[0-9]{1,3}", source="forced") as pieces:
+            self.assertEqual("".join(pieces), text)
+        self.assertTrue(text.isdigit(), text)
+        penalised = dict(frequency_penalty=1.5, logit_bias={plain[0]: -100.0})
+        want, _ = fresh().generate(20, stop_at_eog=False, **penalised)
+        self.assertEqual("".join(fresh().stream(20, stop_at_eog=False, source="ngram", **penalised)), want)
+        self.assertEqual(list(json.loads(self.model.detokenize(plain[:-1]))), ["name", "size"])
+        for kw, status, needle in [({"regex": "(ab"}, "argument", "regex"),
+                                   ({"regex": "[0-9]", "grammar": 'root ::= "a"'}, "argument", "at most one"),
+                                   ({"json_schema": "{not json"}, "format", "json_schema")]:
+            with self.subTest(kw=kw):
+                s = fresh()
+                n = len(s.cache)
+                with self.assertRaises(rewind.Error) as e:
+                    list(s.stream(8, **kw))
+                self.assertEqual(e.exception.status, status)
+                self.assertIn(needle, str(e.exception))
+                self.assertEqual(len(s.cache), n)
+        with self.assertRaises(rewind.ArgumentError):  # a type Python checks: at once
+            fresh().stream(8, json_schema=3)
+
+    @unittest.skipUnless(HAVE_NUMPY, "numpy is not installed")
+    def test_model_stream_under_a_constraint(self):
+        ids = self.model.tokenize("config = ")
+        want = self.model.generate(ids, max_new_tokens=40, json_schema=PROGRAM_SCHEMA)[0].tolist()
+        for kw in ({}, {"prompt_lookup_num_tokens": 4}):
+            st = self.model.stream(ids, max_new_tokens=40, json_schema=PROGRAM_SCHEMA, **kw)
+            self.assertEqual(list(st), want[len(ids):])
+            self.assertEqual(st.sequences[0].tolist(), want)
+
     def test_stream_errors_raise_from_iteration(self):
         s = self.session()
         n = len(s.cache)
@@ -553,6 +608,38 @@ class RewindTest(unittest.TestCase):
         with self.assertRaises(rewind.Error) as e:
             chat.say(["not", "text"])
         self.assertEqual(e.exception.status, "unsupported")
+
+    def test_chat_under_a_constraint(self):
+        """Each constrained reply equals fresh generation under the constraint, plainly and
+        speculating, and is in its language; a bad constraint leaves the conversation as it was."""
+        chats = [rewind.Chat(self.model, system="You answer in JSON.", chat_template="chatml", capacity=512)
+                 for _ in range(3)]
+        conv = [{"role": "system", "content": "You answer in JSON."}]
+        turns = [("describe the config", {"json_schema": PROGRAM_SCHEMA}), ("a number", {"regex": "[0-9]{1,3}"})]
+        for text, constraint in turns:
+            reply = chats[0].say(text, max_tokens=60, **constraint)
+            self.assertEqual(chats[0].last_turn.stats.stop_reason, "end_of_generation")
+            conv.append({"role": "user", "content": text})
+            self.assertEqual(reply, self._fresh_reply(conv, 60, **constraint)[0])
+            for chat, source in zip(chats[1:], ("forced", "ngram")):
+                self.assertEqual(chat.say(text, max_tokens=60, source=source, k=6, **constraint), reply)
+            conv.append({"role": "assistant", "content": reply})
+        self.assertEqual(list(json.loads(conv[2]["content"])), ["name", "size"])
+        self.assertTrue(conv[4]["content"].isdigit())
+        self.assertLess(chats[1].last_turn.stats.passes, 60)
+        for kw, status in [({"regex": "(ab"}, "argument"), ({"json_schema": "{not json"}, "format"),
+                           ({"grammar": "root ::= ("}, "argument"), ({"regex": "1", "json_schema": {}}, "argument")]:
+            with self.assertRaises(rewind.Error) as e:
+                chats[0].say("again", max_tokens=8, **kw)
+            self.assertEqual(e.exception.status, status)
+            self.assertEqual(chats[0].messages, conv)
+        self.assertEqual(chats[0].say("again", max_tokens=8, regex="[a-z]+", source="forced"),
+                         chats[1].say("again", max_tokens=8, regex="[a-z]+"))
+        # Seeded sampling: the same reply with and without speculation too.
+        sampled = dict(max_tokens=60, json_schema=PROGRAM_SCHEMA, temperature=0.9, seed=11)
+        reply = chats[0].say("sampled", **sampled)
+        self.assertEqual(chats[1].say("sampled", source="ngram", k=4, **sampled), reply)  # same history
+        self.assertEqual(list(json.loads(reply)), ["name", "size"])
 
     def test_context_options(self):
         plain = self.plain_ids(8)

@@ -269,9 +269,10 @@ typedef struct rewind_generate_options {
      * always ends the generation (REWIND_STOP_END_OF_GENERATION), even with stop_at_eog 0. Exact
      * under speculation, where the text the constraint forces is guessed too (stats.proposed and
      * accepted count it). Compiled once per context (a repeated text costs a lookup). Honoured by
-     * rewind_generate, rewind_generate_speculative, rewind_gen and rewind_batch_add (compiled once
-     * per batch); rewind_chat_say refuses them (argument). docs/structured-output.md lists what
-     * each language supports; a feature it does not is refused, never ignored. */
+     * rewind_generate, rewind_generate_speculative, rewind_gen, rewind_batch_add (compiled once
+     * per batch) and rewind_chat_say (each reply one sentence, afresh every turn).
+     * docs/structured-output.md lists what each language supports; a feature it does not is
+     * refused, never ignored. */
     const char* grammar;     /* GBNF text (llama.cpp's syntax), start rule `root` */
     const char* json_schema; /* a JSON Schema as JSON text; properties in the declared order */
     const char* regex;       /* the ECMAScript subset of JSON Schema's `pattern`, matched whole */
@@ -594,11 +595,17 @@ REWIND_C_API void rewind_chat_free(rewind_chat* chat);
  * reply). opts as rewind_generate's (max_tokens >= 0 and no output buffer to bound it; NULL:
  * defaults; opts->logprobs is refused); opts->on_token streams the reply's ids as they are decided and may stop it. The
  * reply (its end-of-turn token left out) becomes an assistant message; read it with
- * rewind_chat_reply. turn may be NULL. On failure the messages and last reply are unchanged (the
- * cache may hold part of the new turn, which the next turn reuses). Errors: argument (NULL ctx,
- * chat or user; bad options; as rewind_generate_speculative for spec), state (ctx of another
- * model), capacity (the conversation no longer fits the cache: reset it; nothing runs),
- * unsupported. */
+ * rewind_chat_reply. turn may be NULL.
+ * A grammar, json_schema or regex in opts holds this reply (the assistant's text only, not the
+ * template's markers) to that language, exactly as rewind_generate does: the end-of-turn token
+ * is allowed only where the reply is a complete sentence, and the reply is the same with or
+ * without spec. Each turn starts the constraint afresh. It is compiled before the turn is added,
+ * so a bad one fails with the conversation untouched.
+ * On failure the messages and last reply are unchanged (the cache may hold part of the new turn,
+ * which the next turn reuses). Errors: argument (NULL ctx, chat or user; bad options; a
+ * constraint as rewind_generate refuses it; as rewind_generate_speculative for spec), format (a
+ * json_schema that is not JSON), state (ctx of another model), capacity (the conversation no
+ * longer fits the cache: reset it; nothing runs), unsupported. */
 REWIND_C_API rewind_status rewind_chat_say(rewind_context* ctx, rewind_chat* chat, const char* user,
                                            const rewind_generate_options* opts, const rewind_spec_options* spec,
                                            rewind_chat_turn* turn);

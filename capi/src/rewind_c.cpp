@@ -1193,13 +1193,15 @@ rewind_status rewind_chat_say(rewind_context* ctx, rewind_chat* chat, const char
                                               ctx->ctx.model().path());
         const rewind_generate_options go = opts ? *opts : rewind_generate_default_options();
         if (go.logprobs) throw Error(ErrorCode::argument, "a chat turn takes no logprobs buffers (not yet supported in C)");
-        if (names_constraint(&go))
-            throw Error(ErrorCode::argument, "a chat turn takes no grammar, json_schema or regex (use rewind_gen on a cache)");
         const rwd::GenerateOptions g = generate_options(&go, SIZE_MAX); // no output buffer
         const rwd::TokenCallback cb = token_callback(&go);
+        // Compiled before the turn is added, so that a bad constraint leaves the conversation as
+        // it was; a fresh constraint each turn: every reply is one sentence of its language.
+        const std::unique_ptr<rwd::TokenConstraint> constraint = constraint_of(&go, ctx->constraints);
         rwd::ChatTurn t;
         if (!spec) {
-            t = chat->chat.say(ctx->ctx, user, g, cb);
+            t = chat->chat.say(ctx->ctx, user,
+                               [&](rwd::Session& s) { return s.generate(ctx->ctx, g, cb, constraint.get()); });
         } else {
             need(spec->source, "the source name");
             sp::SpeculativeOptions so;
@@ -1211,7 +1213,7 @@ rewind_status rewind_chat_say(rewind_context* ctx, rewind_chat* chat, const char
             auto source = sp::make_guess_source(ss, ctx->ctx.model(), kv.capacity());
             sp::SpeculativeResult sr;
             t = chat->chat.say(ctx->ctx, user, [&](rwd::Session& s) -> rwd::GenerateResult {
-                sr = sp::generate_speculative(ctx->ctx, s, *source, so, cb);
+                sr = sp::generate_speculative(ctx->ctx, s, *source, so, cb, constraint.get());
                 return sr;
             });
             if (turn) {
