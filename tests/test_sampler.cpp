@@ -1,6 +1,7 @@
 // Sampler: greedy ties, each filter in the documented order, counter-based determinism (a
 // position draws the same token whatever happened before), distributions that sum to 1, draws
 // that follow them (a loose chi-square), and refusal of bad options.
+#include <array>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -381,6 +382,55 @@ TEST(Sampler, GreedyUnmaskedIsTheMaskedPickWhereAllowed) {
     o.temperature = 0.7f;
     float value = 0;
     EXPECT_THROW(Sampler(o, 40).greedy_unmasked(std::vector<float>(40, 0.0f).data(), {}, value), Error);
+}
+
+// greedy_ranked: greedy's ranking (larger processed logit first, lower id among equals, -inf left
+// out) as a sort gives it; the first token of it a mask allows is sample()'s pick with that mask
+// whenever the list reaches one; a NaN anywhere leaves the decision to the mask (0 tokens).
+TEST(Sampler, GreedyRankedFirstAllowedIsTheMaskedPick) {
+    SamplerOptions o;
+    o.logit_bias = {{3, 2.5f}, {9, -100.0f}};
+    o.frequency_penalty = 0.5f;
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+    const std::vector<TokenId> history = {3, 1, 1};
+    int decided = 0;
+    for (int trial = 0; trial < 300; ++trial) {
+        std::vector<float> l(40);
+        for (float& x : l) x = std::round(u(rng)); // many ties
+        l[static_cast<size_t>(rng() % 40)] = -INFINITY;
+        Sampler s(o, 40);
+        const std::span<const float> p = s.processed_logits(l.data(), history);
+        std::vector<TokenId> want;
+        for (TokenId t = 0; t < 40; ++t)
+            if (p[static_cast<size_t>(t)] != -INFINITY) want.push_back(t);
+        std::vector<float> pv(p.begin(), p.end());
+        std::stable_sort(want.begin(), want.end(), [&](TokenId a, TokenId b) { return pv[static_cast<size_t>(a)] > pv[static_cast<size_t>(b)]; });
+        want.resize(std::min<size_t>(want.size(), 6));
+        std::array<TokenId, 6> top{};
+        const size_t n = s.greedy_ranked(l.data(), history, top);
+        ASSERT_EQ(n, want.size());
+        for (size_t i = 0; i < n; ++i) EXPECT_EQ(top[i], want[i]) << "trial " << trial << " rank " << i;
+        std::vector<uint32_t> mask(2);
+        for (uint32_t& w : mask) w = static_cast<uint32_t>(rng()) & static_cast<uint32_t>(rng()) & static_cast<uint32_t>(rng());
+        mask[1] &= 0xffu;
+        if (mask[0] == 0 && mask[1] == 0) continue;
+        for (size_t i = 0; i < n; ++i) {
+            const TokenId t = top[i];
+            if ((mask[static_cast<size_t>(t) / 32] >> (t % 32)) & 1u) {
+                EXPECT_EQ(s.sample(l.data(), 0, history, mask), t) << "trial " << trial;
+                ++decided;
+                break;
+            }
+        }
+    }
+    EXPECT_GT(decided, 100);
+    std::vector<float> l(40, 1.0f);
+    l[17] = NAN;
+    std::array<TokenId, 4> top{};
+    EXPECT_EQ(Sampler(o, 40).greedy_ranked(l.data(), {}, top), 0u);
+    o.temperature = 0.7f;
+    EXPECT_THROW(Sampler(o, 40).greedy_ranked(std::vector<float>(40, 0.0f).data(), {}, top), Error);
 }
 
 TEST(Sampler, BadOptionsThrow) {

@@ -3,6 +3,7 @@
 #include "rewind/decode_state.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -275,24 +276,36 @@ void DecodeState::cancel() {
 
 // Greedy decoding takes the argmax of the penalised logits over the allowed tokens. When the
 // constraint allows the unmasked argmax, that token is the masked argmax too (Sampler::
-// greedy_unmasked), so only that one token is checked: a guess at this position was already
-// checked from this very constraint state by cut_forbidden, an end-of-generation token is asked
-// with allows() (it is never accepted), any other is accepted at once (judge then skips its
-// accept). A mask is built only where the constraint refuses the argmax.
+// greedy_unmasked), so only that one token is checked; when it refuses it, the next tokens of
+// greedy's ranking are checked in turn (Sampler::greedy_ranked), and the first allowed one is the
+// masked argmax. A guess at this position was already checked from this very constraint state by
+// cut_forbidden; an end-of-generation token is asked with allows() (it is never accepted), any
+// other is accepted at once (judge then skips its accept; a refused accept changes nothing). A
+// mask is built only where none of the first kRanked tokens is allowed.
 bool DecodeState::decide_lazily(const float* row, int32_t first, TokenId& out) {
+    auto take = [&](TokenId t) {
+        bool guessed = false;
+        for (int32_t c = first; c >= 0 && !guessed; c = next_sibling_[static_cast<size_t>(c)])
+            guessed = rows_[static_cast<size_t>(c)] == t;
+        if (!guessed) {
+            if (eog(t) ? !constraint_->allows(t) : !constraint_->accept(t)) return false;
+            advanced_ = !eog(t);
+        }
+        out = t;
+        last_mask_ = {};
+        return true;
+    };
     float value;
     const TokenId t = sampler_.greedy_unmasked(row, tokens_, value);
     if (std::isnan(value) || value == -std::numeric_limits<float>::infinity()) return false; // the mask decides
-    bool guessed = false;
-    for (int32_t c = first; c >= 0 && !guessed; c = next_sibling_[static_cast<size_t>(c)])
-        guessed = rows_[static_cast<size_t>(c)] == t;
-    if (!guessed) {
-        if (eog(t) ? !constraint_->allows(t) : !constraint_->accept(t)) return false;
-        advanced_ = !eog(t);
-    }
-    out = t;
-    last_mask_ = {};
-    return true;
+    if (take(t)) return true;
+    constexpr size_t kRanked = 16;
+    std::array<TokenId, kRanked> ranked;
+    const size_t n = sampler_.greedy_ranked(row, tokens_, ranked);
+    if (n == 0 || ranked[0] != t) return false; // NaN in the row: the mask decides
+    for (size_t i = 1; i < n; ++i)
+        if (take(ranked[i])) return true;
+    return false;
 }
 
 int32_t DecodeState::decide(const float* row, int64_t pos, size_t cur, TokenId& out) {

@@ -168,6 +168,39 @@ TokenId Sampler::greedy_unmasked(const float* logits, std::span<const TokenId> h
     return t;
 }
 
+size_t Sampler::greedy_ranked(const float* logits, std::span<const TokenId> history, std::span<TokenId> top) {
+    if (!opts_.greedy()) throw Error(ErrorCode::state, "sampler: greedy_ranked under sampling (temperature > 0)");
+    const float* l = logits;
+    if (penalised()) {
+        std::copy(logits, logits + n_vocab_, work_.begin());
+        penalise(history);
+        l = work_.data();
+    }
+    // A list kept in ranking order; ids come in ascending order, so a newcomer equal to an entry
+    // ranks after it, and one equal to the last entry of a full list does not enter.
+    const size_t k = top.size();
+    float vals[64];
+    if (k == 0 || k > 64) throw Error("sampler: greedy_ranked takes 1 to 64 tokens, got " + std::to_string(k));
+    size_t n = 0;
+    constexpr float kOut = -std::numeric_limits<float>::infinity();
+    for (int64_t t = 0; t < n_vocab_; ++t) {
+        const float v = l[t];
+        if (!(v > kOut)) {
+            if (std::isnan(v)) return 0;
+            continue;
+        }
+        if (n == k && !(v > vals[k - 1])) continue;
+        size_t i = n < k ? n++ : k - 1;
+        for (; i > 0 && v > vals[i - 1]; --i) {
+            vals[i] = vals[i - 1];
+            top[i] = top[i - 1];
+        }
+        vals[i] = v;
+        top[i] = static_cast<TokenId>(t);
+    }
+    return n;
+}
+
 void Sampler::compute(const float* logits, std::span<const TokenId> history, std::span<const uint32_t> mask) {
     const auto n = static_cast<size_t>(n_vocab_);
     for (size_t i = 0; i < n; ++i) {

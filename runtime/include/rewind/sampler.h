@@ -86,6 +86,14 @@ public:
     // only when it is refused. Throws as sample(); rwd::Error (state) when not greedy.
     TokenId greedy_unmasked(const float* logits, std::span<const TokenId> history, float& value);
 
+    // Greedy only: the first top.size() tokens of greedy's ranking without a mask (the larger
+    // logit after steps 1-1b first, the lower id among equals), -inf left out, into `top` in that
+    // order; returns how many (0 when any logit is NaN: then only a mask decides). Under a
+    // constraint the first of them it allows, every one before it being refused, is the token
+    // sample() picks with the mask: no token outside the list ranks above it. So a refused argmax
+    // costs a few checks rather than a whole mask. Throws as greedy_unmasked.
+    size_t greedy_ranked(const float* logits, std::span<const TokenId> history, std::span<TokenId> top);
+
     // Steps 0-1 (the mask, the penalties) applied to `logits`: what greedy takes the argmax of and
     // the truncations start from. Valid until the next call. Throws as sample().
     std::span<const float> processed_logits(const float* logits, std::span<const TokenId> history,
