@@ -196,7 +196,8 @@ Matcher::StateId Matcher::after_partial(StateId s, uint32_t pending, uint8_t len
         if (in.op == CompiledGrammar::Op::Chars && classes[in.arg].intersects(lo, hi)) keep.push_back(st);
     }
     if (keep.empty()) return kDead;
-    const bool whole = std::all_of(keep.begin(), keep.end(), [&](uint32_t st) { return classes[prog[frames_[st].pos].arg].covers(lo, hi); });
+    bool whole = true;
+    for (uint32_t st : keep) whole = whole && classes[prog[frames_[st].pos].arg].covers(lo, hi);
     if (whole) return intern(std::move(keep), canonical_partial(b, len), static_cast<uint8_t>(len | kWholeChar));
     return intern(std::move(keep), pending, len);
 }
