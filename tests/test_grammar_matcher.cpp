@@ -128,3 +128,60 @@ TEST(GrammarMatcher, LimitsThrowCapacity) {
     }
     EXPECT_EQ(m.depth(), 0u); // state unchanged
 }
+
+// Where every class in play takes every character an unfinished one can become, the state keeps
+// canonical bytes: equivalent characters share states, and the bytes' validity is still checked.
+TEST(GrammarMatcher, Utf8WholeRangeStatesAreShared) {
+    Matcher m = make(R"(root ::= [^"]* "\"")");
+    ASSERT_TRUE(m.accept_bytes("\xE4"));
+    const Matcher::StateId e4 = m.state();
+    m.reset();
+    ASSERT_TRUE(m.accept_bytes("\xE9\xBF"));
+    const Matcher::StateId e9bf = m.state();
+    m.reset();
+    ASSERT_TRUE(m.accept_bytes("\xE5"));
+    EXPECT_EQ(m.state(), e4);
+    ASSERT_TRUE(m.accept_bytes("\x80"));
+    EXPECT_EQ(m.state(), e9bf);
+    EXPECT_FALSE(m.accept_bytes("A"));    // a continuation byte is still needed
+    EXPECT_TRUE(m.accept_bytes("\x80"));  // U+5000
+    m.reset();
+    const size_t before = m.state_count();
+    EXPECT_TRUE(m.accept_bytes("héllo wörld 一二三 ありがとう Привет 😀\""));
+    EXPECT_TRUE(m.is_finished());
+    EXPECT_LE(m.state_count(), before + 12); // a few per lead-byte kind, not one per character
+    m.reset();
+    // The lead bytes whose next byte has a narrower range keep their own states.
+    EXPECT_FALSE(m.accept_bytes("\xE0\x80\x80"));  // overlong
+    EXPECT_FALSE(m.accept_bytes("\xED\xA0\x80"));  // a surrogate
+    EXPECT_FALSE(m.accept_bytes("\xF0\x80\x80\x80")); // overlong
+    EXPECT_FALSE(m.accept_bytes("\xF4\x90\x80\x80")); // past U+10FFFF
+    EXPECT_TRUE(m.accept_bytes("\xE0\xA0\x80\xED\x9F\xBF\xF0\x90\x80\x80\xF4\x8F\xBF\xBF\""));
+    EXPECT_TRUE(m.is_finished());
+}
+
+// A class that takes only part of the range keeps the real bytes until the range narrows into it
+// (or out of it); stacks that differ on the character stay apart.
+TEST(GrammarMatcher, Utf8PartialRangeKeepsBytes) {
+    Matcher m = make(R"(root ::= [一-鿿] "!" | [^a] "?")"); // U+4E00..U+9FFF; anything but "a"
+    ASSERT_TRUE(m.accept_bytes("\xE4"));
+    const Matcher::StateId e4 = m.state();
+    m.reset();
+    ASSERT_TRUE(m.accept_bytes("\xE5"));
+    EXPECT_NE(m.state(), e4); // [一-鿿] takes all of U+5000..U+5FFF but only part of U+4000..U+4FFF
+    m.reset();
+    EXPECT_TRUE(m.accept_bytes("\xE4\xB8\x80!"));  // U+4E00
+    m.reset();
+    EXPECT_FALSE(m.accept_bytes("\xE4\xB7\xBF!")); // U+4DFF: only the other alternative
+    EXPECT_TRUE(m.accept_bytes("\xE4\xB7\xBF?"));
+    m.reset();
+    EXPECT_TRUE(m.accept_bytes("\xE5\x80\x80?"));  // both alternatives take U+5000
+    m.reset();
+    EXPECT_TRUE(m.accept_bytes("\xE5\x80\x80!"));
+    Matcher n = make(R"(root ::= [^é] "x" | . "y")");
+    ASSERT_TRUE(n.accept_bytes("\xC3"));
+    EXPECT_FALSE(n.accept_bytes("\xA9x")); // é: only "." takes it
+    EXPECT_TRUE(n.accept_bytes("\xA9y"));
+    n.reset();
+    EXPECT_TRUE(n.accept_bytes("\xC3\xA8x"));
+}

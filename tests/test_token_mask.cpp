@@ -125,6 +125,18 @@ ws ::= " "?)";
     }
 }
 
+// Tokens ending inside characters where the classes in play take the whole range of what the
+// character can become, part of it, or none: masks still equal token-by-token checks.
+TEST(TokenMask, UnfinishedCharactersWholeAndPartialRanges) {
+    const Tokenizer& tok = vocab_tokenizer(shared_path("vocab/ggml-vocab-llama-bpe.gguf"));
+    const std::string gbnf = R"(root ::= "\"" ( [^"\\] | [一-鿿] "!" | [ぁ-ゟ]+ "?" | [é-ü] )* "\"")";
+    GrammarCache cache;
+    for (uint32_t seed = 1; seed <= 3; ++seed) {
+        check_random_path(gbnf, tok, seed, 30, &cache, true);
+        if (::testing::Test::HasFailure()) return;
+    }
+}
+
 // The JSON workload's schemas: bounded strings expand to long chains of rules whose links share
 // walks of the short tokens (same shape); paths of any token length reach the chains' last links.
 // Paths share one cache, so masks computed along one path serve the next.

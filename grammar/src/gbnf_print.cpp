@@ -15,6 +15,15 @@ bool CharClass::intersects(uint32_t lo, uint32_t hi) const {
     return it != ranges.end() && it->first <= hi;
 }
 
+bool CharClass::covers(uint32_t lo, uint32_t hi) const {
+    // Ranges are sorted but may touch without being merged: follow them while they leave no gap.
+    auto it = std::lower_bound(ranges.begin(), ranges.end(), lo,
+                               [](const std::pair<uint32_t, uint32_t>& r, uint32_t v) { return r.second < v; });
+    uint64_t next = lo; // the first code point not yet known to be in the set
+    for (; it != ranges.end() && it->first <= next && next <= hi; ++it) next = std::max<uint64_t>(next, uint64_t{it->second} + 1);
+    return next > hi;
+}
+
 namespace {
 
 // One code point as GBNF writes it inside "..." (in_class false) or [...] (true).

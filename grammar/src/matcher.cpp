@@ -30,6 +30,16 @@ std::pair<uint32_t, uint32_t> partial_range(const unsigned char* b, size_t k) {
     return {decode_utf8(std::string_view(lo, n)).code_point, decode_utf8(std::string_view(hi, n)).code_point};
 }
 
+// The bytes of an unfinished character (valid so far) reduced to what decides which bytes may
+// follow: the lead byte's kind and the count, so that equivalent characters share one state.
+uint32_t canonical_partial(const unsigned char* b, size_t k) {
+    const size_t n = utf8_length_of(b[0]);
+    if (k >= 2) return n == 3 ? 0x80E1u : k == 2 ? 0x80F1u : 0x8080F1u; // only 0x80..0xBF may follow
+    if (n == 2) return 0xC2;
+    if (n == 3) return b[0] == 0xE0 || b[0] == 0xED ? b[0] : 0xE1u;
+    return b[0] == 0xF0 || b[0] == 0xF4 ? b[0] : 0xF1u;
+}
+
 } // namespace
 
 CompiledGrammar::CompiledGrammar(Grammar g, const Tokenizer* tok) : grammar_(std::move(g)) {
@@ -140,7 +150,7 @@ Matcher::StateId Matcher::intern(std::vector<uint32_t> stacks, uint32_t pending,
 
 // The step depends only on which stacks take `cp`, so the characters the same stacks take (most
 // of a class) share one closure: memoized per state by that set (for states of up to 64 stacks).
-Matcher::StateId Matcher::advance(StateId sid, uint32_t cp) {
+Matcher::StateId Matcher::advance(StateId sid, uint32_t cp, bool all) {
     const std::vector<uint32_t> stacks = states_[sid].stacks; // a copy: states_ may grow below
     const auto& prog = g_->program();
     const auto& classes = g_->grammar().classes;
@@ -150,7 +160,7 @@ Matcher::StateId Matcher::advance(StateId sid, uint32_t cp) {
     for (size_t i = 0; i < stacks.size(); ++i) {
         if (stacks[i] <= kMark) continue;
         const auto& in = prog[frames_[stacks[i]].pos];
-        if (in.op != CompiledGrammar::Op::Chars || !classes[in.arg].contains(cp)) continue;
+        if (in.op != CompiledGrammar::Op::Chars || !(all || classes[in.arg].contains(cp))) continue;
         taking.push_back(stacks[i]);
         if (memo) takers |= uint64_t{1} << i;
     }
@@ -186,17 +196,34 @@ Matcher::StateId Matcher::after_partial(StateId s, uint32_t pending, uint8_t len
         if (in.op == CompiledGrammar::Op::Chars && classes[in.arg].intersects(lo, hi)) keep.push_back(st);
     }
     if (keep.empty()) return kDead;
+    bool whole = true;
+    for (uint32_t st : keep) whole = whole && classes[prog[frames_[st].pos].arg].covers(lo, hi);
+    if (whole) return intern(std::move(keep), canonical_partial(b, len), static_cast<uint8_t>(len | kWholeChar));
     return intern(std::move(keep), pending, len);
 }
 
+// A state whose stacks all take every character its unfinished one can become: only the bytes'
+// validity is left to check, on the canonical bytes kept, and once complete every stack takes it.
+Matcher::StateId Matcher::after_whole(StateId s, uint32_t pending, uint8_t len) {
+    unsigned char b[4];
+    for (size_t i = 0; i < len; ++i) b[i] = static_cast<unsigned char>(pending >> (8 * i));
+    const Utf8Step d = decode_utf8(std::string_view(reinterpret_cast<const char*>(b), len));
+    if (!d.valid) return kDead;
+    if (d.length > 0) return advance(s, 0, true);
+    std::vector<uint32_t> keep = states_[s].stacks; // a copy: intern may grow states_
+    return intern(std::move(keep), canonical_partial(b, len), static_cast<uint8_t>(len | kWholeChar));
+}
+
 Matcher::StateId Matcher::compute_step(StateId s, uint8_t byte) {
-    const uint8_t len = states_[s].pending_len;
+    const uint8_t len = states_[s].pending_len & kLenBits;
     if (len == 0) {
         if (byte < 0x80) return advance(s, byte);
         if (utf8_length_of(byte) == 0) return kDead;
         return after_partial(s, byte, 1);
     }
-    return after_partial(s, states_[s].pending | (uint32_t{byte} << (8 * len)), static_cast<uint8_t>(len + 1));
+    const uint32_t pending = states_[s].pending | (uint32_t{byte} << (8 * len));
+    if (states_[s].pending_len & kWholeChar) return after_whole(s, pending, static_cast<uint8_t>(len + 1));
+    return after_partial(s, pending, static_cast<uint8_t>(len + 1));
 }
 
 Matcher::StateId Matcher::slow_step(StateId s, uint8_t byte) {

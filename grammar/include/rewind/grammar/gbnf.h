@@ -21,6 +21,8 @@ struct CharClass {
     bool contains(uint32_t cp) const;
     // Whether some code point in [lo, hi] is in the set.
     bool intersects(uint32_t lo, uint32_t hi) const;
+    // Whether every code point in [lo, hi] is in the set.
+    bool covers(uint32_t lo, uint32_t hi) const;
 };
 
 // A token named by id (`<[128009]>`) or by its text (`<|im_end|>`: resolved against a vocabulary

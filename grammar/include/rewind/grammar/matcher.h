@@ -136,7 +136,7 @@ private:
     struct State {
         std::vector<uint32_t> stacks; // sorted frame ids; 0 = root finished
         uint32_t pending = 0;         // bytes of an unfinished UTF-8 character, first byte lowest
-        uint8_t pending_len = 0;
+        uint8_t pending_len = 0;      // their count, | kWholeChar when `pending` is canonical
         bool mark = false; // kMark is one of the stacks
         std::vector<std::pair<uint64_t, StateId>> by_takers; // advance(): the stacks taking a character -> next
     };
@@ -145,6 +145,10 @@ private:
         uint64_t serial;
     };
     static constexpr StateId kUnknown = 0xFFFFFFFFu;
+    // pending_len flag: every stack takes every character the unfinished one can still become, so
+    // the state keeps canonical bytes (equal for every such character) rather than the real ones.
+    static constexpr uint8_t kWholeChar = 0x80;
+    static constexpr uint8_t kLenBits = 0x7F;
 
     std::shared_ptr<const CompiledGrammar> g_;
     MatcherLimits limits_;
@@ -165,10 +169,11 @@ private:
     uint32_t frame(uint32_t pos, uint32_t parent);
     void closure(uint32_t pos, uint32_t parent, std::vector<uint32_t>& out);
     StateId intern(std::vector<uint32_t> stacks, uint32_t pending, uint8_t pending_len);
-    StateId advance(StateId s, uint32_t cp);
+    StateId advance(StateId s, uint32_t cp, bool all = false); // all: every stack takes `cp`
     StateId compute_step(StateId s, uint8_t byte);
     StateId slow_step(StateId s, uint8_t byte); // computes and memoizes a step
     StateId after_partial(StateId s, uint32_t pending, uint8_t len);
+    StateId after_whole(StateId s, uint32_t pending, uint8_t len); // s has kWholeChar
     StateId element_step(int32_t id, bool control); // the state after token element `id`, or kDead
 };
 
