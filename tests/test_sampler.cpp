@@ -351,30 +351,51 @@ TEST(Sampler, MaskComesBeforeEverything) {
     EXPECT_THROW(Sampler({}, 5).sample(dead.data(), 0, {}, mask), Error);
 }
 
+// Random rows of 40 logits with many ties, and random masks over them, for the greedy tests;
+// penalties and a bias apply to `history`.
+struct TiedRows {
+    explicit TiedRows(uint32_t seed) : rng(seed) {}
+    std::vector<float> row() {
+        std::vector<float> l(40);
+        for (float& x : l) x = std::round(u(rng)); // many ties
+        return l;
+    }
+    // Each bit the AND of `draws` random bits; tokens 40-63 off. Empty: the mask allows nothing.
+    std::vector<uint32_t> mask(int draws) {
+        std::vector<uint32_t> m(2);
+        for (uint32_t& w : m) {
+            w = ~0u;
+            for (int d = 0; d < draws; ++d) w &= static_cast<uint32_t>(rng());
+        }
+        m[1] &= 0xffu;
+        if (m[0] == 0 && m[1] == 0) m.clear();
+        return m;
+    }
+    static bool allows(const std::vector<uint32_t>& m, TokenId t) { return (m[static_cast<size_t>(t) / 32] >> (t % 32)) & 1u; }
+    std::mt19937 rng;
+    std::uniform_real_distribution<float> u{-3.0f, 3.0f};
+    const std::vector<TokenId> history = {3, 1, 1};
+};
+
 // greedy_unmasked: the unmasked greedy pick and its processed logit; whenever a mask allows that
 // token (its value neither NaN nor -inf), sample() with the mask picks it too.
 TEST(Sampler, GreedyUnmaskedIsTheMaskedPickWhereAllowed) {
     SamplerOptions o;
     o.logit_bias = {{3, 2.5f}};
     o.frequency_penalty = 0.5f;
-    std::mt19937 rng(7);
-    std::uniform_real_distribution<float> u(-3.0f, 3.0f);
-    const std::vector<TokenId> history = {3, 1, 1};
+    TiedRows r(7);
     int checked = 0;
     for (int trial = 0; trial < 300; ++trial) {
-        std::vector<float> l(40);
-        for (float& x : l) x = std::round(u(rng)); // many ties
-        std::vector<uint32_t> mask(2);
-        for (uint32_t& w : mask) w = static_cast<uint32_t>(rng()) & static_cast<uint32_t>(rng());
-        mask[1] &= 0xffu;
-        if (mask[0] == 0 && mask[1] == 0) continue;
+        const std::vector<float> l = r.row();
+        const std::vector<uint32_t> mask = r.mask(2);
+        if (mask.empty()) continue;
         Sampler s(o, 40);
         float value = 0;
-        const TokenId t = s.greedy_unmasked(l.data(), history, value);
-        EXPECT_EQ(t, s.sample(l.data(), 0, history, {}));
-        EXPECT_EQ(value, s.processed_logits(l.data(), history)[static_cast<size_t>(t)]);
-        if ((mask[static_cast<size_t>(t) / 32] >> (t % 32)) & 1u) {
-            EXPECT_EQ(s.sample(l.data(), 0, history, mask), t) << "trial " << trial;
+        const TokenId t = s.greedy_unmasked(l.data(), r.history, value);
+        EXPECT_EQ(t, s.sample(l.data(), 0, r.history, {}));
+        EXPECT_EQ(value, s.processed_logits(l.data(), r.history)[static_cast<size_t>(t)]);
+        if (TiedRows::allows(mask, t)) {
+            EXPECT_EQ(s.sample(l.data(), 0, r.history, mask), t) << "trial " << trial;
             ++checked;
         }
     }
@@ -384,23 +405,20 @@ TEST(Sampler, GreedyUnmaskedIsTheMaskedPickWhereAllowed) {
     EXPECT_THROW(Sampler(o, 40).greedy_unmasked(std::vector<float>(40, 0.0f).data(), {}, value), Error);
 }
 
-// greedy_ranked: greedy's ranking (larger processed logit first, lower id among equals, -inf left
-// out) as a sort gives it; the first token of it a mask allows is sample()'s pick with that mask
-// whenever the list reaches one; a NaN anywhere leaves the decision to the mask (0 tokens).
+// greedy_ranking: greedy's ranking (larger processed logit first, lower id among equals, -inf
+// left out) as a sort gives it; the first token of it a mask allows is sample()'s pick with that
+// mask whenever the list reaches one; a NaN anywhere leaves the decision to the mask (0 tokens).
 TEST(Sampler, GreedyRankedFirstAllowedIsTheMaskedPick) {
     SamplerOptions o;
     o.logit_bias = {{3, 2.5f}, {9, -100.0f}};
     o.frequency_penalty = 0.5f;
-    std::mt19937 rng(11);
-    std::uniform_real_distribution<float> u(-3.0f, 3.0f);
-    const std::vector<TokenId> history = {3, 1, 1};
+    TiedRows r(11);
     int decided = 0;
     for (int trial = 0; trial < 300; ++trial) {
-        std::vector<float> l(40);
-        for (float& x : l) x = std::round(u(rng)); // many ties
-        l[static_cast<size_t>(rng() % 40)] = -INFINITY;
+        std::vector<float> l = r.row();
+        l[static_cast<size_t>(r.rng() % 40)] = -INFINITY;
         Sampler s(o, 40);
-        const std::span<const float> p = s.processed_logits(l.data(), history);
+        const std::span<const float> p = s.processed_logits(l.data(), r.history);
         std::vector<TokenId> want;
         for (TokenId t = 0; t < 40; ++t)
             if (p[static_cast<size_t>(t)] != -INFINITY) want.push_back(t);
@@ -408,17 +426,14 @@ TEST(Sampler, GreedyRankedFirstAllowedIsTheMaskedPick) {
         std::stable_sort(want.begin(), want.end(), [&](TokenId a, TokenId b) { return pv[static_cast<size_t>(a)] > pv[static_cast<size_t>(b)]; });
         want.resize(std::min<size_t>(want.size(), 6));
         std::array<TokenId, 6> top{};
-        const size_t n = s.greedy_ranked(l.data(), history, top);
+        const size_t n = Sampler::greedy_ranking(s.greedy_values(l.data(), r.history), top);
         ASSERT_EQ(n, want.size());
         for (size_t i = 0; i < n; ++i) EXPECT_EQ(top[i], want[i]) << "trial " << trial << " rank " << i;
-        std::vector<uint32_t> mask(2);
-        for (uint32_t& w : mask) w = static_cast<uint32_t>(rng()) & static_cast<uint32_t>(rng()) & static_cast<uint32_t>(rng());
-        mask[1] &= 0xffu;
-        if (mask[0] == 0 && mask[1] == 0) continue;
+        const std::vector<uint32_t> mask = r.mask(3);
+        if (mask.empty()) continue;
         for (size_t i = 0; i < n; ++i) {
-            const TokenId t = top[i];
-            if ((mask[static_cast<size_t>(t) / 32] >> (t % 32)) & 1u) {
-                EXPECT_EQ(s.sample(l.data(), 0, history, mask), t) << "trial " << trial;
+            if (TiedRows::allows(mask, top[i])) {
+                EXPECT_EQ(s.sample(l.data(), 0, r.history, mask), top[i]) << "trial " << trial;
                 ++decided;
                 break;
             }
@@ -428,9 +443,9 @@ TEST(Sampler, GreedyRankedFirstAllowedIsTheMaskedPick) {
     std::vector<float> l(40, 1.0f);
     l[17] = NAN;
     std::array<TokenId, 4> top{};
-    EXPECT_EQ(Sampler(o, 40).greedy_ranked(l.data(), {}, top), 0u);
+    EXPECT_EQ(Sampler::greedy_ranking(l, top), 0u);
     o.temperature = 0.7f;
-    EXPECT_THROW(Sampler(o, 40).greedy_ranked(std::vector<float>(40, 0.0f).data(), {}, top), Error);
+    EXPECT_THROW(Sampler(o, 40).greedy_values(std::vector<float>(40, 0.0f).data(), {}), Error);
 }
 
 TEST(Sampler, BadOptionsThrow) {

@@ -277,7 +277,7 @@ void DecodeState::cancel() {
 // Greedy decoding takes the argmax of the penalised logits over the allowed tokens. When the
 // constraint allows the unmasked argmax, that token is the masked argmax too (Sampler::
 // greedy_unmasked), so only that one token is checked; when it refuses it, the next tokens of
-// greedy's ranking are checked in turn (Sampler::greedy_ranked), and the first allowed one is the
+// greedy's ranking are checked in turn (Sampler::greedy_ranking), and the first allowed one is the
 // masked argmax. A guess at this position was already checked from this very constraint state by
 // cut_forbidden; an end-of-generation token is asked with allows() (it is never accepted), any
 // other is accepted at once (judge then skips its accept; a refused accept changes nothing). A
@@ -295,13 +295,14 @@ bool DecodeState::decide_lazily(const float* row, int32_t first, TokenId& out) {
         last_mask_ = {};
         return true;
     };
-    float value;
-    const TokenId t = sampler_.greedy_unmasked(row, tokens_, value);
+    const std::span<const float> values = sampler_.greedy_values(row, tokens_);
+    const TokenId t = Sampler::greedy_argmax(values);
+    const float value = values[static_cast<size_t>(t)];
     if (std::isnan(value) || value == -std::numeric_limits<float>::infinity()) return false; // the mask decides
     if (take(t)) return true;
     constexpr size_t kRanked = 16;
     std::array<TokenId, kRanked> ranked;
-    const size_t n = sampler_.greedy_ranked(row, tokens_, ranked);
+    const size_t n = Sampler::greedy_ranking(values, ranked);
     if (n == 0 || ranked[0] != t) return false; // NaN in the row: the mask decides
     for (size_t i = 1; i < n; ++i)
         if (take(ranked[i])) return true;

@@ -160,31 +160,36 @@ TokenId Sampler::greedy_pick(const float* logits, std::span<const TokenId> histo
     return static_cast<TokenId>(best);
 }
 
+std::span<const float> Sampler::greedy_values(const float* logits, std::span<const TokenId> history) {
+    if (!opts_.greedy()) throw Error(ErrorCode::state, "sampler: greedy_values under sampling (temperature > 0)");
+    if (!penalised()) return {logits, static_cast<size_t>(n_vocab_)};
+    std::copy(logits, logits + n_vocab_, work_.begin());
+    penalise(history);
+    return work_;
+}
+
+TokenId Sampler::greedy_argmax(std::span<const float> values) {
+    return static_cast<TokenId>(argmax_lowest_index(values.data(), static_cast<int64_t>(values.size())));
+}
+
 TokenId Sampler::greedy_unmasked(const float* logits, std::span<const TokenId> history, float& value) {
-    if (!opts_.greedy()) throw Error(ErrorCode::state, "sampler: greedy_unmasked under sampling (temperature > 0)");
-    const TokenId t = greedy_pick(logits, history, {});
-    // greedy_pick worked on work_ exactly when there were penalties or a bias to apply.
-    value = (penalised() ? work_.data() : logits)[t];
+    const std::span<const float> v = greedy_values(logits, history);
+    const TokenId t = greedy_argmax(v);
+    value = v[static_cast<size_t>(t)];
     return t;
 }
 
-size_t Sampler::greedy_ranked(const float* logits, std::span<const TokenId> history, std::span<TokenId> top) {
-    if (!opts_.greedy()) throw Error(ErrorCode::state, "sampler: greedy_ranked under sampling (temperature > 0)");
-    const float* l = logits;
-    if (penalised()) {
-        std::copy(logits, logits + n_vocab_, work_.begin());
-        penalise(history);
-        l = work_.data();
-    }
+size_t Sampler::greedy_ranking(std::span<const float> values, std::span<TokenId> top) {
+    constexpr size_t kMax = 64;
+    const size_t k = top.size();
+    if (k == 0 || k > kMax) throw Error("sampler: greedy_ranking takes 1 to 64 tokens, got " + std::to_string(k));
     // A list kept in ranking order; ids come in ascending order, so a newcomer equal to an entry
     // ranks after it, and one equal to the last entry of a full list does not enter.
-    const size_t k = top.size();
-    float vals[64];
-    if (k == 0 || k > 64) throw Error("sampler: greedy_ranked takes 1 to 64 tokens, got " + std::to_string(k));
+    float vals[kMax];
     size_t n = 0;
     constexpr float kOut = -std::numeric_limits<float>::infinity();
-    for (int64_t t = 0; t < n_vocab_; ++t) {
-        const float v = l[t];
+    for (size_t t = 0; t < values.size(); ++t) {
+        const float v = values[t];
         if (!(v > kOut)) {
             if (std::isnan(v)) return 0;
             continue;

@@ -32,10 +32,7 @@ std::unique_ptr<sp::GuessSource> source_for(const BatchRunOptions& opts, const W
     return sp::make_guess_source(spec, ctx.model(), capacity);
 }
 
-} // namespace
-
-BatchRun run_batched(Context& ctx, const std::vector<WorkItem>& items, const BatchRunOptions& opts,
-                     const BatchRunObserver& on_retire) {
+void check_options(const BatchRunOptions& opts) {
     if (opts.concurrency < 1) throw Error("batch: concurrency must be >= 1, got " + std::to_string(opts.concurrency));
     if (opts.k < 1 || opts.k > sp::SpeculativeOptions::kMaxK)
         throw Error("batch: k must be in [1, " + std::to_string(sp::SpeculativeOptions::kMaxK) + "], got " +
@@ -44,6 +41,25 @@ BatchRun run_batched(Context& ctx, const std::vector<WorkItem>& items, const Bat
         sp::SourceSpec probe;
         sp::parse_source_kind(opts.spec, probe); // an unknown name is the caller's error, not each request's
     }
+}
+
+// The request of one item, but its constraint and source (built where a refusal is caught).
+sp::BatchRequest request_of(const BatchRunOptions& opts, const WorkItem& w, const std::vector<TokenId>& prompt) {
+    sp::BatchRequest req;
+    req.prompt = prompt;
+    req.generate.max_tokens = opts.max_tokens > 0 ? opts.max_tokens : w.max_tokens;
+    req.generate.sampler = opts.sampler;
+    req.generate.logprobs = opts.logprobs;
+    req.k = opts.k;
+    req.k_policy = opts.adaptive ? sp::KPolicy::Adaptive : sp::KPolicy::Fixed;
+    return req;
+}
+
+} // namespace
+
+BatchRun run_batched(Context& ctx, const std::vector<WorkItem>& items, const BatchRunOptions& opts,
+                     const BatchRunObserver& on_retire) {
+    check_options(opts);
     const Model& model = ctx.model();
     const int64_t n_ctx = model.hparams().n_ctx_train;
     sp::BatchDecoder dec(ctx, sp::BatchOptions{.kv_budget_bytes = opts.kv_budget_bytes,
@@ -75,13 +91,7 @@ BatchRun run_batched(Context& ctx, const std::vector<WorkItem>& items, const Bat
             BatchRunItem& it = run.items[next];
             it.index = next;
             it.prompt = model.tokenizer().encode(w.prompt);
-            sp::BatchRequest req;
-            req.prompt = it.prompt;
-            req.generate.max_tokens = opts.max_tokens > 0 ? opts.max_tokens : w.max_tokens;
-            req.generate.sampler = opts.sampler;
-            req.generate.logprobs = opts.logprobs;
-            req.k = opts.k;
-            req.k_policy = opts.adaptive ? sp::KPolicy::Adaptive : sp::KPolicy::Fixed;
+            sp::BatchRequest req = request_of(opts, w, it.prompt);
             try {
                 const int64_t capacity =
                     std::clamp<int64_t>(static_cast<int64_t>(it.prompt.size()) + req.generate.max_tokens, 1, n_ctx);

@@ -86,13 +86,19 @@ public:
     // only when it is refused. Throws as sample(); rwd::Error (state) when not greedy.
     TokenId greedy_unmasked(const float* logits, std::span<const TokenId> history, float& value);
 
-    // Greedy only: the first top.size() tokens of greedy's ranking without a mask (the larger
-    // logit after steps 1-1b first, the lower id among equals), -inf left out, into `top` in that
-    // order; returns how many (0 when any logit is NaN: then only a mask decides). Under a
-    // constraint the first of them it allows, every one before it being refused, is the token
-    // sample() picks with the mask: no token outside the list ranks above it. So a refused argmax
-    // costs a few checks rather than a whole mask. Throws as greedy_unmasked.
-    size_t greedy_ranked(const float* logits, std::span<const TokenId> history, std::span<TokenId> top);
+    // Greedy only: the values greedy's argmax compares without a mask (steps 1-1b): `logits`
+    // themselves when no penalty or bias applies, else a processed copy. Valid until the next
+    // call. Throws as greedy_unmasked.
+    std::span<const float> greedy_values(const float* logits, std::span<const TokenId> history);
+    // greedy's pick among `values` (greedy_values'): the largest, the lowest id among equals.
+    static TokenId greedy_argmax(std::span<const float> values);
+    // The first top.size() (1-64) tokens of greedy's ranking of `values` (greedy_values'): the
+    // larger value first, the lower id among equals, -inf left out, into `top` in that order;
+    // returns how many (0 when a value is NaN: then only a mask decides). Under a constraint the
+    // first of them it allows, every one before it being refused, is the token sample() picks
+    // with the mask: no token outside the list ranks above it. So a refused argmax costs a few
+    // checks rather than a whole mask. Throws rwd::Error (argument) on another count.
+    static size_t greedy_ranking(std::span<const float> values, std::span<TokenId> top);
 
     // Steps 0-1 (the mask, the penalties) applied to `logits`: what greedy takes the argmax of and
     // the truncations start from. Valid until the next call. Throws as sample().
