@@ -171,6 +171,30 @@ TEST(TokenMask, LongBoundedRepetitionSharesWalks) {
     }
 }
 
+// Compiling a grammar prepares the short tokens' walks of a bounded repetition's last links (each
+// a walk of most of the vocabulary): a sequence that runs the string to its bound walks none of
+// them (the longer bands' walks, a few thousand tokens, are left to first use).
+TEST(TokenMask, PreparedWalksReachTheEndOfBoundedRepetitions) {
+    const Tokenizer& tok = vocab_tokenizer(shared_path("vocab/ggml-vocab-llama-bpe.gguf"));
+    const std::string gbnf = R"(root ::= "{\"a\":\"" [^"\\]{0,300} "\",\"b\":" [0-9]{1,3} "}")";
+    const std::vector<TokenId> text = tok.encode(R"({"a":")" + std::string(300, 'x') + R"(","b":123})", AddBos::No);
+    for (const size_t prepare : {size_t{0}, size_t{256}}) {
+        GrammarCache cache(8, prepare);
+        const GrammarCache::Compiled c = cache.get(gbnf, tok);
+        const size_t compiled = c.local_masks->walks(0);
+        TokenMatcher tm(c.grammar, c.vocab, {}, c.local_masks);
+        std::vector<uint32_t> mask(static_cast<size_t>((tok.n_vocab() + 31) / 32));
+        for (TokenId t : text) {
+            tm.fill_mask(mask);
+            ASSERT_TRUE(bit(mask, t)) << "token " << t;
+            ASSERT_TRUE(tm.accept(t));
+        }
+        ASSERT_TRUE(tm.matcher().is_complete());
+        if (prepare == 0) EXPECT_GT(c.local_masks->walks(0), compiled) << "nothing prepared: the masks walk";
+        else EXPECT_EQ(c.local_masks->walks(0), compiled) << "short-token walks left to the sequence";
+    }
+}
+
 TEST(TokenMask, EogOnlyWhenCompleteControlOnlyWhenNamed) {
     const Tokenizer& tok = vocab_tokenizer(shared_path("vocab/ggml-vocab-llama-bpe.gguf"));
     GrammarCache cache;

@@ -3,7 +3,6 @@
 #include "rewind/grammar/token_mask.h"
 
 #include <algorithm>
-#include <bit>
 #include <map>
 #include <unordered_set>
 
@@ -99,8 +98,8 @@ std::string_view VocabIndex::bytes(TokenId t) const {
     return std::string_view(blob_).substr(offsets_[i], offsets_[i + 1] - offsets_[i]);
 }
 
-void walk_vocabulary(Matcher& m, const TokenTrie& trie, Matcher::StateId s, std::span<uint32_t> mask,
-                     std::vector<TokenId>* uncertain, WalkScratch& scratch) {
+size_t walk_vocabulary(Matcher& m, const TokenTrie& trie, Matcher::StateId s, std::span<uint32_t> mask,
+                       std::vector<TokenId>* uncertain, WalkScratch& scratch) {
     // Tokens in byte order; path[d] is the state after the first d bytes of the present token,
     // kept for the next token as far as they share a prefix.
     const auto& sorted = trie.ids;
@@ -111,7 +110,8 @@ void walk_vocabulary(Matcher& m, const TokenTrie& trie, Matcher::StateId s, std:
     path.assign(trie.max_length + 1, Matcher::kDead);
     escaped.assign(trie.max_length + 1, 0);
     path[0] = s;
-    size_t valid = 0;
+    scratch.listed.clear();
+    size_t valid = 0, accepted = 0;
     for (size_t i = 0; i < sorted.size();) {
         const std::string_view b = trie.bytes(i);
         size_t d = std::min<size_t>(lcp[i], valid);
@@ -140,6 +140,7 @@ void walk_vocabulary(Matcher& m, const TokenTrie& trie, Matcher::StateId s, std:
         const size_t first = i++;
         if (d == b.size()) {
             mask[static_cast<size_t>(sorted[first]) / 32] |= 1u << (static_cast<uint32_t>(sorted[first]) % 32);
+            if (accepted++ < scratch.list_cap) scratch.listed.push_back(sorted[first]);
         } else if (escaped[d]) { // every token sharing the dead prefix may go on below
             uncertain->push_back(sorted[first]);
             for (; i < sorted.size() && lcp[i] > d; ++i) uncertain->push_back(sorted[i]);
@@ -147,6 +148,7 @@ void walk_vocabulary(Matcher& m, const TokenTrie& trie, Matcher::StateId s, std:
             while (i < sorted.size() && lcp[i] > d) i = jump[i]; // they share the dead prefix b[0..d]
         }
     }
+    return accepted;
 }
 
 LocalMaskCache::LocalMaskCache(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const VocabIndex> vocab)
@@ -170,56 +172,135 @@ std::string LocalMaskCache::shape_key(const Matcher::LocalKey& key, int budget) 
 std::shared_ptr<const LocalMaskCache::Entry> LocalMaskCache::walk(const Matcher::LocalKey& key, const TokenTrie& trie) {
     if (walker_->state_count() > (size_t{1} << 16)) walker_ = std::make_unique<Matcher>(grammar_); // its caches only
     auto e = std::make_shared<Entry>();
-    e->accepted.assign(static_cast<size_t>((vocab_->n_vocab() + 31) / 32), 0);
-    walk_vocabulary(*walker_, trie, walker_->local_state(key), e->accepted, &e->uncertain, scratch_);
+    // Into the scratch mask (all zero between walks), so that a walk accepting few tokens (most
+    // of them) neither allocates nor clears a whole mask.
+    auto& bits = scratch_.mask;
+    bits.resize(static_cast<size_t>((vocab_->n_vocab() + 31) / 32), 0);
+    scratch_.list_cap = bits.size();
     size_t count = 0;
-    for (uint32_t w : e->accepted) count += static_cast<size_t>(std::popcount(w));
-    if (count < e->accepted.size()) { // sparse: a list is cheaper to merge than the whole mask
-        for (size_t w = 0; w < e->accepted.size(); ++w)
-            for (uint32_t bits = e->accepted[w]; bits != 0; bits &= bits - 1)
-                e->accepted_ids.push_back(static_cast<TokenId>(w * 32 + static_cast<size_t>(std::countr_zero(bits))));
-        e->accepted = {};
+    try {
+        count = walk_vocabulary(*walker_, trie, walker_->local_state(key), bits, &e->uncertain, scratch_);
+    } catch (...) {
+        std::fill(bits.begin(), bits.end(), 0);
+        throw;
     }
+    if (count >= bits.size()) {
+        e->accepted = bits;
+        std::fill(bits.begin(), bits.end(), 0);
+        return e;
+    }
+    e->accepted_ids = scratch_.listed; // sparse: a list is cheaper to merge than the whole mask
+    for (TokenId t : e->accepted_ids) bits[static_cast<size_t>(t) / 32] = 0;
     return e;
+}
+
+size_t LocalMaskCache::walks(size_t band) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return band < walks_.size() ? walks_[band] : 0;
 }
 
 LocalMaskCache::Parts LocalMaskCache::get(const Matcher::LocalKey& key) {
     const std::string exact = key.bytes();
     std::lock_guard<std::mutex> lock(mutex_);
     Parts parts;
-    for (size_t b = 0; b < VocabIndex::kBands; ++b) {
-        const int budget = VocabIndex::band_budget(b);
-        std::string k = budget >= 0 ? shape_key(key, budget) : "";
-        if (k.empty()) k = "exact:" + exact; // apart from every shape key (the lengths differ)
-        auto it = entries_[b].find(k);
-        if (it == entries_[b].end()) {
-            if (entries_[b].size() >= 4096) entries_[b].clear(); // bounded: 4096 masks of 16 KiB for 128k tokens
-            it = entries_[b].emplace(std::move(k), walk(key, vocab_->band(b))).first;
-        }
-        parts[b] = it->second;
-    }
+    for (size_t b = 0; b < VocabIndex::kBands; ++b) parts[b] = part(key, exact, b);
     return parts;
+}
+
+const std::shared_ptr<const LocalMaskCache::Entry>& LocalMaskCache::part(const Matcher::LocalKey& key,
+                                                                         const std::string& exact, size_t b) {
+    const int budget = VocabIndex::band_budget(b);
+    std::string k = budget >= 0 ? shape_key(key, budget) : "";
+    if (k.empty()) k = "exact:" + exact; // apart from every shape key (the lengths differ)
+    auto it = entries_[b].find(k);
+    if (it == entries_[b].end()) {
+        if (entries_[b].size() >= 4096) entries_[b].clear(); // bounded: 4096 masks of 16 KiB for 128k tokens
+        it = entries_[b].emplace(std::move(k), walk(key, vocab_->band(b))).first;
+        ++walks_[b];
+    }
+    return it->second;
+}
+
+// Byte kinds: ASCII bytes grouped by the classes that take them (bytes of one kind step alike),
+// one byte each; first the kinds whose largest class is largest (a string's characters before
+// the quote that closes it), then those more classes take.
+static std::vector<uint8_t> byte_kinds(const CompiledGrammar& g) {
+    const auto& classes = g.grammar().classes;
+    std::vector<uint64_t> sizes; // code points in each class
+    for (const CharClass& c : classes) {
+        uint64_t n = 0;
+        for (const auto& [lo, hi] : c.ranges) n += uint64_t{hi} - lo + 1;
+        sizes.push_back(n);
+    }
+    struct Kind {
+        uint64_t largest = 0;
+        size_t count = 0;
+        uint8_t byte = 0;
+    };
+    std::map<std::vector<bool>, Kind> kinds;
+    for (uint32_t b = 0; b < 0x80; ++b) {
+        std::vector<bool> takes;
+        Kind k{0, 0, static_cast<uint8_t>(b)};
+        for (size_t c = 0; c < classes.size(); ++c) {
+            takes.push_back(classes[c].contains(b));
+            if (takes.back()) {
+                k.largest = std::max(k.largest, sizes[c]);
+                ++k.count;
+            }
+        }
+        kinds.emplace(std::move(takes), k);
+    }
+    std::vector<Kind> ranked;
+    for (const auto& entry : kinds) ranked.push_back(entry.second);
+    std::stable_sort(ranked.begin(), ranked.end(), [](const Kind& a, const Kind& b) {
+        return a.largest != b.largest ? a.largest > b.largest : a.count > b.count;
+    });
+    std::vector<uint8_t> out;
+    for (const Kind& k : ranked) out.push_back(k.byte);
+    return out;
+}
+
+void LocalMaskCache::prepare_state(Matcher& m, Matcher::StateId s, size_t bands) {
+    const std::vector<uint32_t> stacks = m.stacks(s); // a copy: steps add states
+    for (uint32_t stack : stacks) {
+        if (!m.top_is_chars(stack)) continue;
+        const Matcher::LocalKey key = m.local_key(stack, kDepth, s);
+        const std::string exact = key.bytes();
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (size_t b = 0; b < bands; ++b) part(key, exact, b);
+    }
 }
 
 void LocalMaskCache::prepare(size_t max_states) {
     Matcher m(grammar_);
-    std::map<std::vector<bool>, uint8_t> kinds; // ASCII bytes by the classes that take them
-    for (uint32_t b = 0; b < 0x80; ++b) {
-        std::vector<bool> takes;
-        for (const CharClass& c : grammar_->grammar().classes) takes.push_back(c.contains(b));
-        kinds.emplace(std::move(takes), static_cast<uint8_t>(b));
-    }
+    const std::vector<uint8_t> kinds = byte_kinds(*grammar_);
+    // Breadth first from the start: the states a sequence meets first.
     std::vector<Matcher::StateId> queue{m.state()};
     std::unordered_set<Matcher::StateId> seen{m.state()};
     for (size_t i = 0; i < queue.size() && i < max_states; ++i) {
-        const Matcher::StateId s = queue[i];
-        const std::vector<uint32_t> stacks = m.stacks(s); // a copy: steps add states
-        for (uint32_t stack : stacks)
-            if (m.top_is_chars(stack)) get(m.local_key(stack, kDepth, s));
-        for (const auto& [takes, byte] : kinds) {
-            const Matcher::StateId t = m.step(s, byte);
+        prepare_state(m, queue[i], VocabIndex::kBands);
+        for (uint8_t byte : kinds) {
+            const Matcher::StateId t = m.step(queue[i], byte);
             if (t != Matcher::kDead && seen.insert(t).second) queue.push_back(t);
         }
+    }
+    // Then one long path: at each state the first kind that reaches a state not met before, so
+    // that bounded repetitions run to their bound (their last links have shapes of their own,
+    // each a walk of most of the vocabulary, too deep for the breadth-first states).
+    std::unordered_set<Matcher::StateId> on_path{m.state()};
+    Matcher::StateId s = m.state();
+    for (size_t step = 0; step < kProbeSteps; ++step) {
+        Matcher::StateId next = Matcher::kDead;
+        for (uint8_t byte : kinds) {
+            const Matcher::StateId t = m.step(s, byte);
+            if (t != Matcher::kDead && on_path.insert(t).second) {
+                next = t;
+                break;
+            }
+        }
+        if (next == Matcher::kDead) break;
+        s = next;
+        prepare_state(m, s, 1);
     }
 }
 

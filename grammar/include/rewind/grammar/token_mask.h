@@ -85,13 +85,18 @@ private:
 struct WalkScratch {
     std::vector<Matcher::StateId> path; // state after each byte of the present token
     std::vector<uint8_t> escaped;       // kMark seen along the path
+    std::vector<uint32_t> mask;         // LocalMaskCache's walks: all zero between walks
+    std::vector<TokenId> listed;        // the first `list_cap` tokens accepted
+    size_t list_cap = 0;
 };
 
 // Walks the tokens of `trie` from state `s` of `m`, setting the bits of the tokens whose bytes
-// `s` accepts. With `uncertain` (s a local state), a token refused after a state holding kMark
-// may go on below the local stack: it is listed there instead.
-void walk_vocabulary(Matcher& m, const TokenTrie& trie, Matcher::StateId s, std::span<uint32_t> mask,
-                     std::vector<TokenId>* uncertain, WalkScratch& scratch);
+// `s` accepts, and returns how many it set (a trie holds each token once); the first
+// `scratch.list_cap` of them are also listed in `scratch.listed`. With `uncertain` (s a local
+// state), a token refused after a state holding kMark may go on below the local stack: it is
+// listed there instead.
+size_t walk_vocabulary(Matcher& m, const TokenTrie& trie, Matcher::StateId s, std::span<uint32_t> mask,
+                       std::vector<TokenId>* uncertain, WalkScratch& scratch);
 
 class PositionShapes;
 
@@ -115,12 +120,17 @@ public:
 
     Parts get(const Matcher::LocalKey& key);
     const CompiledGrammar& grammar() const { return *grammar_; }
+    size_t walks(size_t band); // walks of band `band` done so far (by prepare() and get())
     // Computes ahead the masks of the local stacks (kDepth frames) of the automaton states
     // reached from the start, breadth first, by one byte of each kind (bytes that every class
     // takes or refuses alike step alike), up to `max_states` states: the walks a first sequence
-    // would meet first, done when the grammar is compiled.
+    // would meet first, done when the grammar is compiled. Then the short tokens' parts (the
+    // costly ones) of the states along one path of up to kProbeSteps bytes that never returns to
+    // a state, so that bounded repetitions (a string's `maxLength`) run to their bound: their
+    // last links need walks of their own.
     void prepare(size_t max_states);
     static constexpr size_t kDepth = 3; // frames a local stack keeps (more: fewer uncertain tokens, less sharing)
+    static constexpr size_t kProbeSteps = 4096;
 
 private:
     std::mutex mutex_;
@@ -129,11 +139,16 @@ private:
     std::unique_ptr<Matcher> walker_; // its own automaton; renewed when it grows large
     std::unique_ptr<PositionShapes> shapes_;
     WalkScratch scratch_;
+    std::array<size_t, VocabIndex::kBands> walks_{};
     std::array<std::unordered_map<std::string, std::shared_ptr<const Entry>>, VocabIndex::kBands> entries_;
 
     // The key's shape for `budget` bytes; "" when the shapes nest too deep to compare.
     std::string shape_key(const Matcher::LocalKey& key, int budget);
     std::shared_ptr<const Entry> walk(const Matcher::LocalKey& key, const TokenTrie& trie);
+    // Band b's part of the key's mask (the lock held); `exact`: key.bytes().
+    const std::shared_ptr<const Entry>& part(const Matcher::LocalKey& key, const std::string& exact, size_t b);
+    // The local masks of `s`'s stacks, their first `bands` bands.
+    void prepare_state(Matcher& m, Matcher::StateId s, size_t bands);
 };
 
 // One sequence's grammar state over a vocabulary: masks, accept, undo. Masks are cached per
