@@ -448,6 +448,32 @@ TEST(Sampler, GreedyRankedFirstAllowedIsTheMaskedPick) {
     EXPECT_THROW(Sampler(o, 40).greedy_values(std::vector<float>(40, 0.0f).data(), {}), Error);
 }
 
+// greedy_ranking over rows of vocabulary size (blocks that cannot enter the list are skipped):
+// equal to a stable sort for every list length, ties and -inf included, whatever the row's
+// length modulo the block; a NaN anywhere, below the list's last value too, gives 0.
+TEST(Sampler, GreedyRankingOfLongRowsEqualsASort) {
+    std::mt19937 rng(5);
+    for (int trial = 0; trial < 60; ++trial) {
+        const size_t n = 1000 + static_cast<size_t>(rng() % 40);
+        std::vector<float> row(n);
+        for (float& v : row) v = static_cast<float>(static_cast<int>(rng() % 200)) * 0.25f; // many ties
+        for (int i = 0; i < 30; ++i) row[rng() % n] = -INFINITY;
+        std::vector<TokenId> want;
+        for (TokenId t = 0; t < static_cast<TokenId>(n); ++t)
+            if (row[static_cast<size_t>(t)] != -INFINITY) want.push_back(t);
+        std::stable_sort(want.begin(), want.end(), [&](TokenId a, TokenId b) { return row[static_cast<size_t>(a)] > row[static_cast<size_t>(b)]; });
+        for (const size_t k : {size_t{1}, size_t{5}, size_t{16}, size_t{64}}) {
+            std::vector<TokenId> top(k);
+            ASSERT_EQ(Sampler::greedy_ranking(row, top), k);
+            for (size_t i = 0; i < k; ++i) ASSERT_EQ(top[i], want[i]) << "trial " << trial << " k " << k << " rank " << i;
+        }
+        std::vector<float> with_nan = row;
+        with_nan[rng() % n] = NAN;
+        std::vector<TokenId> top(16);
+        EXPECT_EQ(Sampler::greedy_ranking(with_nan, top), 0u) << "trial " << trial;
+    }
+}
+
 TEST(Sampler, BadOptionsThrow) {
     auto bad = [](auto mutate) {
         SamplerOptions o = sampled();

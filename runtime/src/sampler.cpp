@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -179,6 +180,26 @@ TokenId Sampler::greedy_unmasked(const float* logits, std::span<const TokenId> h
     return t;
 }
 
+namespace {
+
+// Whether any of the 16 values at `block` is above `last` or NaN, four lanes at a time (GCC and
+// Clang vector extensions: SSE on x86, NEON elsewhere; the compilers unroll a scalar loop of
+// fixed count but do not vectorise it inside the ranking's loop).
+bool any_above(const float* block, float last) {
+    using F4 = float __attribute__((vector_size(16)));
+    using I4 = int32_t __attribute__((vector_size(16)));
+    const F4 bound = {last, last, last, last};
+    I4 acc = {0, 0, 0, 0};
+    for (size_t j = 0; j < 16; j += 4) {
+        F4 x;
+        std::memcpy(&x, block + j, sizeof x);
+        acc |= ~(x <= bound); // x > last, or x NaN
+    }
+    return (acc[0] | acc[1] | acc[2] | acc[3]) != 0;
+}
+
+} // namespace
+
 size_t Sampler::greedy_ranking(std::span<const float> values, std::span<TokenId> top) {
     constexpr size_t kMax = 64;
     const size_t k = top.size();
@@ -188,20 +209,29 @@ size_t Sampler::greedy_ranking(std::span<const float> values, std::span<TokenId>
     float vals[kMax];
     size_t n = 0;
     constexpr float kOut = -std::numeric_limits<float>::infinity();
-    for (size_t t = 0; t < values.size(); ++t) {
-        const float v = values[t];
-        if (!(v > kOut)) {
-            if (std::isnan(v)) return 0;
-            continue;
+    constexpr size_t kBlock = 16;
+    for (size_t start = 0; start < values.size(); start += kBlock) {
+        const size_t end = std::min(values.size(), start + kBlock);
+        if (n == k && end - start == kBlock) {
+            // Once the list is full, a block enters it only where a value beats its last entry
+            // (or is NaN): one comparison per value, without branches, skips most blocks.
+            if (!any_above(values.data() + start, vals[k - 1])) continue;
         }
-        if (n == k && !(v > vals[k - 1])) continue;
-        size_t i = n < k ? n++ : k - 1;
-        for (; i > 0 && v > vals[i - 1]; --i) {
-            vals[i] = vals[i - 1];
-            top[i] = top[i - 1];
+        for (size_t t = start; t < end; ++t) {
+            const float v = values[t];
+            if (!(v > kOut)) {
+                if (std::isnan(v)) return 0;
+                continue;
+            }
+            if (n == k && !(v > vals[k - 1])) continue;
+            size_t i = n < k ? n++ : k - 1;
+            for (; i > 0 && v > vals[i - 1]; --i) {
+                vals[i] = vals[i - 1];
+                top[i] = top[i - 1];
+            }
+            vals[i] = v;
+            top[i] = static_cast<TokenId>(t);
         }
-        vals[i] = v;
-        top[i] = static_cast<TokenId>(t);
     }
     return n;
 }
