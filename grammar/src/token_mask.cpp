@@ -202,8 +202,11 @@ size_t LocalMaskCache::walks(size_t band) {
 LocalMaskCache::Parts LocalMaskCache::get(const Matcher::LocalKey& key) {
     const std::string exact = key.bytes();
     std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = by_key_.find(exact); it != by_key_.end()) return it->second;
     Parts parts;
     for (size_t b = 0; b < VocabIndex::kBands; ++b) parts[b] = part(key, exact, b);
+    if (by_key_.size() >= 4096) by_key_.clear();
+    by_key_.emplace(exact, parts);
     return parts;
 }
 
@@ -214,7 +217,10 @@ const std::shared_ptr<const LocalMaskCache::Entry>& LocalMaskCache::part(const M
     if (k.empty()) k = "exact:" + exact; // apart from every shape key (the lengths differ)
     auto it = entries_[b].find(k);
     if (it == entries_[b].end()) {
-        if (entries_[b].size() >= 4096) entries_[b].clear(); // bounded: 4096 masks of 16 KiB for 128k tokens
+        if (entries_[b].size() >= 4096) { // bounded: 4096 masks of 16 KiB for 128k tokens
+            entries_[b].clear();
+            by_key_.clear(); // nor may it keep dropped entries alive
+        }
         it = entries_[b].emplace(std::move(k), walk(key, vocab_->band(b))).first;
         ++walks_[b];
     }

@@ -141,6 +141,9 @@ private:
     WalkScratch scratch_;
     std::array<size_t, VocabIndex::kBands> walks_{};
     std::array<std::unordered_map<std::string, std::shared_ptr<const Entry>>, VocabIndex::kBands> entries_;
+    // get()'s answers by exact key, so that a local stack met again (every new sequence of the
+    // grammar meets the same ones) skips its shape keys; bounded, and cleared with entries_.
+    std::unordered_map<std::string, Parts> by_key_;
 
     // The key's shape for `budget` bytes; "" when the shapes nest too deep to compare.
     std::string shape_key(const Matcher::LocalKey& key, int budget);
