@@ -184,6 +184,7 @@ std::shared_ptr<const LocalMaskCache::Entry> LocalMaskCache::walk(const Matcher:
         std::fill(bits.begin(), bits.end(), 0);
         throw;
     }
+    walked_tokens_ += count + e->uncertain.size();
     if (count >= bits.size()) {
         e->accepted = bits;
         std::fill(bits.begin(), bits.end(), 0);
@@ -192,6 +193,11 @@ std::shared_ptr<const LocalMaskCache::Entry> LocalMaskCache::walk(const Matcher:
     e->accepted_ids = scratch_.listed; // sparse: a list is cheaper to merge than the whole mask
     for (TokenId t : e->accepted_ids) bits[static_cast<size_t>(t) / 32] = 0;
     return e;
+}
+
+size_t LocalMaskCache::walked() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return walked_tokens_;
 }
 
 size_t LocalMaskCache::walks(size_t band) {
@@ -292,10 +298,12 @@ void LocalMaskCache::prepare(size_t max_states) {
     }
     // Then one long path: at each state the first kind that reaches a state not met before, so
     // that bounded repetitions run to their bound (their last links have shapes of their own,
-    // each a walk of most of the vocabulary, too deep for the breadth-first states).
+    // each a walk of most of the vocabulary, too deep for the breadth-first states). Its walks
+    // are bounded by the tokens they reach, so that no grammar makes compile run long.
     std::unordered_set<Matcher::StateId> on_path{m.state()};
     Matcher::StateId s = m.state();
-    for (size_t step = 0; step < kProbeSteps; ++step) {
+    const size_t budget = walked() + kProbeVocabularies * static_cast<size_t>(vocab_->n_vocab());
+    for (size_t step = 0; step < kProbeSteps && walked() < budget; ++step) {
         Matcher::StateId next = Matcher::kDead;
         for (uint8_t byte : kinds) {
             const Matcher::StateId t = m.step(s, byte);

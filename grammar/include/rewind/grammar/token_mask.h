@@ -127,10 +127,12 @@ public:
     // would meet first, done when the grammar is compiled. Then the short tokens' parts (the
     // costly ones) of the states along one path of up to kProbeSteps bytes that never returns to
     // a state, so that bounded repetitions (a string's `maxLength`) run to their bound: their
-    // last links need walks of their own.
+    // last links need walks of their own. The path stops once its walks have reached
+    // kProbeVocabularies times the vocabulary's tokens (the JSON workload's schemas: 4 to 12).
     void prepare(size_t max_states);
     static constexpr size_t kDepth = 3; // frames a local stack keeps (more: fewer uncertain tokens, less sharing)
     static constexpr size_t kProbeSteps = 4096;
+    static constexpr size_t kProbeVocabularies = 32;
 
 private:
     std::mutex mutex_;
@@ -140,6 +142,8 @@ private:
     std::unique_ptr<PositionShapes> shapes_;
     WalkScratch scratch_;
     std::array<size_t, VocabIndex::kBands> walks_{};
+    size_t walked_tokens_ = 0; // tokens the walks accepted or left uncertain, all bands
+    size_t walked();
     std::array<std::unordered_map<std::string, std::shared_ptr<const Entry>>, VocabIndex::kBands> entries_;
     // get()'s answers by exact key, so that a local stack met again (every new sequence of the
     // grammar meets the same ones) skips its shape keys; bounded, and cleared with entries_.
