@@ -140,7 +140,7 @@ size_t walk_vocabulary(Matcher& m, const TokenTrie& trie, Matcher::StateId s, st
         const size_t first = i++;
         if (d == b.size()) {
             mask[static_cast<size_t>(sorted[first]) / 32] |= 1u << (static_cast<uint32_t>(sorted[first]) % 32);
-            if (accepted++ < scratch.list_cap) scratch.listed.push_back(sorted[first]);
+            if (accepted++ < mask.size()) scratch.listed.push_back(sorted[first]);
         } else if (escaped[d]) { // every token sharing the dead prefix may go on below
             uncertain->push_back(sorted[first]);
             for (; i < sorted.size() && lcp[i] > d; ++i) uncertain->push_back(sorted[i]);
@@ -176,7 +176,6 @@ std::shared_ptr<const LocalMaskCache::Entry> LocalMaskCache::walk(const Matcher:
     // of them) neither allocates nor clears a whole mask.
     auto& bits = scratch_.mask;
     bits.resize(static_cast<size_t>((vocab_->n_vocab() + 31) / 32), 0);
-    scratch_.list_cap = bits.size();
     size_t count = 0;
     try {
         count = walk_vocabulary(*walker_, trie, walker_->local_state(key), bits, &e->uncertain, scratch_);

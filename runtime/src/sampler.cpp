@@ -182,15 +182,17 @@ TokenId Sampler::greedy_unmasked(const float* logits, std::span<const TokenId> h
 
 namespace {
 
-// Whether any of the 16 values at `block` is above `last` or NaN, four lanes at a time (GCC and
-// Clang vector extensions: SSE on x86, NEON elsewhere; the compilers unroll a scalar loop of
-// fixed count but do not vectorise it inside the ranking's loop).
+constexpr size_t kRankBlock = 16; // values greedy_ranking skips at once when none can enter
+
+// Whether any of the kRankBlock values at `block` is above `last` or NaN, four lanes at a time
+// (GCC and Clang vector extensions: SSE on x86, NEON elsewhere; the compilers unroll a scalar
+// loop of fixed count but do not vectorise it inside the ranking's loop).
 bool any_above(const float* block, float last) {
     using F4 = float __attribute__((vector_size(16)));
     using I4 = int32_t __attribute__((vector_size(16)));
     const F4 bound = {last, last, last, last};
     I4 acc = {0, 0, 0, 0};
-    for (size_t j = 0; j < 16; j += 4) {
+    for (size_t j = 0; j < kRankBlock; j += 4) {
         F4 x;
         std::memcpy(&x, block + j, sizeof x);
         acc |= ~(x <= bound); // x > last, or x NaN
@@ -209,10 +211,9 @@ size_t Sampler::greedy_ranking(std::span<const float> values, std::span<TokenId>
     float vals[kMax];
     size_t n = 0;
     constexpr float kOut = -std::numeric_limits<float>::infinity();
-    constexpr size_t kBlock = 16;
-    for (size_t start = 0; start < values.size(); start += kBlock) {
-        const size_t end = std::min(values.size(), start + kBlock);
-        if (n == k && end - start == kBlock) {
+    for (size_t start = 0; start < values.size(); start += kRankBlock) {
+        const size_t end = std::min(values.size(), start + kRankBlock);
+        if (n == k && end - start == kRankBlock) {
             // Once the list is full, a block enters it only where a value beats its last entry
             // (or is NaN): one comparison per value, without branches, skips most blocks.
             if (!any_above(values.data() + start, vals[k - 1])) continue;

@@ -86,15 +86,14 @@ struct WalkScratch {
     std::vector<Matcher::StateId> path; // state after each byte of the present token
     std::vector<uint8_t> escaped;       // kMark seen along the path
     std::vector<uint32_t> mask;         // LocalMaskCache's walks: all zero between walks
-    std::vector<TokenId> listed;        // the first `list_cap` tokens accepted
-    size_t list_cap = 0;
+    std::vector<TokenId> listed;        // the first tokens accepted, up to the mask's words
 };
 
 // Walks the tokens of `trie` from state `s` of `m`, setting the bits of the tokens whose bytes
 // `s` accepts, and returns how many it set (a trie holds each token once); the first
-// `scratch.list_cap` of them are also listed in `scratch.listed`. With `uncertain` (s a local
-// state), a token refused after a state holding kMark may go on below the local stack: it is
-// listed there instead.
+// `mask.size()` of them are also listed in `scratch.listed` (fewer accepted tokens than the
+// mask's words: the list is the whole set). With `uncertain` (s a local state), a token refused
+// after a state holding kMark may go on below the local stack: it is listed there instead.
 size_t walk_vocabulary(Matcher& m, const TokenTrie& trie, Matcher::StateId s, std::span<uint32_t> mask,
                        std::vector<TokenId>* uncertain, WalkScratch& scratch);
 
