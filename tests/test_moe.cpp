@@ -152,6 +152,29 @@ TEST(MoeLoad, ExpertKeysAndTensorsAreRead) {
     EXPECT_EQ(m->file().weights().layers.at(0).wk.type, TensorType::Q8_0); // 8 experts: llama-quantize's Q8_0 K
 }
 
+// The fingerprint reads every dense tensor whole and each expert tensor by windows spread over it
+// (the first and last bytes among them): a change to either side's bytes there is another model.
+TEST(MoeLoad, FingerprintCoversDenseTensorsAndSamplesExperts) {
+    using namespace gguf_test;
+    const std::string path = model_test::dummy_path("dummy-mixtral-tiny-f32");
+    const uint64_t base = LlamaModelFile::open(path)->fingerprint();
+    EXPECT_EQ(LlamaModelFile::open(path)->fingerprint(), base);
+    TempDir dir;
+    struct Flip {
+        const char* tensor;
+        bool last; // the tensor's last byte, else its first
+    };
+    for (const Flip f : {Flip{"blk.0.attn_q.weight", false}, Flip{"blk.0.ffn_gate_inp.weight", true},
+                         Flip{"blk.0.ffn_up_exps.weight", false}, Flip{"blk.0.ffn_down_exps.weight", true}}) {
+        SCOPED_TRACE(f.tensor);
+        Builder b = Builder::load(path);
+        std::string& d = b.tensor(f.tensor)->data;
+        d[f.last ? d.size() - 1 : 0] ^= 0x10;
+        b.write(dir.file("flip.gguf"));
+        EXPECT_NE(LlamaModelFile::open(dir.file("flip.gguf"))->fingerprint(), base);
+    }
+}
+
 TEST(MoeLoad, BrokenOrUnsupportedExpertFilesAreRefusedByName) {
     using namespace gguf_test;
     TempDir dir;

@@ -135,7 +135,10 @@ public:
     const LlamaHparams& hparams() const { return hparams_; }
     const LlamaWeights& weights() const { return weights_; }
     const Tokenizer& tokenizer() const { return *tokenizer_; }
-    // A 64-bit FNV-1a digest of hyperparameters and all tensor bytes, computed once at open.
+    // A 64-bit FNV-1a digest of hyperparameters, every tensor's name, type and shape, and its
+    // bytes, computed once at open: all bytes of every tensor but the experts' (3-D `*_exps`),
+    // which enter by 64 windows of 64 bytes spread over each, so that opening a MoE file does not
+    // read every expert. Two files whose experts differ only outside those windows share it.
     uint64_t fingerprint() const { return fingerprint_; }
 
 private:
