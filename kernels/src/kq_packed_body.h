@@ -29,12 +29,15 @@ inline int32_t load_i32(const void* p) {
 // Software prefetch two super-blocks ahead, spread over the eight steps j of this one: step j
 // asks for its eighth of the lines. Asking for all of a super-block's 37-53 lines at its start
 // filled the core's miss queue in one burst, then left memory idle during the compute, so
-// compute and memory time added up instead of overlapping. Past a group's end this is the next
+// compute and memory time added up instead of overlapping. Into L2 (T1), not L1: a prefetch into
+// L1 holds one of the core's few L1 miss buffers until its line arrives from memory, which capped
+// a 1-token pass's stream well below the core's read bandwidth; the L2 has more requests in
+// flight, and the demand loads then take the lines from L2. Past a group's end this is the next
 // group (this thread's next work, or harmless); a prefetch never faults.
 inline void prefetch_eighth(const uint8_t* sb, size_t sb_bytes, int j) {
     const uint8_t* p = sb + 2 * sb_bytes;
     const size_t lines = sb_bytes / 64, l0 = size_t(j) * lines / 8, l1 = size_t(j + 1) * lines / 8;
-    for (size_t l = l0; l < l1; ++l) _mm_prefetch(reinterpret_cast<const char*>(p + 64 * l), _MM_HINT_T0);
+    for (size_t l = l0; l < l1; ++l) _mm_prefetch(reinterpret_cast<const char*>(p + 64 * l), _MM_HINT_T1);
 }
 
 // Q4_K and Q5_K: sub-block scales and mins, the same layout and float steps (Q5_K adds a bit plane).
