@@ -59,11 +59,11 @@ inline void tile(const Q8PackedJob& job, int64_t g, int64_t t0, int64_t b0, int6
         const int64_t pb = b + kPrefetchBlocks;
         const std::byte* pw = pb < nb ? grp + pb * kQ8PackBlockBytes : next + (pb - nb) * kQ8PackBlockBytes;
 #pragma GCC unroll 8
-        for (int l = 0; l < 8; ++l) _mm_prefetch(reinterpret_cast<const char*>(pw + 64 * l), _MM_HINT_T0);
+        for (int l = 0; l < 8; ++l) _mm_prefetch(reinterpret_cast<const char*>(pw + 64 * l), _MM_HINT_T1);
         if ((pb & 1) == 0) { // one 64-byte line holds the scales (and one the mins) of two blocks
             const std::byte* ps = pb < nb ? grp + nb * kQ8PackBlockBytes + pb * 32 : next + nb * kQ8PackBlockBytes + (pb - nb) * 32;
-            _mm_prefetch(reinterpret_cast<const char*>(ps), _MM_HINT_T0);
-            if constexpr (M) _mm_prefetch(reinterpret_cast<const char*>(ps + q8_packed_scale_bytes(nb)), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(ps), _MM_HINT_T1);
+            if constexpr (M) _mm_prefetch(reinterpret_cast<const char*>(ps + q8_packed_scale_bytes(nb)), _MM_HINT_T1);
         }
         __m512i w[8];
 #pragma GCC unroll 8
