@@ -218,6 +218,47 @@ TEST(KqPacked, SharedInputRefusesBadInput) {
     EXPECT_THROW(matmul_kq_packed(w->view(), none, y.data(), nullptr, SimdLevel::Scalar), Error);
 }
 
+// A layer's experts as one job: products of three types, widths and row counts, each with its own
+// input and token count (1 to 17, the wide tiles among them), give each the bits it gets alone,
+// at every level and thread count; a bad product anywhere is refused before anything is written.
+TEST(KqPacked, ProductListGivesEachProductsBits) {
+    ThreadPool p2(2), p3(3);
+    const auto a = make(DType::Q4_K, 40, 512, 5, 0), b = make(DType::Q6_K, 21, 512, 6, 1), c = make(DType::Q5_K, 33, 256, 7, 0);
+    const Packed* ws[] = {a.get(), b.get(), c.get(), a.get(), b.get()};
+    const int64_t ns[] = {1, 3, 17, 9, 2};
+    std::vector<std::vector<float>> xs;
+    for (size_t i = 0; i < 5; ++i) xs.push_back(test::randn(size_t(ns[i] * ws[i]->cols), uint32_t(20 + i)));
+    for (SimdLevel level : supported_simd_levels())
+        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &p2, &p3}) {
+            std::vector<std::vector<std::byte>> scratch;
+            std::vector<KqInput> in;
+            std::vector<MatrixView> views;
+            std::vector<std::vector<float>> ys;
+            for (size_t i = 0; i < 5; ++i) {
+                scratch.emplace_back(kq_input_bytes(ns[i], ws[i]->cols));
+                in.push_back(quantize_kq_input(xs[i].data(), ns[i], ws[i]->cols, scratch.back(), pool, level));
+                views.push_back(ws[i]->view());
+                ys.emplace_back(size_t(ns[i] * ws[i]->rows), NAN);
+            }
+            std::vector<KqProduct> prods;
+            for (size_t i = 0; i < 5; ++i) prods.push_back(KqProduct{&views[i], &in[i], ys[i].data()});
+            matmul_kq_packed_list(prods, pool, level);
+            for (size_t i = 0; i < 5; ++i)
+                ASSERT_TRUE(same_bits(ys[i], run(views[i], xs[i], ns[i], nullptr, level)))
+                    << simd_name(level) << " product " << i;
+            // The first product good, the second's input of another width: nothing is written.
+            std::vector<float> y0(ys[0].size(), NAN);
+            const KqProduct bad[] = {{&views[0], &in[0], y0.data()}, {&views[2], &in[0], ys[2].data()}};
+            EXPECT_THROW(matmul_kq_packed_list(bad, pool, level), Error);
+            EXPECT_TRUE(std::isnan(y0[0]));
+        }
+    std::vector<KqProduct> many(kKqProductsMax + 1);
+    EXPECT_THROW(matmul_kq_packed_list(many, nullptr), Error);
+    const MatrixView v0 = ws[0]->view();
+    const KqProduct null_input[] = {{&v0, nullptr, nullptr}};
+    EXPECT_THROW(matmul_kq_packed_list(null_input, nullptr), Error);
+}
+
 TEST(KqPacked, RefusesBadInput) {
     const auto w = make(DType::Q4_K, 16, 256, 1, 0);
     std::vector<float> f32(256);

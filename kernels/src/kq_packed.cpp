@@ -182,20 +182,45 @@ KqInput quantize_kq_input(const float* x, int64_t n_tokens, int64_t cols, std::s
     return KqInput{scratch.data(), ab, n_tokens, cols};
 }
 
-void matmul_kq_packed(const MatrixView& w, const KqInput& x, float* y, ThreadPool* pool, SimdLevel level) {
-    if (!y || !x.act) throw Error(ErrorCode::argument, "matmul_kq_packed: null pointer");
-    if (!w.packed) throw Error(ErrorCode::argument, "matmul_kq_packed: matrix has no packed data (repack_kq)");
-    check("matmul_kq_packed", w.type, w.rows, w.cols);
+namespace {
+
+// The job of one product, its arguments checked (`who` names the caller in errors).
+detail::KqPackedJob product_job(const char* who, const MatrixView& w, const KqInput& x, float* y) {
+    // Messages are built only when thrown: this runs on every product of a forward pass.
+    if (!y || !x.act) throw Error(ErrorCode::argument, std::string(who) + ": null pointer");
+    if (!w.packed) throw Error(ErrorCode::argument, std::string(who) + ": matrix has no packed data (repack_kq)");
+    check(who, w.type, w.rows, w.cols);
     if (x.cols != w.cols || x.n_tokens <= 0 || x.act_bytes != detail::quant_act_bytes(w.type, w.cols))
-        throw Error(ErrorCode::shape, "matmul_kq_packed: input of " + std::to_string(x.n_tokens) + " x " + std::to_string(x.cols) +
-                    " for a matrix of " + std::to_string(w.cols) + " columns");
-    if (reinterpret_cast<uintptr_t>(w.packed) % 64 != 0) throw Error(ErrorCode::argument, "matmul_kq_packed: packed data not 64-byte aligned");
-    require_simd(level);
+        throw Error(ErrorCode::shape, std::string(who) + ": input of " + std::to_string(x.n_tokens) + " x " +
+                                          std::to_string(x.cols) + " for a matrix of " + std::to_string(w.cols) + " columns");
+    if (reinterpret_cast<uintptr_t>(w.packed) % 64 != 0)
+        throw Error(ErrorCode::argument, std::string(who) + ": packed data not 64-byte aligned");
     const int64_t nb = w.cols / 256;
     const size_t sbb = sb_bytes(w.type);
-    const detail::KqPackedJob job{w.type, static_cast<const std::byte*>(w.packed), sbb * size_t(nb), sbb, nb, w.rows,
-                                  x.act, x.act_bytes, x.n_tokens, y};
+    return detail::KqPackedJob{w.type, static_cast<const std::byte*>(w.packed), sbb * size_t(nb), sbb, nb, w.rows,
+                               x.act, x.act_bytes, x.n_tokens, y};
+}
+
+} // namespace
+
+void matmul_kq_packed(const MatrixView& w, const KqInput& x, float* y, ThreadPool* pool, SimdLevel level) {
+    const detail::KqPackedJob job = product_job("matmul_kq_packed", w, x, y);
+    require_simd(level);
     detail::matmul_kq_packed(job, pool, level);
+}
+
+void matmul_kq_packed_list(std::span<const KqProduct> products, ThreadPool* pool, SimdLevel level) {
+    if (products.size() > kKqProductsMax)
+        throw Error(ErrorCode::argument, "matmul_kq_packed_list: " + std::to_string(products.size()) +
+                                             " products, more than " + std::to_string(kKqProductsMax));
+    detail::KqPackedJob jobs[kKqProductsMax];
+    for (size_t i = 0; i < products.size(); ++i) {
+        const KqProduct& p = products[i];
+        if (!p.w || !p.x) throw Error(ErrorCode::argument, "matmul_kq_packed_list: null pointer");
+        jobs[i] = product_job("matmul_kq_packed_list", *p.w, *p.x, p.y);
+    }
+    require_simd(level);
+    detail::matmul_kq_packed_jobs(std::span<const detail::KqPackedJob>(jobs, products.size()), pool, level);
 }
 
 namespace detail {
@@ -237,14 +262,45 @@ void kqp_groups_scalar(const KqPackedJob& job, int64_t g0, int64_t g1) {
     }
 }
 
+namespace {
+
+using KqBody = void (*)(const KqPackedJob&, int64_t, int64_t);
+
+KqBody body_for(SimdLevel level) {
+    if (simd_has_avx512(level) && cpu_features().avx512vnni) return kqp_groups_avx512vnni;
+    if (level != SimdLevel::Scalar && level != SimdLevel::Avx2 && cpu_features().avxvnni) return kqp_groups_avxvnni;
+    if (level != SimdLevel::Scalar) return kqp_groups_avx2;
+    return kqp_groups_scalar;
+}
+
+int64_t groups_of(const KqPackedJob& job) { return (job.rows + kKqPackRows - 1) / kKqPackRows; }
+
+} // namespace
+
 void matmul_kq_packed(const KqPackedJob& job, ThreadPool* pool, SimdLevel level) {
-    auto body = kqp_groups_scalar;
-    if (simd_has_avx512(level) && cpu_features().avx512vnni) body = kqp_groups_avx512vnni;
-    else if (level != SimdLevel::Scalar && level != SimdLevel::Avx2 && cpu_features().avxvnni) body = kqp_groups_avxvnni;
-    else if (level != SimdLevel::Scalar) body = kqp_groups_avx2;
-    const int64_t groups = (job.rows + kKqPackRows - 1) / kKqPackRows;
+    const KqBody body = body_for(level);
     const int64_t macs = job.rows * job.nb * 256 * job.n_tokens;
-    detail::run_row_groups(pool, groups, macs, [&](int64_t g0, int64_t g1) { body(job, g0, g1); });
+    detail::run_row_groups(pool, groups_of(job), macs, [&](int64_t g0, int64_t g1) { body(job, g0, g1); });
+}
+
+// The jobs' row groups numbered one after another: a chunk [g0, g1) of them runs each job's part
+// of it, in job order.
+void matmul_kq_packed_jobs(std::span<const KqPackedJob> jobs, ThreadPool* pool, SimdLevel level) {
+    const KqBody body = body_for(level);
+    int64_t groups = 0, macs = 0;
+    for (const KqPackedJob& job : jobs) {
+        groups += groups_of(job);
+        macs += job.rows * job.nb * 256 * job.n_tokens;
+    }
+    detail::run_row_groups(pool, groups, macs, [&](int64_t g0, int64_t g1) {
+        int64_t first = 0; // the first group of job i in the numbering
+        for (const KqPackedJob& job : jobs) {
+            const int64_t n = groups_of(job), b = std::max(g0, first), e = std::min(g1, first + n);
+            if (b < e) body(job, b - first, e - first);
+            first += n;
+            if (first >= g1) break;
+        }
+    });
 }
 
 } // namespace detail

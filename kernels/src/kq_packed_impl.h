@@ -20,6 +20,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "rewind/kernels/kq_packed.h"
 #include "token_tiles.h"
@@ -52,5 +53,7 @@ void kqp_groups_avx512vnni(const KqPackedJob& job, int64_t g0, int64_t g1);
 // The packed product for the matmul front end: activations already quantized (quantize_act),
 // body picked for `level`, row groups split over the pool in several chunks per thread.
 void matmul_kq_packed(const KqPackedJob& job, ThreadPool* pool, SimdLevel level);
+// The same for several jobs as one pool job over all their row groups.
+void matmul_kq_packed_jobs(std::span<const KqPackedJob> jobs, ThreadPool* pool, SimdLevel level);
 
 } // namespace rwd::detail

@@ -81,8 +81,12 @@ struct CpuBackend::Buffers {
     std::vector<float> moe_w;           // [B, K] their weights
     std::vector<int32_t> moe_off;       // [NE + 1] group_by_expert's offsets
     std::vector<int32_t> moe_pairs;     // [B * K] (row, slot) pairs grouped by expert
-    RunBuffer<float> xe, ge, ue, de;    // [B, E], [B, Fe], [B, Fe], [B, E] one expert's rows
+    RunBuffer<float> xe;                // [B, E] one expert's rows
+    RunBuffer<float> ge, ue, de;        // [B * K, Fe], [B * K, Fe], [B * K, E] by moe_pairs' order
     RunBuffer<float> eo;                // [B, K, E] each (row, slot)'s expert output
+    std::vector<std::byte> moe_qx;      // [B * K] rows of Q8_K blocks of width E, by moe_pairs' order
+    std::vector<std::byte> moe_qg;      // kq_input_bytes(B * K, Fe): the down products' input
+    std::vector<Model::ExpertWeights> moe_w8; // [NE] the touched experts' weights
 };
 
 CpuBackend::CpuBackend(const Model& model, const ContextOptions& opts, std::shared_ptr<ThreadPool> pool)
@@ -117,10 +121,15 @@ CpuBackend::CpuBackend(const Model& model, const ContextOptions& opts, std::shar
         b.moe_off.resize(NE + 1);
         b.moe_pairs.resize(B * K);
         b.xe.resize(B * E);
-        b.ge.resize(B * Fe);
-        b.ue.resize(B * Fe);
-        b.de.resize(B * E);
+        b.ge.resize(B * K * Fe);
+        b.ue.resize(B * K * Fe);
+        b.de.resize(B * K * E);
         b.eo.resize(B * K * E);
+        b.moe_w8.resize(NE);
+        if (E % 256 == 0 && Fe % 256 == 0) { // what K-quant experts need; others never take the fused path
+            b.moe_qx.resize(kq_input_bytes(static_cast<int64_t>(B * K), hp.n_embd));
+            b.moe_qg.resize(kq_input_bytes(static_cast<int64_t>(B * K), hp.n_ff_exp));
+        }
     }
     b.logits.resize(B * static_cast<size_t>(m_.n_vocab()));
     b.ids.resize(B);
@@ -340,17 +349,19 @@ void CpuBackend::moe_ffn(const Layer& L, const float* xn, int64_t rows, float* o
     group_by_expert(b.moe_ids.data(), rows, K, NE, b.moe_off.data(), b.moe_pairs.data());
     const auto row_bytes = static_cast<size_t>(E) * sizeof(float);
     const int64_t il = &L - m_.layers.data();
-    for (int64_t e = 0; e < NE; ++e) {
-        const int32_t p0 = b.moe_off[static_cast<size_t>(e)], n = b.moe_off[static_cast<size_t>(e) + 1] - p0;
-        if (n == 0) continue;
-        ++experts_read_;
-        const int32_t* pairs = b.moe_pairs.data() + p0;
-        for (int32_t i = 0; i < n; ++i) std::memcpy(b.xe.data() + i * E, xn + (pairs[i] / K) * E, row_bytes);
-        const Model::ExpertWeights w = m_.expert(il, e, pool_.get()); // packed on its first use
-        matmul_many({{w.gate, b.ge.data()}, {w.up, b.ue.data()}}, b.xe.data(), n);
-        glu(hp.arch->act, b.ge.data(), b.ue.data(), n, Fe, Fe, b.ge.data());
-        matmul(*w.down, b.ge.data(), n, b.de.data());
-        for (int32_t i = 0; i < n; ++i) std::memcpy(b.eo.data() + pairs[i] * E, b.de.data() + i * E, row_bytes);
+    if (!moe_experts_kq(il, rows, xn)) {
+        for (int64_t e = 0; e < NE; ++e) {
+            const int32_t p0 = b.moe_off[static_cast<size_t>(e)], n = b.moe_off[static_cast<size_t>(e) + 1] - p0;
+            if (n == 0) continue;
+            ++experts_read_;
+            const int32_t* pairs = b.moe_pairs.data() + p0;
+            for (int32_t i = 0; i < n; ++i) std::memcpy(b.xe.data() + i * E, xn + (pairs[i] / K) * E, row_bytes);
+            const Model::ExpertWeights w = m_.expert(il, e, pool_.get()); // packed on its first use
+            matmul_many({{w.gate, b.ge.data()}, {w.up, b.ue.data()}}, b.xe.data(), n);
+            glu(hp.arch->act, b.ge.data(), b.ue.data(), n, Fe, Fe, b.ge.data());
+            matmul(*w.down, b.ge.data(), n, b.de.data());
+            for (int32_t i = 0; i < n; ++i) std::memcpy(b.eo.data() + pairs[i] * E, b.de.data() + i * E, row_bytes);
+        }
     }
     // llama.cpp's order: each slot's output times its weight, then added slot after slot.
     for (int64_t t = 0; t < rows; ++t) {
@@ -361,6 +372,66 @@ void CpuBackend::moe_ffn(const Layer& L, const float* xn, int64_t rows, float* o
         for (int64_t j = 1; j < K; ++j)
             for (int64_t c = 0; c < E; ++c) o[c] += eo[j * E + c] * w[j];
     }
+}
+
+// The products each expert would make alone, with the same inputs: every row's Q8_K blocks are
+// computed from that row alone (kq_packed.h), so quantizing all rows once and taking each expert's
+// rows from them, and quantizing every (row, slot)'s SwiGLU output at once, gives each expert the
+// bits of its own quantization; each product then takes its rows through the same tiles.
+bool CpuBackend::moe_experts_kq(int64_t il, int64_t rows, const float* xn) {
+    const LlamaHparams& hp = m_.hparams();
+    const int64_t E = hp.n_embd, NE = hp.n_expert, K = hp.n_expert_used, Fe = hp.n_ff_exp;
+    Buffers& b = *buf_;
+    if (opts_.numerics != Numerics::Exact || b.moe_qx.empty()) return false;
+    auto kq = [](const MatrixView* w) { return w->packed && packed_layout(w->type) == PackedLayout::Kq; };
+    int64_t touched = 0;
+    for (int64_t e = 0; e < NE; ++e) {
+        if (b.moe_off[static_cast<size_t>(e) + 1] == b.moe_off[static_cast<size_t>(e)]) continue;
+        const Model::ExpertWeights w = m_.expert(il, e, pool_.get()); // packed on its first use
+        if (!kq(w.gate) || !kq(w.up) || !kq(w.down)) return false;
+        b.moe_w8[static_cast<size_t>(e)] = w;
+        ++touched;
+    }
+    if (2 * touched > static_cast<int64_t>(kKqProductsMax)) return false;
+    experts_read_ += touched;
+
+    // [rows] blocks of xn, then each (row, slot) pair's copy in moe_pairs' order: expert e's
+    // input is pairs [off[e], off[e + 1]).
+    const KqInput all = quantize_kq_input(xn, rows, E, b.mm_scratch, pool_.get(), opts_.simd);
+    const size_t ab = all.act_bytes;
+    const int64_t pairs = rows * K;
+    for (int64_t p = 0; p < pairs; ++p)
+        std::memcpy(b.moe_qx.data() + p * ab, all.act + (b.moe_pairs[static_cast<size_t>(p)] / K) * ab, ab);
+
+    KqInput in[kKqProductsMax];
+    KqProduct prods[kKqProductsMax];
+    size_t n_in = 0, n_prod = 0;
+    for (int64_t e = 0; e < NE; ++e) {
+        const int32_t p0 = b.moe_off[static_cast<size_t>(e)], n = b.moe_off[static_cast<size_t>(e) + 1] - p0;
+        if (n == 0) continue;
+        const Model::ExpertWeights& w = b.moe_w8[static_cast<size_t>(e)];
+        in[n_in] = KqInput{b.moe_qx.data() + p0 * ab, ab, n, E};
+        prods[n_prod++] = KqProduct{w.gate, &in[n_in], b.ge.data() + p0 * Fe};
+        prods[n_prod++] = KqProduct{w.up, &in[n_in], b.ue.data() + p0 * Fe};
+        ++n_in;
+    }
+    matmul_kq_packed_list(std::span<const KqProduct>(prods, n_prod), pool_.get(), opts_.simd);
+    glu(hp.arch->act, b.ge.data(), b.ue.data(), pairs, Fe, Fe, b.ge.data());
+
+    const KqInput g = quantize_kq_input(b.ge.data(), pairs, Fe, b.moe_qg, pool_.get(), opts_.simd);
+    n_in = n_prod = 0;
+    for (int64_t e = 0; e < NE; ++e) {
+        const int32_t p0 = b.moe_off[static_cast<size_t>(e)], n = b.moe_off[static_cast<size_t>(e) + 1] - p0;
+        if (n == 0) continue;
+        in[n_in] = KqInput{g.act + p0 * g.act_bytes, g.act_bytes, n, Fe};
+        prods[n_prod++] = KqProduct{b.moe_w8[static_cast<size_t>(e)].down, &in[n_in], b.de.data() + p0 * E};
+        ++n_in;
+    }
+    matmul_kq_packed_list(std::span<const KqProduct>(prods, n_prod), pool_.get(), opts_.simd);
+    const auto row_bytes = static_cast<size_t>(E) * sizeof(float);
+    for (int64_t p = 0; p < pairs; ++p)
+        std::memcpy(b.eo.data() + b.moe_pairs[static_cast<size_t>(p)] * E, b.de.data() + p * E, row_bytes);
+    return true;
 }
 
 } // namespace rwd

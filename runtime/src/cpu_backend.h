@@ -63,6 +63,11 @@ public:
 private:
     struct Buffers;
     PackedLayout shared_layout(std::initializer_list<MatOut<Matrix>> outs) const;
+    // moe_ffn's experts when all the touched ones are packed K-quants (Exact numerics): every
+    // gate and up product of the layer as one pool job, then every down product as another.
+    // False (nothing written) when another layout is among them; the caller then runs them one
+    // by one.
+    bool moe_experts_kq(int64_t il, int64_t rows, const float* xn);
 
     const Model& m_;
     ContextOptions opts_; // the Context's, after its clamping (pool and n_threads settled)

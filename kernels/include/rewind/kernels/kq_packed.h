@@ -62,4 +62,20 @@ KqInput quantize_kq_input(const float* x, int64_t n_tokens, int64_t cols, std::s
 void matmul_kq_packed(const MatrixView& w, const KqInput& x, float* y, ThreadPool* pool,
                       SimdLevel level = detect_simd());
 
+// One product of matmul_kq_packed_list: a packed Q4_K/Q5_K/Q6_K matrix, its input, its output
+// ([x->n_tokens, w->rows]).
+struct KqProduct {
+    const MatrixView* w = nullptr;
+    const KqInput* x = nullptr;
+    float* y = nullptr;
+};
+inline constexpr size_t kKqProductsMax = 64; // a layer's experts: gate and up of 32, or 64 downs
+
+// matmul_kq_packed for each of `products` (each its own matrix, input and output: the experts of
+// a layer), all their row groups split over the pool as one job, so a layer of small products
+// costs one wake-up and one join instead of one per product, and the threads' shares even out
+// over all of them. Each product gets the bits it gets alone. Throws as matmul_kq_packed for any
+// product (nothing is computed then), and rwd::Error (argument) for more than kKqProductsMax.
+void matmul_kq_packed_list(std::span<const KqProduct> products, ThreadPool* pool, SimdLevel level = detect_simd());
+
 } // namespace rwd
