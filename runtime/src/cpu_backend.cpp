@@ -332,7 +332,8 @@ void CpuBackend::softcap(float* x, int64_t n, float c) {
 
 // Router logits (F32 routers, the converters' choice, by the portable product: the same bits on
 // every machine and SIMD level, so no level picks other experts), softmax top-k renormalised,
-// then expert by expert over the rows routed to it, each expert's weights read once per pass;
+// then each expert over the rows routed to it (packed K-quant experts: all of the layer's products
+// as two pool jobs, moe_experts_kq; others expert by expert), its weights read once per pass;
 // experts no row chose are never touched (nor packed: Model::expert packs on first use). Each
 // (row, slot) output lands in eo, and a row's sum runs over its own slots in order: the same bits
 // whatever else shares the pass.
