@@ -277,11 +277,6 @@ int64_t groups_of(const KqPackedJob& job) { return (job.rows + kKqPackRows - 1) 
 
 } // namespace
 
-void matmul_kq_packed(const KqPackedJob& job, ThreadPool* pool, SimdLevel level) {
-    const KqBody body = body_for(level);
-    const int64_t macs = job.rows * job.nb * 256 * job.n_tokens;
-    detail::run_row_groups(pool, groups_of(job), macs, [&](int64_t g0, int64_t g1) { body(job, g0, g1); });
-}
 
 // The jobs' row groups numbered one after another: a chunk [g0, g1) of them runs each job's part
 // of it, in job order.
@@ -301,6 +296,10 @@ void matmul_kq_packed_jobs(std::span<const KqPackedJob> jobs, ThreadPool* pool, 
             if (first >= g1) break;
         }
     });
+}
+
+void matmul_kq_packed(const KqPackedJob& job, ThreadPool* pool, SimdLevel level) {
+    matmul_kq_packed_jobs(std::span<const KqPackedJob>(&job, 1), pool, level);
 }
 
 } // namespace detail

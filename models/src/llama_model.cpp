@@ -426,7 +426,6 @@ void LlamaModelFile::read_tokenizer() {
                                             " tokens but the model has " + std::to_string(hparams_.n_vocab) + " embeddings");
 }
 
-// Hyperparameters, then every tensor (name, type, dims, bytes) in file order.
 namespace {
 
 // An expert tensor (one slice per expert, most of a MoE file's bytes) enters the fingerprint by
@@ -449,6 +448,7 @@ void hash_sample(Fnv1a& h, const uint8_t* p, uint64_t n) {
 
 } // namespace
 
+// Hyperparameters, then every tensor (name, type, dims, bytes or their sample) in file order.
 void LlamaModelFile::compute_fingerprint() {
     const LlamaHparams& hp = hparams_;
     Fnv1a h;

@@ -86,7 +86,11 @@ struct CpuBackend::Buffers {
     RunBuffer<float> eo;                // [B, K, E] each (row, slot)'s expert output
     std::vector<std::byte> moe_qx;      // [B * K] rows of Q8_K blocks of width E, by moe_pairs' order
     std::vector<std::byte> moe_qg;      // kq_input_bytes(B * K, Fe): the down products' input
-    std::vector<Model::ExpertWeights> moe_w8; // [NE] the touched experts' weights
+    struct Touched {
+        Model::ExpertWeights w;
+        int32_t p0 = 0, n = 0; // its pairs [p0, p0 + n) of moe_pairs
+    };
+    std::vector<Touched> moe_touched; // [NE] moe_experts_kq's experts of the layer, ascending
 };
 
 CpuBackend::CpuBackend(const Model& model, const ContextOptions& opts, std::shared_ptr<ThreadPool> pool)
@@ -125,7 +129,7 @@ CpuBackend::CpuBackend(const Model& model, const ContextOptions& opts, std::shar
         b.ue.resize(B * K * Fe);
         b.de.resize(B * K * E);
         b.eo.resize(B * K * E);
-        b.moe_w8.resize(NE);
+        b.moe_touched.resize(NE);
         if (E % 256 == 0 && Fe % 256 == 0) { // what K-quant experts need; others never take the fused path
             b.moe_qx.resize(kq_input_bytes(static_cast<int64_t>(B * K), hp.n_embd));
             b.moe_qg.resize(kq_input_bytes(static_cast<int64_t>(B * K), hp.n_ff_exp));
@@ -385,16 +389,16 @@ bool CpuBackend::moe_experts_kq(int64_t il, int64_t rows, const float* xn) {
     Buffers& b = *buf_;
     if (opts_.numerics != Numerics::Exact || b.moe_qx.empty()) return false;
     auto kq = [](const MatrixView* w) { return w->packed && packed_layout(w->type) == PackedLayout::Kq; };
-    int64_t touched = 0;
+    size_t touched = 0;
     for (int64_t e = 0; e < NE; ++e) {
-        if (b.moe_off[static_cast<size_t>(e) + 1] == b.moe_off[static_cast<size_t>(e)]) continue;
+        const int32_t p0 = b.moe_off[static_cast<size_t>(e)], n = b.moe_off[static_cast<size_t>(e) + 1] - p0;
+        if (n == 0) continue;
         const Model::ExpertWeights w = m_.expert(il, e, pool_.get()); // packed on its first use
         if (!kq(w.gate) || !kq(w.up) || !kq(w.down)) return false;
-        b.moe_w8[static_cast<size_t>(e)] = w;
-        ++touched;
+        b.moe_touched[touched++] = Buffers::Touched{w, p0, n};
     }
-    if (2 * touched > static_cast<int64_t>(kKqProductsMax)) return false;
-    experts_read_ += touched;
+    if (2 * touched > kKqProductsMax) return false;
+    experts_read_ += static_cast<int64_t>(touched);
 
     // [rows] blocks of xn, then each (row, slot) pair's copy in moe_pairs' order: expert e's
     // input is pairs [off[e], off[e + 1]).
@@ -404,31 +408,24 @@ bool CpuBackend::moe_experts_kq(int64_t il, int64_t rows, const float* xn) {
     for (int64_t p = 0; p < pairs; ++p)
         std::memcpy(b.moe_qx.data() + p * ab, all.act + (b.moe_pairs[static_cast<size_t>(p)] / K) * ab, ab);
 
-    KqInput in[kKqProductsMax];
+    KqInput in[kKqProductsMax / 2];
     KqProduct prods[kKqProductsMax];
-    size_t n_in = 0, n_prod = 0;
-    for (int64_t e = 0; e < NE; ++e) {
-        const int32_t p0 = b.moe_off[static_cast<size_t>(e)], n = b.moe_off[static_cast<size_t>(e) + 1] - p0;
-        if (n == 0) continue;
-        const Model::ExpertWeights& w = b.moe_w8[static_cast<size_t>(e)];
-        in[n_in] = KqInput{b.moe_qx.data() + p0 * ab, ab, n, E};
-        prods[n_prod++] = KqProduct{w.gate, &in[n_in], b.ge.data() + p0 * Fe};
-        prods[n_prod++] = KqProduct{w.up, &in[n_in], b.ue.data() + p0 * Fe};
-        ++n_in;
+    for (size_t i = 0; i < touched; ++i) {
+        const Buffers::Touched& t = b.moe_touched[i];
+        in[i] = KqInput{b.moe_qx.data() + t.p0 * ab, ab, t.n, E};
+        prods[2 * i] = KqProduct{t.w.gate, &in[i], b.ge.data() + t.p0 * Fe};
+        prods[2 * i + 1] = KqProduct{t.w.up, &in[i], b.ue.data() + t.p0 * Fe};
     }
-    matmul_kq_packed_list(std::span<const KqProduct>(prods, n_prod), pool_.get(), opts_.simd);
+    matmul_kq_packed_list(std::span<const KqProduct>(prods, 2 * touched), pool_.get(), opts_.simd);
     glu(hp.arch->act, b.ge.data(), b.ue.data(), pairs, Fe, Fe, b.ge.data());
 
     const KqInput g = quantize_kq_input(b.ge.data(), pairs, Fe, b.moe_qg, pool_.get(), opts_.simd);
-    n_in = n_prod = 0;
-    for (int64_t e = 0; e < NE; ++e) {
-        const int32_t p0 = b.moe_off[static_cast<size_t>(e)], n = b.moe_off[static_cast<size_t>(e) + 1] - p0;
-        if (n == 0) continue;
-        in[n_in] = KqInput{g.act + p0 * g.act_bytes, g.act_bytes, n, Fe};
-        prods[n_prod++] = KqProduct{b.moe_w8[static_cast<size_t>(e)].down, &in[n_in], b.de.data() + p0 * E};
-        ++n_in;
+    for (size_t i = 0; i < touched; ++i) {
+        const Buffers::Touched& t = b.moe_touched[i];
+        in[i] = KqInput{g.act + t.p0 * g.act_bytes, g.act_bytes, t.n, Fe};
+        prods[i] = KqProduct{t.w.down, &in[i], b.de.data() + t.p0 * E};
     }
-    matmul_kq_packed_list(std::span<const KqProduct>(prods, n_prod), pool_.get(), opts_.simd);
+    matmul_kq_packed_list(std::span<const KqProduct>(prods, touched), pool_.get(), opts_.simd);
     const auto row_bytes = static_cast<size_t>(E) * sizeof(float);
     for (int64_t p = 0; p < pairs; ++p)
         std::memcpy(b.eo.data() + b.moe_pairs[static_cast<size_t>(p)] * E, b.de.data() + p * E, row_bytes);
